@@ -1,0 +1,5 @@
+"""``python -m legio`` is the ``legio`` command."""
+
+from legio.cli import main
+
+raise SystemExit(main())

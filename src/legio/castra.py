@@ -1,0 +1,212 @@
+"""The castra: the data folder, and the prompt files that define the agents.
+
+Layout::
+
+    castra/
+      legatus/prompt.md                      the Legatus's system prompt
+      centuriones/<name>/prompt.md           one folder per centurio
+      centuriones/<name>/commentarii/        its notes (memoria)
+      edicta/  acta/                         shared memoria
+      praetorium.db                          the message store
+
+A prompt file may open with YAML frontmatter (``description``, ``model``,
+``history_window``, ``tools``, ``cwd``). Prompts are read from disk on every call,
+cheaply, so an edit takes effect on the next message; the SHA-256 of the file and
+the roster hash tell the sessions when to rebuild. Folders that cannot be
+centuriones (bad or reserved names, no prompt, broken frontmatter) are reported in
+``Roster.problems``, never silently used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import frontmatter
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from legio.errors import CastraError
+
+CENTURIO_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}\Z")
+RESERVED_NAMES = frozenset({"caesar", "legatus", "all"})
+PROMPT_FILE = "prompt.md"
+DESCRIPTION_MAX = 200
+
+
+class Frontmatter(BaseModel):
+    """The keys a prompt file's frontmatter may set."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str | None = None
+    model: str | None = None
+    history_window: int | None = Field(None, ge=1, le=10_000)
+    tools: list[str] | None = None
+    cwd: str | None = None
+
+
+@dataclass(frozen=True)
+class AgentPrompt:
+    """One agent's prompt file, as read just now."""
+
+    name: str
+    path: Path
+    body: str
+    description: str
+    settings: Frontmatter
+    sha256: str
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class Roster:
+    """The valid centuriones (sorted by name) and what was wrong with the rest."""
+
+    centuriones: dict[str, AgentPrompt]
+    problems: tuple[str, ...] = ()
+    hash: str = field(default="")
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.centuriones)
+
+
+def validate_centurio_name(name: str) -> str | None:
+    """Why ``name`` cannot be a centurio, or None if it can."""
+    if name in RESERVED_NAMES:
+        return f"'{name}' is reserved ({', '.join(sorted(RESERVED_NAMES))} cannot be centuriones)"
+    if not CENTURIO_NAME.match(name):
+        return (
+            f"'{name}' is not a valid centurio name: use 1-32 characters, a lowercase "
+            "letter first, then lowercase letters, digits, '-' or '_'"
+        )
+    return None
+
+
+def _first_line_description(body: str) -> str:
+    for line in body.splitlines():
+        text = line.strip().lstrip("#").strip()
+        if text:
+            return text[:DESCRIPTION_MAX]
+    return ""
+
+
+def read_prompt(name: str, path: Path) -> AgentPrompt:
+    """Parse one prompt file; raise ``CastraError`` naming the file and the problem."""
+    try:
+        raw = path.read_bytes()
+        mtime_ns = path.stat().st_mtime_ns
+    except FileNotFoundError:
+        raise CastraError(f"{path}: prompt file not found") from None
+    except OSError as e:
+        raise CastraError(f"{path}: cannot read the prompt file ({e.strerror})") from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CastraError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+    try:
+        post = frontmatter.loads(text)
+    except yaml.YAMLError as e:
+        raise CastraError(f"{path}: the YAML frontmatter does not parse: {e}") from e
+    try:
+        settings = Frontmatter.model_validate(dict(post.metadata))
+    except ValidationError as e:
+        details = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()
+        )
+        raise CastraError(f"{path}: bad frontmatter: {details}") from e
+    body = post.content.strip()
+    description = (settings.description or "").strip()[:DESCRIPTION_MAX] or (
+        _first_line_description(body)
+    )
+    return AgentPrompt(
+        name=name,
+        path=path,
+        body=body,
+        description=description,
+        settings=settings,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        mtime_ns=mtime_ns,
+    )
+
+
+def roster_hash(centuriones: dict[str, AgentPrompt]) -> str:
+    """SHA-256 of the sorted ``name:description`` pairs."""
+    pairs = "\n".join(f"{n}:{centuriones[n].description}" for n in sorted(centuriones))
+    return hashlib.sha256(pairs.encode("utf-8")).hexdigest()
+
+
+class Castra:
+    """Paths inside a castra folder, and reading its prompt files."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @property
+    def legatus_prompt_path(self) -> Path:
+        return self.root / "legatus" / PROMPT_FILE
+
+    @property
+    def centuriones_dir(self) -> Path:
+        return self.root / "centuriones"
+
+    @property
+    def praetorium_path(self) -> Path:
+        return self.root / "praetorium.db"
+
+    @property
+    def edicta_dir(self) -> Path:
+        return self.root / "edicta"
+
+    @property
+    def acta_dir(self) -> Path:
+        return self.root / "acta"
+
+    def centurio_dir(self, name: str) -> Path:
+        return self.centuriones_dir / name
+
+    def read_legatus(self) -> AgentPrompt:
+        """The Legatus's prompt; a missing file is a ``CastraError``."""
+        return read_prompt("legatus", self.legatus_prompt_path)
+
+    def legatus_mtime_ns(self) -> int:
+        """Modification time of the Legatus prompt (0 if it is missing)."""
+        try:
+            return self.legatus_prompt_path.stat().st_mtime_ns
+        except OSError:
+            return 0
+
+    def read_centurio(self, name: str) -> AgentPrompt:
+        """One centurio's prompt; bad names and missing files are ``CastraError``."""
+        problem = validate_centurio_name(name)
+        if problem:
+            raise CastraError(problem)
+        return read_prompt(name, self.centurio_dir(name) / PROMPT_FILE)
+
+    def roster(self) -> Roster:
+        """Every usable centurio, plus a line for each folder that is not usable."""
+        centuriones: dict[str, AgentPrompt] = {}
+        problems: list[str] = []
+        folder = self.centuriones_dir
+        entries = sorted(folder.iterdir()) if folder.is_dir() else []
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            where = f"centuriones/{entry.name}"
+            if not entry.is_dir():
+                problems.append(
+                    f"{where}: not a folder; each centurio is a folder with a prompt.md"
+                )
+                continue
+            reason = validate_centurio_name(entry.name)
+            if reason:
+                problems.append(f"{where}: ignored, {reason}")
+                continue
+            try:
+                centuriones[entry.name] = read_prompt(entry.name, entry / PROMPT_FILE)
+            except CastraError as e:
+                problems.append(f"{where}: ignored, {e}")
+        return Roster(centuriones, tuple(problems), roster_hash(centuriones))

@@ -1,0 +1,260 @@
+"""The ``legio`` command: ``init``, ``check``, ``run``, ``console``.
+
+Every command prints what a person needs (what was created, what is wrong and how
+to fix it) and returns an exit code; a ``LegioError`` is printed as its message,
+never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources, util
+from pathlib import Path
+
+from legio import __version__
+from legio.castra import PROMPT_FILE, Castra
+from legio.config import (
+    DEFAULT_CONFIG_NAME,
+    Config,
+    config_to_toml,
+    default_config_path,
+    load_config,
+)
+from legio.errors import LegioError
+
+OK, BAD, WARN = "✓", "✗", "!"
+
+
+def default_castra_source() -> Path:
+    """The default castra shipped with the package (its prompt files)."""
+    return Path(str(resources.files("legio") / "default_castra"))
+
+
+def bundled_cli_path() -> Path:
+    """Where claude-agent-sdk keeps the Claude CLI it bundles (found without importing it)."""
+    spec = util.find_spec("claude_agent_sdk")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return Path(locations[0] if locations else ".") / "_bundled" / "claude"
+
+
+def find_claude_cli(config: Config) -> tuple[Path | None, str]:
+    """The Claude CLI agents will run, and a description of where it came from."""
+    if config.claude.cli_path:
+        configured = Path(config.claude.cli_path)
+        found = shutil.which(str(configured))
+        if found:
+            return Path(found), f"claude.cli_path ({found})"
+        return None, f"claude.cli_path = {config.claude.cli_path!r} is not an executable file"
+    bundled = bundled_cli_path()
+    if bundled.is_file() and os.access(bundled, os.X_OK):
+        return bundled, f"bundled with claude-agent-sdk ({bundled})"
+    on_path = shutil.which("claude")
+    if on_path:
+        return Path(on_path), f"found on PATH ({on_path})"
+    return None, "no Claude CLI: reinstall claude-agent-sdk, or set claude.cli_path"
+
+
+# ---------------------------------------------------------------- init
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write ``legio.toml`` and a default castra into a folder, never overwriting."""
+    target = Path(args.dir)
+    target.mkdir(parents=True, exist_ok=True)
+    created: list[Path] = []
+    kept: list[Path] = []
+
+    def place(path: Path, content: bytes) -> None:
+        if path.exists():
+            kept.append(path)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        created.append(path)
+
+    source = default_castra_source()
+    for prompt in sorted(source.rglob(PROMPT_FILE)):
+        place(target / "castra" / prompt.relative_to(source), prompt.read_bytes())
+    toml = (
+        "# Legio's configuration; every key is explained in docs/configuration.md.\n"
+        "# Put your Telegram user id in [telegram] caesar_ids and export the bot token.\n\n"
+        + config_to_toml(Config())
+    )
+    place(target / DEFAULT_CONFIG_NAME, toml.encode("utf-8"))
+
+    for path in created:
+        print(f"created  {path}")
+    for path in kept:
+        print(f"kept     {path} (already there, not overwritten)")
+    config_file = target / DEFAULT_CONFIG_NAME
+    print(
+        "\nNext: put your Telegram user id in caesar_ids in "
+        f"{config_file}, export TELEGRAM_BOT_TOKEN, then run `legio check -c {config_file}`."
+    )
+    return 0
+
+
+# ---------------------------------------------------------------- check
+
+
+@dataclass
+class Report:
+    """Lines of a ``legio check`` report; any failure makes the exit code 1."""
+
+    lines: list[str] = field(default_factory=list)
+    failed: bool = False
+
+    def ok(self, text: str) -> None:
+        self.lines.append(f"{OK} {text}")
+
+    def bad(self, text: str) -> None:
+        self.lines.append(f"{BAD} {text}")
+        self.failed = True
+
+    def warn(self, text: str) -> None:
+        self.lines.append(f"{WARN} {text}")
+
+
+def running_as_root() -> bool:
+    """Whether this process runs as root (the Claude CLI treats that specially)."""
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def check_config(config: Config, *, is_root: bool | None = None) -> Report:
+    """Everything ``legio check`` verifies about a loaded config."""
+    report = Report()
+    if is_root is None:
+        is_root = running_as_root()
+    report.ok(f"config {config.path}")
+    castra = Castra(config.castra)
+    try:
+        castra.read_legatus()
+        report.ok(f"castra {castra.root}: Legatus prompt {castra.legatus_prompt_path}")
+    except LegioError as e:
+        report.bad(f"Legatus: {e}")
+    roster = castra.roster()
+    if roster.centuriones:
+        names = ", ".join(
+            f"{n} ({p.description})" if p.description else n for n, p in roster.centuriones.items()
+        )
+        report.ok(f"centuriones: {names}")
+    else:
+        report.warn("no centuriones: add a folder with a prompt.md under castra/centuriones/")
+    for problem in roster.problems:
+        report.bad(problem)
+
+    token_env = config.telegram.token_env
+    if config.telegram_token():
+        report.ok(f"Telegram token: ${token_env} is set")
+    else:
+        report.bad(
+            f"Telegram token: ${token_env} is not set; create a bot with @BotFather and "
+            f"`export {token_env}=<token>` (needed by `legio run`, not by `legio console`)"
+        )
+    if config.telegram.caesar_ids:
+        ids = ", ".join(str(i) for i in config.telegram.caesar_ids)
+        report.ok(f"Caesar: Telegram user id(s) {ids}")
+    else:
+        report.bad(
+            "Caesar: telegram.caesar_ids is empty; put your Telegram user id there "
+            "(the bot serves nobody else)"
+        )
+    if config.telegram.base_url:
+        report.ok(f"Telegram Bot API server: {config.telegram.base_url}")
+
+    cli, where = find_claude_cli(config)
+    if cli is None:
+        report.bad(f"Claude CLI: {where}")
+    else:
+        report.ok(f"Claude CLI: {where}")
+    if (
+        config.claude.permission_mode == "bypassPermissions"
+        and is_root
+        and os.environ.get("IS_SANDBOX") != "1"
+    ):
+        report.bad(
+            "running as root with claude.permission_mode = 'bypassPermissions': the Claude "
+            "CLI refuses this; run Legio as an ordinary user, or set IS_SANDBOX=1 if this "
+            "machine is a sandbox you do not mind agents changing"
+        )
+    return report
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Validate config and castra, report the token and the Claude CLI."""
+    config = load_config(args.config)
+    report = check_config(config)
+    print("\n".join(report.lines))
+    print("\nlegio check: " + ("problems found (✗ above)" if report.failed else "all good"))
+    return 1 if report.failed else 0
+
+
+# ---------------------------------------------------------------- run / console
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Start the Telegram bot (not built yet)."""
+    load_config(args.config)
+    print(
+        "legio run: the Telegram front-end is not available yet in this version; "
+        "`legio check` validates your setup meanwhile.",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    """Chat with the Legatus in the terminal (not built yet)."""
+    load_config(args.config)
+    print(
+        "legio console: the terminal front-end is not available yet in this version.",
+        file=sys.stderr,
+    )
+    return 2
+
+
+# ---------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="legio",
+        description="Legio: a personal Telegram bot run by a Legatus and its centuriones.",
+    )
+    parser.add_argument("--version", action="version", version=f"legio {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    init = sub.add_parser("init", help="write legio.toml and a default castra into DIR")
+    init.add_argument("dir", nargs="?", default=".", metavar="DIR")
+    init.set_defaults(func=cmd_init)
+
+    config_help = f"config file (default: $LEGIO_CONFIG, else ./{DEFAULT_CONFIG_NAME})"
+    for name, func, text in (
+        ("check", cmd_check, "validate the config and castra, and report what is missing"),
+        ("run", cmd_run, "run the Telegram bot"),
+        ("console", cmd_console, "chat with the Legatus in this terminal"),
+    ):
+        command = sub.add_parser(name, help=text)
+        command.add_argument("-c", "--config", type=Path, default=None, help=config_help)
+        command.set_defaults(func=func)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``legio`` console script."""
+    args = build_parser().parse_args(argv)
+    if getattr(args, "config", "unset") is None:
+        args.config = default_config_path()
+    try:
+        result: int = args.func(args)
+    except LegioError as e:
+        print(f"legio {args.command}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return result

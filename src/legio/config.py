@@ -1,0 +1,150 @@
+"""The pydantic model of ``legio.toml``: load, validate, write.
+
+``load_config`` turns every way a config can be wrong (missing file, TOML syntax,
+unknown key, wrong type, negative number, missing castra folder) into one
+``ConfigError`` that lists each problem by key, so ``legio check`` and ``legio run``
+can print it instead of a traceback. Relative paths resolve against the folder of
+the config file, never against the current directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from legio.errors import ConfigError
+
+CONFIG_ENV = "LEGIO_CONFIG"
+DEFAULT_CONFIG_NAME = "legio.toml"
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ClaudeSettings(_Strict):
+    """How agents reach Claude: the CLI and its permission mode."""
+
+    cli_path: str = ""
+    permission_mode: Literal["default", "acceptEdits", "plan", "bypassPermissions"] = (
+        "bypassPermissions"
+    )
+
+
+class TelegramSettings(_Strict):
+    """The Telegram front-end: where the token is, who Caesar is, which server."""
+
+    token_env: str = "TELEGRAM_BOT_TOKEN"
+    caesar_ids: list[int] = Field(default_factory=list)
+    base_url: str = ""
+
+    @field_validator("token_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        if not _ENV_NAME.match(value):
+            raise ValueError("must be the name of an environment variable, e.g. TELEGRAM_BOT_TOKEN")
+        return value
+
+    @field_validator("caesar_ids")
+    @classmethod
+    def _positive_ids(cls, value: list[int]) -> list[int]:
+        bad = [i for i in value if i <= 0]
+        if bad:
+            raise ValueError(f"Telegram user ids are positive whole numbers, got {bad}")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value and not re.match(r"https?://[^\s/]+", value):
+            raise ValueError("must be empty or an http(s) URL, e.g. http://127.0.0.1:8081/bot")
+        return value
+
+
+class Config(_Strict):
+    """Everything in ``legio.toml``; ``path`` is where it was read from."""
+
+    castra: Path = Path("castra")
+    model: str = ""
+    history_window: int = Field(50, ge=1, le=10_000)
+    session_idle_timeout_minutes: float = Field(30, gt=0)
+    max_input_tokens: int = Field(150_000, ge=1_000)
+    claude: ClaudeSettings = Field(default_factory=ClaudeSettings)
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+
+    path: Path | None = Field(default=None, exclude=True)
+
+    def telegram_token(self) -> str:
+        """The bot token from the environment variable named by ``telegram.token_env``."""
+        return os.environ.get(self.telegram.token_env, "").strip()
+
+
+def default_config_path() -> Path:
+    """``$LEGIO_CONFIG`` if set, else ``./legio.toml``."""
+    return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_NAME)
+
+
+def _describe(error: dict[str, Any]) -> str:
+    loc = ".".join(str(p) for p in error["loc"]) or "(top level)"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"{loc}: unknown key (see docs/configuration.md for the keys Legio reads)"
+    message = str(error["msg"])
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    if kind == "missing":
+        return f"{loc}: required"
+    return f"{loc}: {message} (got {error['input']!r})"
+
+
+def load_config(path: Path | str | None = None) -> Config:
+    """Read and validate a config file; raise ``ConfigError`` listing every problem."""
+    source = Path(path) if path is not None else default_config_path()
+    try:
+        raw = tomllib.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            source, ["file not found: create one with `legio init`, or pass -c FILE"]
+        ) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(source, [f"cannot read the file: {e}"]) from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(source, [f"TOML syntax error: {e}"]) from e
+    try:
+        config = Config.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(source, [_describe(err) for err in e.errors()]) from e  # type: ignore[arg-type]
+    base = source.resolve().parent
+    castra = config.castra if config.castra.is_absolute() else base / config.castra
+    if not castra.is_dir():
+        raise ConfigError(
+            source,
+            [
+                f"castra: the folder {castra} does not exist; "
+                "create it with `legio init` or point `castra` at an existing one"
+            ],
+        )
+    cli_path = config.claude.cli_path
+    if cli_path and not Path(cli_path).is_absolute() and ("/" in cli_path):
+        config.claude.cli_path = str(base / cli_path)
+    config.castra = castra
+    config.path = source.resolve()
+    return config
+
+
+def config_to_toml(config: Config, castra: str = "castra") -> str:
+    """Render a config as TOML (tomli-w), with ``castra`` written as given."""
+    data = config.model_dump(mode="json")
+    data["castra"] = castra
+    minutes = data["session_idle_timeout_minutes"]
+    if float(minutes).is_integer():
+        data["session_idle_timeout_minutes"] = int(minutes)
+    return tomli_w.dumps(data)

@@ -1,0 +1,1 @@
+"""Tests of the offline test bench itself, against the real client libraries."""

@@ -1,0 +1,1 @@
+"""The offline test bench: fake Claude CLI, fake Telegram Bot API, fake Messages API."""

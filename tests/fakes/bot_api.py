@@ -1,0 +1,349 @@
+"""A fake Telegram Bot API server (aiohttp, 127.0.0.1) for a real python-telegram-bot.
+
+Point ``ApplicationBuilder().base_url(server.base_url)`` at it. It keeps a queue of
+updates served by ``getUpdates`` with Telegram's offset semantics (an ``offset``
+confirms every update below it; long polls wait up to ``timeout`` seconds), logs
+every call with its parameters (``wait_for_call`` awaits one), stores the messages
+the bot sends so that edits and deletes fail as Telegram's do, and injects faults
+(``fail``: an error status with ``retry_after``; ``outage``: a method failing for a
+while). Errors are answered with the HTTP status equal to ``error_code``, as
+Telegram does and as python-telegram-bot expects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+BOT_USER = {"id": 7000001, "is_bot": True, "first_name": "Legio", "username": "legio_test_bot"}
+MAX_TEXT = 4096
+NOT_MODIFIED = (
+    "Bad Request: message is not modified: specified new message content and reply "
+    "markup are exactly the same as a current content and reply markup of the message"
+)
+
+
+@dataclass
+class Call:
+    """One request the bot made."""
+
+    method: str
+    params: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
+    status: int = 200
+
+
+@dataclass
+class Fault:
+    status: int
+    description: str
+    retry_after: int | None = None
+
+
+def _decode(value: str) -> Any:
+    """Form fields carry nested values as JSON; plain strings stay strings."""
+    if value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def utf16_len(text: str) -> int:
+    """Length as Telegram counts it (UTF-16 code units)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+class FakeBotApi:
+    """The server; use ``async with FakeBotApi() as api`` or ``start``/``stop``."""
+
+    def __init__(self, token: str = "123456:TEST-TOKEN") -> None:
+        self.token = token
+        self.calls: list[Call] = []
+        self.updates: list[dict[str, Any]] = []
+        self.messages: dict[tuple[int, int], dict[str, Any]] = {}
+        self.commands: list[dict[str, Any]] = []
+        self._faults: dict[str, list[Fault]] = {}
+        self._outages: dict[str, tuple[float, Fault]] = {}
+        self._next_update_id = 1
+        self._next_message_id = 1
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/bot"
+
+    async def start(self) -> FakeBotApi:
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeBotApi:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------ test controls
+
+    def add_update(self, update: dict[str, Any]) -> dict[str, Any]:
+        """Queue a raw update (its ``update_id`` is assigned here)."""
+        update = {"update_id": self._next_update_id, **update}
+        self._next_update_id += 1
+        self.updates.append(update)
+        asyncio.get_running_loop().create_task(self._notify())
+        return update
+
+    def add_message(
+        self,
+        text: str,
+        *,
+        user_id: int = 1001,
+        chat_id: int | None = None,
+        chat_type: str = "private",
+        first_name: str = "Caesar",
+    ) -> dict[str, Any]:
+        """Queue a text message from a user; a leading ``/command`` gets its entity."""
+        chat = {"id": chat_id if chat_id is not None else user_id, "type": chat_type}
+        if chat_type == "private":
+            chat["first_name"] = first_name
+        else:
+            chat["title"] = "A group"
+        message: dict[str, Any] = {
+            "message_id": self._new_message_id(),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": {"id": user_id, "is_bot": False, "first_name": first_name},
+            "text": text,
+        }
+        if text.startswith("/"):
+            command = text.split()[0]
+            message["entities"] = [
+                {"type": "bot_command", "offset": 0, "length": utf16_len(command)}
+            ]
+        return self.add_update({"message": message})
+
+    def fail(
+        self,
+        method: str,
+        status: int,
+        description: str = "",
+        *,
+        retry_after: int | None = None,
+        times: int = 1,
+    ) -> None:
+        """Make the next ``times`` calls of ``method`` fail with ``status``."""
+        text = description or {429: "Too Many Requests: retry after"}.get(status, f"Error {status}")
+        if status == 429 and retry_after is not None and not description:
+            text = f"Too Many Requests: retry after {retry_after}"
+        self._faults.setdefault(method, []).extend(
+            Fault(status, text, retry_after) for _ in range(times)
+        )
+
+    def outage(self, method: str, seconds: float, status: int = 502) -> None:
+        """Make every call of ``method`` fail with ``status`` for ``seconds``."""
+        self._outages[method] = (
+            time.monotonic() + seconds,
+            Fault(status, "Bad Gateway" if status == 502 else "Error"),
+        )
+
+    def calls_of(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method and c.status == 200]
+
+    def sent_texts(self, chat_id: int | None = None) -> list[str]:
+        """Texts of the messages the bot sent successfully (in order)."""
+        return [
+            str(c.params.get("text", ""))
+            for c in self.calls_of("sendMessage")
+            if chat_id is None or int(c.params["chat_id"]) == chat_id
+        ]
+
+    async def wait_for_call(
+        self,
+        method: str,
+        predicate: Callable[[Call], bool] | None = None,
+        *,
+        timeout: float = 10.0,  # noqa: ASYNC109 - a test helper's own deadline
+        start: int = 0,
+    ) -> Call:
+        """The first successful call of ``method`` (from index ``start``) matching ``predicate``."""
+
+        def find() -> Call | None:
+            for call in self.calls[start:]:
+                if (
+                    call.method == method
+                    and call.status == 200
+                    and (predicate is None or predicate(call))
+                ):
+                    return call
+            return None
+
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(find), timeout)
+        found = find()
+        assert found is not None
+        return found
+
+    # ------------------------------------------------------------ serving
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    def _new_message_id(self) -> int:
+        self._next_message_id += 1
+        return self._next_message_id
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        if request.content_type == "application/json":
+            params = await request.json()
+        else:
+            form = await request.post()
+            params = {k: _decode(str(v)) for k, v in form.items()}
+        call = Call(method, params)
+        self.calls.append(call)
+        try:
+            if request.match_info["token"] != self.token:
+                return self._error(call, 401, "Unauthorized")
+            fault = self._take_fault(method)
+            if fault is not None:
+                return self._error(call, fault.status, fault.description, fault.retry_after)
+            handler = getattr(self, f"_m_{method}", None)
+            if handler is None:
+                return self._error(call, 404, "Not Found: method not found")
+            result = await handler(params)
+            if isinstance(result, Fault):
+                return self._error(call, result.status, result.description)
+            return web.json_response({"ok": True, "result": result})
+        finally:
+            await self._notify()
+
+    def _take_fault(self, method: str) -> Fault | None:
+        outage = self._outages.get(method)
+        if outage is not None:
+            until, fault = outage
+            if time.monotonic() < until:
+                return fault
+            del self._outages[method]
+        queue = self._faults.get(method)
+        return queue.pop(0) if queue else None
+
+    @staticmethod
+    def _error(
+        call: Call, status: int, description: str, retry_after: int | None = None
+    ) -> web.Response:
+        call.status = status
+        body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+        if retry_after is not None:
+            body["parameters"] = {"retry_after": retry_after}
+        return web.json_response(body, status=status)
+
+    # ------------------------------------------------------------ methods
+
+    async def _m_getMe(self, params: dict[str, Any]) -> Any:
+        return BOT_USER
+
+    async def _m_deleteWebhook(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _m_getUpdates(self, params: dict[str, Any]) -> Any:
+        offset = int(params.get("offset") or 0)
+        limit = int(params.get("limit") or 100)
+        timeout = float(params.get("timeout") or 0)
+        if offset:
+            self.updates = [u for u in self.updates if u["update_id"] >= offset]
+
+        def ready() -> list[dict[str, Any]]:
+            return [u for u in self.updates if u["update_id"] >= offset][:limit]
+
+        if not ready() and timeout > 0:
+            async with self._changed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait_for(lambda: bool(ready())), timeout)
+        return ready()
+
+    async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
+        text = str(params.get("text", ""))
+        if not text.strip():
+            return Fault(400, "Bad Request: message text is empty")
+        if utf16_len(text) > MAX_TEXT:
+            return Fault(400, "Bad Request: message is too long")
+        entities = params.get("entities") or []
+        if len(entities) > 100:
+            return Fault(400, "Bad Request: too many message entities")
+        chat_id = int(params["chat_id"])
+        message = {
+            "message_id": self._new_message_id(),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "group"},
+            "from": BOT_USER,
+            "text": text,
+        }
+        if entities:
+            message["entities"] = entities
+        self.messages[(chat_id, message["message_id"])] = message
+        return message
+
+    async def _m_editMessageText(self, params: dict[str, Any]) -> Any:
+        key = (int(params["chat_id"]), int(params["message_id"]))
+        message = self.messages.get(key)
+        if message is None:
+            return Fault(400, "Bad Request: message to edit not found")
+        text = str(params.get("text", ""))
+        if not text.strip():
+            return Fault(400, "Bad Request: message text is empty")
+        if utf16_len(text) > MAX_TEXT:
+            return Fault(400, "Bad Request: message is too long")
+        if text == message["text"] and (params.get("entities") or []) == message.get(
+            "entities", []
+        ):
+            return Fault(400, NOT_MODIFIED)
+        message["text"] = text
+        return message
+
+    async def _m_deleteMessage(self, params: dict[str, Any]) -> Any:
+        key = (int(params["chat_id"]), int(params["message_id"]))
+        if self.messages.pop(key, None) is None:
+            return Fault(400, "Bad Request: message to delete not found")
+        return True
+
+    async def _m_sendChatAction(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _m_setMyCommands(self, params: dict[str, Any]) -> Any:
+        self.commands = list(params.get("commands") or [])
+        return True
+
+    async def _m_getMyCommands(self, params: dict[str, Any]) -> Any:
+        return self.commands
+
+    async def _m_close(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _m_logOut(self, params: dict[str, Any]) -> Any:
+        return True

@@ -1,0 +1,75 @@
+"""Read what the fake Claude CLI logged: one record per CLI process it ran as."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FAKE_CLI = Path(__file__).with_name("fake_claude.py")
+
+
+@dataclass
+class CliProcess:
+    """One run of the fake CLI: how it was started and everything it was sent."""
+
+    pid: int
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    session_id: str
+    resumed: bool
+    prompts: list[str] = field(default_factory=list)
+    received: list[dict[str, Any]] = field(default_factory=list)
+    sent: list[dict[str, Any]] = field(default_factory=list)
+
+    def option(self, name: str) -> str | None:
+        """The value of a ``--name value`` or ``--name=value`` argument."""
+        for i, arg in enumerate(self.argv):
+            if arg == name and i + 1 < len(self.argv):
+                return self.argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+        return None
+
+    @property
+    def system_prompt(self) -> str | None:
+        return self.option("--system-prompt")
+
+    @property
+    def mcp_servers(self) -> list[str]:
+        raw = self.option("--mcp-config")
+        return list(json.loads(raw)["mcpServers"]) if raw else []
+
+
+def read_cli_logs(log_dir: Path) -> list[CliProcess]:
+    """Every fake CLI process that logged into ``log_dir``, oldest first."""
+    processes: list[tuple[float, CliProcess]] = []
+    for path in log_dir.glob("*.jsonl"):
+        process: CliProcess | None = None
+        started = 0.0
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            event = record["event"]
+            if event == "start":
+                started = record["t"]
+                process = CliProcess(
+                    pid=int(path.stem),
+                    argv=record["argv"],
+                    env=record["env"],
+                    cwd=record["cwd"],
+                    session_id=record["session_id"],
+                    resumed=record["resumed"],
+                )
+            elif process is None:
+                continue
+            elif event == "prompt":
+                process.prompts.append(record["text"])
+            elif event == "in":
+                process.received.append(record["data"])
+            elif event == "out":
+                process.sent.append(record["data"])
+        if process is not None:
+            processes.append((started, process))
+    return [p for _, p in sorted(processes, key=lambda item: item[0])]
