@@ -69,6 +69,12 @@ class TelegramSettings(_Strict):
         return value
 
 
+class MemoriaSettings(_Strict):
+    """Limits of the shared memory."""
+
+    max_document_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
+
+
 class Config(_Strict):
     """Everything in ``legio.toml``; ``path`` is where it was read from."""
 
@@ -79,6 +85,7 @@ class Config(_Strict):
     max_input_tokens: int = Field(150_000, ge=1_000)
     claude: ClaudeSettings = Field(default_factory=ClaudeSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    memoria: MemoriaSettings = Field(default_factory=MemoriaSettings)
 
     path: Path | None = Field(default=None, exclude=True)
 

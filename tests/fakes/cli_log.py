@@ -37,6 +37,24 @@ class CliProcess:
     def system_prompt(self) -> str | None:
         return self.option("--system-prompt")
 
+    def listed_tools(self) -> dict[str, list[str]]:
+        """Per SDK MCP server, the tool names its ``tools/list`` answer gave the CLI."""
+        requests = {
+            m["request_id"]: m["request"].get("server_name")
+            for m in self.sent
+            if m.get("type") == "control_request"
+            and m["request"].get("subtype") == "mcp_message"
+            and m["request"]["message"].get("method") == "tools/list"
+        }
+        tools: dict[str, list[str]] = {}
+        for m in self.received:
+            response = m.get("response", {}) if m.get("type") == "control_response" else {}
+            server = requests.get(response.get("request_id"))
+            if server:
+                result = response["response"]["mcp_response"]["result"]
+                tools[server] = [t["name"] for t in result["tools"]]
+        return tools
+
     @property
     def mcp_servers(self) -> list[str]:
         raw = self.option("--mcp-config")

@@ -1,0 +1,5 @@
+"""Memoria: the legion's shared file memory (edicta, acta, commentarii) and its MCP tools."""
+
+from legio.memoria.store import Document, Listing, MemoriaError, MemoriaStore
+
+__all__ = ["Document", "Listing", "MemoriaError", "MemoriaStore"]

@@ -1,0 +1,306 @@
+"""The memoria tools agents call, as in-process SDK MCP servers, scoped by closure.
+
+``build_memoria_full_server(store)`` is the Legatus's: edicta (list, read, publish,
+revoke), acta (list, read, publish), any centurio's commentarii (these tools take
+``centurio_name``) and ``search_memoria`` — 11 tools.
+
+``build_memoria_centurio_server(store, name)`` is one centurio's: edicta read-only,
+acta (list, read, publish with the author set to ``name`` by the server), and its own
+commentarii. The centurio's name is captured in the closures: no tool has a
+``centurio_name`` parameter, so no argument can reach another centurio's notes.
+
+Every failure (a bad name, a missing entry, a document over the size budget) comes
+back as a tool error with a message the model can act on; nothing raises into the
+session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any
+
+from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_server, tool
+
+from legio.memoria.store import Document, Listing, MemoriaError, MemoriaStore, slugify
+
+LEGATUS = "legatus"
+Result = dict[str, Any]
+Handler = Callable[[dict[str, Any]], Awaitable[Result]]
+
+
+@dataclass(frozen=True)
+class MemoriaServer:
+    """An SDK MCP server and its tools (the Legatus merges the tools into its own server)."""
+
+    name: str
+    tools: list[SdkMcpTool[Any]]
+    config: McpSdkServerConfig
+
+
+def _text(text: str, *, error: bool = False) -> Result:
+    result: Result = {"content": [{"type": "text", "text": text}]}
+    if error:
+        result["is_error"] = True
+    return result
+
+
+def _guarded(func: Handler) -> Handler:
+    """Turn a ``MemoriaError`` into a tool error the model reads."""
+
+    @wraps(func)
+    async def run(args: dict[str, Any]) -> Result:
+        try:
+            return await func(args)
+        except MemoriaError as e:
+            return _text(f"Error: {e}", error=True)
+
+    return run
+
+
+def _schema(properties: dict[str, str], required: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {k: {"type": "string", "description": v} for k, v in properties.items()},
+        "required": list(properties) if required is None else required,
+        "additionalProperties": False,
+    }
+
+
+NAME_HELP = "entry name: lowercase letters, digits, '-' or '_' (e.g. 'deploy-rules')"
+TITLE_HELP = "a short title"
+BODY_HELP = "the full text (Markdown is fine)"
+CENTURIO_HELP = "the centurio whose commentarii to use (e.g. 'vorenus')"
+
+
+def _day(doc: Document) -> str:
+    return doc.updated.strftime("%Y-%m-%d")
+
+
+def _format_listing(listing: Listing, kind: str, *, show_revoked: bool = False) -> str:
+    active = [d for d in listing.documents if not d.revoked]
+    lines = [f"- {d.name}: {d.title} (by {d.author}, {_day(d)})" for d in active]
+    out = "\n".join(lines) if lines else f"No {kind} yet."
+    revoked = [d for d in listing.documents if d.revoked]
+    if show_revoked and revoked:
+        out += "\nRevoked (no longer in force):\n" + "\n".join(
+            f"- {d.name}: {d.title} (revoked by {d.revoked_by})" for d in revoked
+        )
+    if listing.problems:
+        out += "\nUnreadable files:\n" + "\n".join(f"- {p}" for p in listing.problems)
+    return out
+
+
+def _format_document(doc: Document, kind: str) -> str:
+    head = f"{kind} {doc.name}: {doc.title}\nBy {doc.author}"
+    if doc.updated_by:
+        head += f", last edited by {doc.updated_by}"
+    head += f"; created {doc.created:%Y-%m-%d %H:%M} UTC, updated {doc.updated:%Y-%m-%d %H:%M} UTC"
+    if doc.revoked:
+        head += f"\nREVOKED by {doc.revoked_by} on {doc.revoked_at:%Y-%m-%d}: no longer in force."
+    return f"{head}\n\n{doc.body}"
+
+
+def _entry_name(args: dict[str, Any]) -> str:
+    name = str(args.get("name") or "").strip() or slugify(str(args.get("title", "")))
+    if not name:
+        raise MemoriaError("give a name (lowercase letters, digits, '-' or '_') or a title")
+    return name
+
+
+# ------------------------------------------------------------------ tool factories
+
+
+def _edicta_read_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
+    @tool(
+        "list_edicta",
+        "List the edicta: Caesar's standing rules for the whole legion. Check them before "
+        "acting on anything they might govern. Revoked edicta are listed separately.",
+        _schema({}),
+    )
+    @_guarded
+    async def list_edicta(args: dict[str, Any]) -> Result:
+        listing = await asyncio.to_thread(store.list_edicta)
+        return _text(_format_listing(listing, "edicta", show_revoked=True))
+
+    @tool(
+        "read_edictum",
+        "Read one edictum in full, by the name list_edicta shows.",
+        _schema({"name": NAME_HELP}),
+    )
+    @_guarded
+    async def read_edictum(args: dict[str, Any]) -> Result:
+        doc = await asyncio.to_thread(store.read_edictum, args["name"])
+        return _text(_format_document(doc, "Edictum"))
+
+    return [list_edicta, read_edictum]
+
+
+def _acta_tools(store: MemoriaStore, author: str | None) -> list[SdkMcpTool[Any]]:
+    """List/read/publish acta; ``author`` fixed by the server (None: the Legatus)."""
+
+    @tool(
+        "list_acta",
+        "List the acta: knowledge shared by every agent of the legion (decisions, facts "
+        "about Caesar's projects). Read one with read_actum.",
+        _schema({}),
+    )
+    @_guarded
+    async def list_acta(args: dict[str, Any]) -> Result:
+        return _text(_format_listing(await asyncio.to_thread(store.list_acta), "acta"))
+
+    @tool(
+        "read_actum",
+        "Read one actum in full, by the name list_acta shows.",
+        _schema({"name": NAME_HELP}),
+    )
+    @_guarded
+    async def read_actum(args: dict[str, Any]) -> Result:
+        doc = await asyncio.to_thread(store.read_actum, args["name"])
+        return _text(_format_document(doc, "Actum"))
+
+    @tool(
+        "publish_actum",
+        "Publish knowledge every agent should have, or update an actum by giving its "
+        "existing name. The name may be left empty to derive it from the title.",
+        _schema({"name": NAME_HELP, "title": TITLE_HELP, "body": BODY_HELP}, ["title", "body"]),
+    )
+    @_guarded
+    async def publish_actum(args: dict[str, Any]) -> Result:
+        name = _entry_name(args)
+        doc = await asyncio.to_thread(
+            store.publish_actum, name, args["title"], args["body"], author or LEGATUS
+        )
+        return _text(f"Published actum '{doc.name}'.")
+
+    return [list_acta, read_actum, publish_actum]
+
+
+def _commentarii_tools(store: MemoriaStore, owner: str | None) -> list[SdkMcpTool[Any]]:
+    """List/read/write commentarii: ``owner``'s own (captured here, no ``centurio_name``
+    parameter exists), or, with ``owner=None``, any centurio's by ``centurio_name``."""
+    scope = {} if owner else {"centurio_name": CENTURIO_HELP}
+    whose = "your own" if owner else "a centurio's"
+
+    def centurio(args: dict[str, Any]) -> str:
+        return owner or str(args["centurio_name"])
+
+    @tool(
+        "list_commentarii",
+        f"List {whose} commentarii: notes kept across sessions, oldest first.",
+        _schema(scope),
+    )
+    @_guarded
+    async def list_commentarii(args: dict[str, Any]) -> Result:
+        listing = await asyncio.to_thread(store.list_commentarii, centurio(args))
+        return _text(_format_listing(listing, "commentarii"))
+
+    @tool(
+        "read_commentarium",
+        f"Read one of {whose} commentarii in full, by the name list_commentarii shows.",
+        _schema({**scope, "name": NAME_HELP}),
+    )
+    @_guarded
+    async def read_commentarium(args: dict[str, Any]) -> Result:
+        doc = await asyncio.to_thread(store.read_commentarium, centurio(args), args["name"])
+        return _text(_format_document(doc, "Commentarium"))
+
+    @tool(
+        "write_commentarium",
+        f"Add a note to {whose} commentarii, to remember across sessions: conventions, "
+        "decisions, open threads. Notes are append-only: write a new one to correct an old one.",
+        _schema({**scope, "title": TITLE_HELP, "body": BODY_HELP}),
+    )
+    @_guarded
+    async def write_commentarium(args: dict[str, Any]) -> Result:
+        name = centurio(args)
+        doc = await asyncio.to_thread(
+            store.write_commentarium, name, args["title"], args["body"], owner or LEGATUS
+        )
+        return _text(f"Added commentarium '{doc.name}'" + ("." if owner else f" for {name}."))
+
+    return [list_commentarii, read_commentarium, write_commentarium]
+
+
+def _legatus_only_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
+    @tool(
+        "publish_edictum",
+        "Publish (or replace) an edictum, a standing rule for the whole legion. Only when "
+        "Caesar asks for a rule to be set.",
+        _schema({"name": NAME_HELP, "title": TITLE_HELP, "body": BODY_HELP}, ["title", "body"]),
+    )
+    @_guarded
+    async def publish_edictum(args: dict[str, Any]) -> Result:
+        name = _entry_name(args)
+        doc = await asyncio.to_thread(
+            store.publish_edictum, name, args["title"], args["body"], LEGATUS
+        )
+        return _text(f"Published edictum '{doc.name}'; it is in force.")
+
+    @tool(
+        "revoke_edictum",
+        "Revoke an edictum: it stays on record but is no longer in force. Only when Caesar asks.",
+        _schema({"name": NAME_HELP}),
+    )
+    @_guarded
+    async def revoke_edictum(args: dict[str, Any]) -> Result:
+        doc = await asyncio.to_thread(store.revoke_edictum, args["name"], LEGATUS)
+        return _text(f"Revoked edictum '{doc.name}'.")
+
+    @tool(
+        "search_memoria",
+        "Search edicta, acta and every centurio's commentarii for entries containing all the "
+        "given words (case-insensitive).",
+        _schema({"query": "words to look for"}),
+    )
+    @_guarded
+    async def search_memoria(args: dict[str, Any]) -> Result:
+        def run() -> list[Document]:
+            return list(store.search(args["query"], store.castra.roster().names))
+
+        found = await asyncio.to_thread(run)
+        if not found:
+            return _text(f"Nothing in memoria matches {args['query']!r}.")
+        lines = [f"- {d.layer}/{d.name}: {d.title} (by {d.author}, {_day(d)})" for d in found[:30]]
+        return _text("\n".join(lines))
+
+    return [publish_edictum, revoke_edictum, search_memoria]
+
+
+# ------------------------------------------------------------------ servers
+
+
+def memoria_full_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
+    """The Legatus's 11 memoria tools."""
+    publish_edictum, revoke_edictum, search = _legatus_only_tools(store)
+    return [
+        *_edicta_read_tools(store),
+        publish_edictum,
+        revoke_edictum,
+        *_acta_tools(store, None),
+        *_commentarii_tools(store, None),
+        search,
+    ]
+
+
+def memoria_centurio_tools(store: MemoriaStore, centurio: str) -> list[SdkMcpTool[Any]]:
+    """One centurio's 8 memoria tools, scoped to ``centurio``."""
+    store.check_centurio(centurio)
+    return [
+        *_edicta_read_tools(store),
+        *_acta_tools(store, centurio),
+        *_commentarii_tools(store, centurio),
+    ]
+
+
+def build_memoria_full_server(store: MemoriaStore, name: str = "memoria") -> MemoriaServer:
+    tools = memoria_full_tools(store)
+    return MemoriaServer(name, tools, create_sdk_mcp_server(name, tools=tools))
+
+
+def build_memoria_centurio_server(store: MemoriaStore, centurio: str) -> MemoriaServer:
+    name = f"memoria_{centurio}"
+    tools = memoria_centurio_tools(store, centurio)
+    return MemoriaServer(name, tools, create_sdk_mcp_server(name, tools=tools))
