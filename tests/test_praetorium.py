@@ -309,3 +309,15 @@ async def test_turn_usage_is_summed_per_agent(store: Praetorium) -> None:
     assert (vorenus.turns, vorenus.errors, vorenus.input_tokens) == (2, 1, 22)
     assert (vorenus.cache_read_tokens, vorenus.cache_creation_tokens) == (2100, 20)
     assert vorenus.cost_usd == pytest.approx(0.03)
+
+
+async def test_visible_nuntii_can_stop_before_a_seq(store: Praetorium) -> None:
+    posted = [await store.post("caesar", f"m{i}", ["vorenus"]) for i in range(6)]
+    window = await store.get_visible_nuntii("vorenus", 10, before_seq=posted[4].seq)
+    assert [n.text for n in window] == ["m0", "m1", "m2", "m3"]
+    between = await store.get_visible_nuntii(
+        "vorenus", 10, after_seq=posted[1].seq, before_seq=posted[4].seq
+    )
+    assert [n.text for n in between] == ["m2", "m3"]
+    legatus = await store.get_visible_nuntii("legatus", 2, before_seq=posted[4].seq)
+    assert [n.text for n in legatus] == ["m2", "m3"]

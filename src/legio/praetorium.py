@@ -429,28 +429,37 @@ class Praetorium:
             return [_nuntius(r) for r in await cursor.fetchall()]
 
     async def get_visible_nuntii(
-        self, viewer: str, limit: int, after_seq: int | None = None
+        self,
+        viewer: str,
+        limit: int,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
     ) -> list[Nuntius]:
-        """The ``limit`` most recent nuntii ``viewer`` may see above ``after_seq``, oldest first.
+        """The ``limit`` most recent nuntii ``viewer`` may see, oldest first.
 
-        Caesar and the Legatus see everything; a centurio sees what is addressed to it
-        or to ``all``, and what it sent itself.
+        Only seqs strictly between ``after_seq`` and ``before_seq`` count. Caesar and the
+        Legatus see everything; a centurio sees what is addressed to it or to ``all``,
+        and what it sent itself.
         """
         after = after_seq or 0
+        before = before_seq if before_seq is not None else 2**63 - 1
         limit = max(0, limit)
         if viewer in PRIVILEGED:
-            sql = f"SELECT {COLUMNS} FROM nuntii AS n WHERE n.seq > ? ORDER BY n.seq DESC LIMIT ?"
-            params: tuple[Any, ...] = (after, limit)
+            sql = (
+                f"SELECT {COLUMNS} FROM nuntii AS n WHERE n.seq > ? AND n.seq < ? "
+                "ORDER BY n.seq DESC LIMIT ?"
+            )
+            params: tuple[Any, ...] = (after, before, limit)
         else:
+            walk = "SELECT seq FROM participants WHERE member = {} AND seq > ? AND seq < ? "
+            walk += "ORDER BY seq DESC LIMIT ?"
             sql = f"""
                 SELECT {COLUMNS} FROM nuntii AS n WHERE n.seq IN (
-                    SELECT seq FROM (SELECT seq FROM participants
-                        WHERE member = ? AND seq > ? ORDER BY seq DESC LIMIT ?)
+                    SELECT seq FROM ({walk.format("?")})
                     UNION
-                    SELECT seq FROM (SELECT seq FROM participants
-                        WHERE member = '{BROADCAST}' AND seq > ? ORDER BY seq DESC LIMIT ?)
+                    SELECT seq FROM ({walk.format(repr(BROADCAST))})
                 ) ORDER BY n.seq DESC LIMIT ?"""
-            params = (viewer, after, limit, after, limit, limit)
+            params = (viewer, after, before, limit, after, before, limit, limit)
         async with self._db.execute(sql, params) as cursor:
             rows = await cursor.fetchall()
         return [_nuntius(r) for r in reversed(list(rows))]

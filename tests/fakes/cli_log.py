@@ -21,6 +21,7 @@ class CliProcess:
     session_id: str
     resumed: bool
     prompts: list[str] = field(default_factory=list)
+    prompt_times: list[float] = field(default_factory=list)
     received: list[dict[str, Any]] = field(default_factory=list)
     sent: list[dict[str, Any]] = field(default_factory=list)
 
@@ -84,6 +85,7 @@ def read_cli_logs(log_dir: Path) -> list[CliProcess]:
                 continue
             elif event == "prompt":
                 process.prompts.append(record["text"])
+                process.prompt_times.append(record["t"])
             elif event == "in":
                 process.received.append(record["data"])
             elif event == "out":

@@ -21,6 +21,9 @@ What the model "says" is scripted by directives, one per line of the prompt
     BROKEN_JSON                    print a line that is not JSON
     EXIT <code>                    exit at once with this code (a crash mid-answer)
     USAGE <input> <cache_read> <cache_creation> [<output>]   report this usage
+    MALFORMED                      print an assistant message without its required ``model``
+    FOR <mcp server key> <directive>   run the directive only in a CLI given that server
+                                   (e.g. ``FOR memoria_pullo EXIT 3``: only pullo crashes)
 
 Usage otherwise models a cached conversation: ``input_tokens`` is the new prompt's
 length // 4 and ``cache_read_input_tokens`` is everything the session held before.
@@ -49,7 +52,7 @@ HISTORY_BLOCKS = re.compile(
     r"<(praetorium|context_notice|centurio_status|compaction_summary)\b.*?</\1>\s*", re.DOTALL
 )
 DIRECTIVE = re.compile(
-    r"^(REPLY|CALL_TOOL|THINK|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE)\b ?(.*)$"
+    r"^(REPLY|CALL_TOOL|THINK|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED)\b ?(.*)$"
 )
 INTERRUPTED = "[Request interrupted by user]"
 
@@ -432,7 +435,12 @@ class FakeCLI:
         error: str | None = None
         try:
             for line in query.splitlines():
-                match = DIRECTIVE.match(line.strip())
+                line = line.strip()
+                if line.startswith("FOR "):
+                    _, server, line = ([*line.split(" ", 2), ""])[:3]
+                    if server not in self.mcp_servers:
+                        continue
+                match = DIRECTIVE.match(line)
                 if not match:
                     continue
                 verb, rest = match.groups()
@@ -449,6 +457,13 @@ class FakeCLI:
                 elif verb == "STDERR":
                     sys.stderr.write(rest + "\n")
                     sys.stderr.flush()
+                elif verb == "MALFORMED":
+                    self.send(
+                        {
+                            "type": "assistant",
+                            "message": {"content": [{"type": "text", "text": "?"}]},
+                        }
+                    )
                 elif verb == "BROKEN_JSON":
                     sys.stdout.write('{"type": "assistant", "message": {broken\n')
                     sys.stdout.flush()

@@ -1,0 +1,661 @@
+"""Agent sessions: one long-lived ``ClaudeSDKClient`` per agent, each nuntius given once.
+
+``SessionManager.dispatch(name, nuntius)`` runs one query for an agent, one at a time
+per agent (a FIFO lock), different agents in parallel. What the agent is sent:
+
+- a **fresh** SDK session: the last ``history_window`` nuntii it may see (never the
+  nuntius being answered: that is the message itself), then ``<context_notice>``
+  when there was any history, then the text;
+- a **continuing** session (live, or resumed after a restart or an idle reap): only
+  the nuntii it may see with a seq between its checkpoint and this nuntius, minus its
+  own answers (it wrote them in this session), then the text.
+
+The checkpoint (SDK session id, last seq given, prompt hash) is saved in the
+praetorium *before* the query is sent: a CLI finishes a turn into its transcript even
+if the daemon dies meanwhile, so a resumed session must not be sent it again. Fresh
+sessions get their id from us (``--session-id``), so it is known before the first turn.
+
+A session is rebuilt as a new SDK session when its prompt changes, when its context
+passes ``max_input_tokens``, or on ``reset``. An idle session is closed by the reaper
+and resumed (``--resume``) on its next dispatch; if resuming fails it falls back to a
+fresh session with history. A CLI that crashed or spoke garbage is marked broken and
+replaced (resumed) on the next dispatch.
+
+Centuriones are built in; other agents (the Legatus) register a spec factory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    CLIConnectionError,
+    CLIJSONDecodeError,
+    McpSdkServerConfig,
+    ProcessError,
+    ResultMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
+
+# MessageParseError is raised by the SDK but not exported from its package root.
+from claude_agent_sdk._errors import MessageParseError
+
+from legio.castra import Castra
+from legio.config import Config
+from legio.errors import LegioError
+from legio.history import format_context_notice, format_history_xml
+from legio.memoria import MemoriaStore
+from legio.memoria.tools import build_memoria_centurio_server
+from legio.policy import builtin_tools, working_dir
+from legio.praetorium import Nuntius, Praetorium, Turn
+
+logger = logging.getLogger(__name__)
+
+ERROR_REPLY = "[{name}] An error occurred during processing."
+STATUS_PREVIEW = 80
+STDERR_LINES = 20
+
+StatusCallback = Callable[[str], Awaitable[None]]
+ClientFactory = Callable[[ClaudeAgentOptions], ClaudeSDKClient]
+
+
+class AgentError(LegioError):
+    """An agent could not answer; ``reason`` says why (for logs and Caesar)."""
+
+    def __init__(self, agent: str, reason: str) -> None:
+        self.agent = agent
+        self.reason = reason
+        super().__init__(f"{agent}: {reason}")
+
+
+class AgentInterrupted(AgentError):
+    """The agent's query was interrupted (``/stop``, ``/reset``, shutdown)."""
+
+
+# ------------------------------------------------------------------ token tracking
+
+
+class SessionTokenTracker:
+    """How full an SDK session's context window is.
+
+    With prompt caching most of the context is reported as ``cache_read_input_tokens``,
+    so the fill is the latest API call's input + cache read + cache creation — not a
+    sum over turns (which counts the same context again every turn) and not
+    ``input_tokens`` alone (which misses the cached part).
+    """
+
+    def __init__(self, max_input_tokens: int) -> None:
+        self.max_input_tokens = max_input_tokens
+        self.context_tokens = 0
+        self.turns = 0
+        self._seen_call = False
+
+    @staticmethod
+    def _fill(usage: dict[str, Any]) -> int:
+        keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        return sum(int(usage.get(k) or 0) for k in keys)
+
+    def observe_call(self, usage: dict[str, Any] | None) -> None:
+        """One API call's usage (an ``AssistantMessage``'s)."""
+        if usage:
+            self.context_tokens = self._fill(usage)
+            self._seen_call = True
+
+    def update(self, result: ResultMessage) -> None:
+        """End of a turn; without per-call usage, fall back on the result's."""
+        self.turns += 1
+        if not self._seen_call and result.usage:
+            self.context_tokens = self._fill(result.usage)
+        self._seen_call = False
+
+    def should_reset(self) -> bool:
+        return self.context_tokens > self.max_input_tokens
+
+
+# ------------------------------------------------------------------ responses
+
+_TOOL_STATUS = {
+    "list_edicta": "Reading edicta",
+    "read_edictum": "Reading edicta",
+    "publish_edictum": "Publishing an edictum",
+    "revoke_edictum": "Revoking an edictum",
+    "list_acta": "Reading acta",
+    "read_actum": "Reading acta",
+    "publish_actum": "Publishing an actum",
+    "list_commentarii": "Reading commentarii",
+    "read_commentarium": "Reading commentarii",
+    "write_commentarium": "Writing commentarii",
+    "search_memoria": "Searching memoria",
+    "get_history": "Reading the praetorium",
+    "search_history": "Searching the praetorium",
+    "list_centuriones": "Checking the centuriones",
+    "reset_centurio": "Resetting a centurio",
+    "post_nuntius": "Posting a nuntius",
+}
+
+
+def status_line(block: object) -> str | None:
+    """The ``⏳ …`` line a content block shows Caesar while an agent works."""
+    if isinstance(block, ThinkingBlock):
+        return "⏳ Thinking..."
+    if isinstance(block, ToolUseBlock):
+        tool = block.name.rsplit("__", 1)[-1]
+        if tool == "dispatch":
+            names = block.input.get("centuriones") or []
+            if isinstance(names, str):
+                names = [names]
+            return f"⏳ Dispatching to {', '.join(str(n) for n in names)}..."
+        return f"⏳ {_TOOL_STATUS.get(tool, f'Using {tool}')}..."
+    if isinstance(block, TextBlock) and block.text.strip():
+        preview = " ".join(block.text.split())
+        if len(preview) > STATUS_PREVIEW:
+            preview = preview[:STATUS_PREVIEW] + "…"
+        return f"⏳ {preview}"
+    return None
+
+
+async def _notify(on_status: StatusCallback | None, line: str) -> None:
+    if on_status is None:
+        return
+    try:
+        await on_status(line)
+    except Exception:
+        logger.exception("status callback failed (ignored)")
+
+
+async def collect_response(
+    client: ClaudeSDKClient,
+    tracker: SessionTokenTracker | None = None,
+    on_status: StatusCallback | None = None,
+    *,
+    agent: str = "agent",
+) -> tuple[str, ResultMessage]:
+    """Read one turn's messages: the answer text and its ``ResultMessage``.
+
+    Status lines go to ``on_status`` (never the same line twice in a row). A message
+    the SDK cannot parse is logged and skipped. An error result raises ``AgentError``
+    (``AgentInterrupted`` for an interrupt); a stream that ends without a result raises
+    ``AgentError``; CLI crashes and broken JSON propagate as the SDK raised them.
+    """
+    texts: list[str] = []
+    result: ResultMessage | None = None
+    last_status: str | None = None
+    while True:
+        try:
+            async for message in client.receive_response():
+                if isinstance(message, AssistantMessage):
+                    if tracker is not None and message.parent_tool_use_id is None:
+                        tracker.observe_call(message.usage)
+                    for block in message.content:
+                        if isinstance(block, TextBlock):
+                            texts.append(block.text)
+                        line = status_line(block)
+                        if line and line != last_status:
+                            last_status = line
+                            await _notify(on_status, line)
+                elif isinstance(message, ResultMessage):
+                    result = message
+            break
+        except MessageParseError as e:
+            logger.warning("%s: skipped a message the SDK could not parse: %s", agent, e)
+    if result is None:
+        raise AgentError(agent, "the Claude CLI stopped before answering")
+    if tracker is not None:
+        tracker.update(result)
+    if result.is_error:
+        if result.subtype == "error_during_execution" and result.terminal_reason in (
+            "aborted_streaming",
+            "aborted_tools",
+            "interrupted",
+        ):
+            raise AgentInterrupted(agent, "interrupted")
+        reason = result.result or "; ".join(result.errors or []) or result.subtype
+        raise AgentError(agent, reason)
+    text = result.result if result.result is not None else "\n".join(texts)
+    return text.strip(), result
+
+
+# ------------------------------------------------------------------ sessions
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """Everything needed to (re)build one agent's SDK session, read just now."""
+
+    name: str
+    system_prompt: str
+    rebuild_key: str
+    history_window: int
+    model: str | None
+    tools: list[str]
+    cwd: Path
+    servers: Callable[[], dict[str, tuple[McpSdkServerConfig, list[str]]]]
+
+
+SpecFactory = Callable[[str], Awaitable[AgentSpec]]
+
+
+@dataclass
+class AgentSession:
+    """A live SDK client and what it has been given."""
+
+    name: str
+    client: ClaudeSDKClient
+    session_id: str
+    rebuild_key: str
+    tracker: SessionTokenTracker
+    bootstrap: bool
+    last_seq: int = 0
+    created: float = field(default_factory=time.monotonic)
+    last_active: float = field(default_factory=time.monotonic)
+    cost_base: float = 0.0
+    cost: float = 0.0
+    broken: bool = False
+    closed_because: str | None = None
+    stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
+
+
+@dataclass(frozen=True)
+class AgentStatus:
+    """One agent, for ``/status``."""
+
+    name: str
+    state: str
+    live: bool
+    session_age_s: float | None
+    context_tokens: int
+    turns: int
+    cost_usd: float
+
+
+class SessionManager:
+    """Owns every agent's SDK session; see the module docstring."""
+
+    def __init__(
+        self,
+        config: Config,
+        praetorium: Praetorium,
+        memoria: MemoriaStore,
+        *,
+        client_factory: ClientFactory = ClaudeSDKClient,
+        reap_interval_s: float = 60.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        self.castra = Castra(config.castra)
+        self.praetorium = praetorium
+        self.memoria = memoria
+        self.client_factory = client_factory
+        self.reap_interval_s = reap_interval_s
+        self.idle_timeout_s = config.session_idle_timeout_minutes * 60
+        self.env = dict(env or {})
+        self._sessions: dict[str, AgentSession] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._state: dict[str, str] = {}
+        self._specs: dict[str, SpecFactory] = {}
+        self._reaper: asyncio.Task[None] | None = None
+
+    # ---------------------------------------------------------- specs and options
+
+    def register(self, name: str, factory: SpecFactory) -> None:
+        """Serve agent ``name`` (not a centurio, e.g. the Legatus) with its own spec."""
+        self._specs[name] = factory
+
+    async def centurio_spec(self, name: str) -> AgentSpec:
+        """The spec of centurio ``name`` from its prompt file (``CastraError`` if gone)."""
+        prompt = self.castra.read_centurio(name)
+
+        def servers() -> dict[str, tuple[McpSdkServerConfig, list[str]]]:
+            server = build_memoria_centurio_server(self.memoria, name)
+            return {server.name: (server.config, [t.name for t in server.tools])}
+
+        return AgentSpec(
+            name=name,
+            system_prompt=prompt.body,
+            rebuild_key=prompt.sha256,
+            history_window=prompt.settings.history_window or self.config.history_window,
+            model=prompt.settings.model or self.config.model or None,
+            tools=builtin_tools(prompt),
+            cwd=working_dir(self.castra, prompt),
+            servers=servers,
+        )
+
+    async def _spec(self, name: str) -> AgentSpec:
+        factory = self._specs.get(name)
+        return await factory(name) if factory else await self.centurio_spec(name)
+
+    def _options(self, spec: AgentSpec, stderr: deque[str], **extra: Any) -> ClaudeAgentOptions:
+        servers = spec.servers()
+        allowed = [f"mcp__{key}__{tool}" for key, (_, tools) in servers.items() for tool in tools]
+
+        def on_stderr(line: str) -> None:
+            logger.debug("%s CLI: %s", spec.name, line)
+            stderr.append(line)
+
+        return ClaudeAgentOptions(
+            system_prompt=spec.system_prompt,
+            model=spec.model,
+            permission_mode=self.config.claude.permission_mode,
+            cli_path=self.config.claude.cli_path or None,
+            mcp_servers={key: server for key, (server, _) in servers.items()},
+            allowed_tools=allowed + spec.tools,
+            tools=spec.tools,
+            cwd=str(spec.cwd),
+            setting_sources=[],
+            env=self.env,
+            stderr=on_stderr,
+            **extra,
+        )
+
+    # ---------------------------------------------------------- connecting
+
+    async def _connect(self, spec: AgentSpec, *, resume: str | None) -> AgentSession:
+        session_id = resume or str(uuid.uuid4())
+        stderr: deque[str] = deque(maxlen=STDERR_LINES)
+        extra: dict[str, Any] = {"resume": resume} if resume else {"session_id": session_id}
+        client = self.client_factory(self._options(spec, stderr, **extra))
+        try:
+            await client.connect()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await client.disconnect()
+            raise
+        return AgentSession(
+            name=spec.name,
+            client=client,
+            session_id=session_id,
+            rebuild_key=spec.rebuild_key,
+            tracker=SessionTokenTracker(self.config.max_input_tokens),
+            bootstrap=resume is None,
+            stderr=stderr,
+        )
+
+    async def _ensure(self, spec: AgentSpec) -> AgentSession:
+        name = spec.name
+        session = self._sessions.get(name)
+        if session is not None:
+            reason = None
+            if session.broken:
+                reason = "its Claude CLI failed"
+            elif session.rebuild_key != spec.rebuild_key:
+                reason = "its prompt changed"
+            elif session.tracker.should_reset():
+                reason = f"its context passed {self.config.max_input_tokens:,} tokens"
+            if reason is None:
+                return session
+            logger.info("%s: rebuilding the session because %s", name, reason)
+            await self._close(name, "rebuild")
+            if not session.broken:  # a crashed CLI's session can be resumed; the rest start anew
+                await self.praetorium.clear_checkpoint(name)
+        checkpoint = await self.praetorium.get_checkpoint(name)
+        if checkpoint and checkpoint.session_id and checkpoint.prompt_hash == spec.rebuild_key:
+            try:
+                session = await self._connect(spec, resume=checkpoint.session_id)
+            except Exception as e:
+                logger.warning(
+                    "%s: could not resume SDK session %s (%s); starting a fresh session "
+                    "with history from the praetorium",
+                    name,
+                    checkpoint.session_id,
+                    e,
+                )
+            else:
+                session.last_seq = checkpoint.last_seq
+                self._sessions[name] = session
+                logger.info("%s: resumed SDK session %s", name, session.session_id)
+                return session
+        session = await self._connect(spec, resume=None)
+        self._sessions[name] = session
+        logger.info("%s: started SDK session %s", name, session.session_id)
+        return session
+
+    async def _close(self, name: str, why: str) -> None:
+        session = self._sessions.pop(name, None)
+        if session is None:
+            return
+        session.closed_because = why
+        try:
+            await session.client.disconnect()
+        except Exception:
+            logger.warning("%s: error while disconnecting its CLI", name, exc_info=True)
+
+    # ---------------------------------------------------------- dispatch
+
+    async def dispatch(
+        self,
+        name: str,
+        nuntius: Nuntius,
+        on_status: StatusCallback | None = None,
+        *,
+        prefix: str = "",
+    ) -> str:
+        """Ask agent ``name`` to answer ``nuntius``; return its answer text.
+
+        ``prefix`` (e.g. the Legatus's ``<centurio_status>``) goes between the history
+        and the text. Raises ``AgentError`` (``AgentInterrupted``) or ``CastraError``.
+        """
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        if lock.locked():
+            await _notify(on_status, f"⏳ Queued: {name} is finishing an earlier request...")
+        async with lock:
+            spec = await self._spec(name)
+            self._state[name] = "working"
+            try:
+                session = await self._ensure(spec)
+                text = await self._query(session, spec, nuntius, prefix, on_status)
+            except AgentInterrupted:
+                self._state[name] = "idle"
+                raise
+            except BaseException:
+                self._state[name] = "error"
+                raise
+            self._state[name] = "idle"
+            return text
+
+    async def dispatch_many(
+        self, names: list[str], nuntius: Nuntius, on_status: StatusCallback | None = None
+    ) -> dict[str, str]:
+        """Dispatch to several agents in parallel; a failure becomes that agent's error reply."""
+        results = await asyncio.gather(
+            *(self.dispatch(n, nuntius, on_status) for n in names), return_exceptions=True
+        )
+        replies: dict[str, str] = {}
+        for name, result in zip(names, results, strict=True):
+            if isinstance(result, BaseException):
+                if isinstance(result, asyncio.CancelledError):
+                    raise result
+                logger.error("%s failed to answer nuntius %s", name, nuntius.seq, exc_info=result)
+                replies[name] = ERROR_REPLY.format(name=name)
+            else:
+                replies[name] = result
+        return replies
+
+    async def _history(self, session: AgentSession, spec: AgentSpec, nuntius: Nuntius) -> str:
+        """The ``<praetorium>`` block (and notice) this query carries, or ''."""
+        window = spec.history_window
+        if session.bootstrap:
+            nuntii = await self.praetorium.get_visible_nuntii(
+                spec.name, window, before_seq=nuntius.seq
+            )
+            truncated = False
+        else:
+            nuntii = await self.praetorium.get_visible_nuntii(
+                spec.name, window + 1, after_seq=session.last_seq, before_seq=nuntius.seq
+            )
+            truncated = len(nuntii) > window
+            nuntii = [n for n in nuntii[-window:] if n.sender != spec.name]
+        if not nuntii:
+            return ""
+        block = format_history_xml(nuntii, spec.name, truncated=truncated)
+        return block + "\n\n" + format_context_notice() if session.bootstrap else block
+
+    async def _query(
+        self,
+        session: AgentSession,
+        spec: AgentSpec,
+        nuntius: Nuntius,
+        prefix: str,
+        on_status: StatusCallback | None,
+    ) -> str:
+        history = await self._history(session, spec, nuntius)
+        message = "\n\n".join(part for part in (history, prefix, nuntius.text) if part)
+        session.last_seq = max(session.last_seq, nuntius.seq)
+        session.bootstrap = False
+        await self.praetorium.set_checkpoint(
+            spec.name, session.session_id, session.last_seq, session.rebuild_key
+        )
+        session.last_active = time.monotonic()
+        started = time.monotonic()
+        result: ResultMessage | None = None
+        try:
+            await session.client.query(message)
+            text, result = await collect_response(
+                session.client, session.tracker, on_status, agent=spec.name
+            )
+        except (AgentError, ProcessError, CLIJSONDecodeError, CLIConnectionError) as e:
+            if session.closed_because:  # we closed it: /reset, /stop, shutdown
+                why = f"its session was closed ({session.closed_because})"
+                raise AgentInterrupted(spec.name, why) from e
+            if isinstance(e, AgentError):
+                raise
+            session.broken = True
+            detail = "; ".join(session.stderr) or str(e)
+            raise AgentError(spec.name, f"the Claude CLI failed: {detail}") from e
+        finally:
+            session.last_active = time.monotonic()
+            await self._record(session, nuntius, result, started)
+        return text
+
+    async def _record(
+        self, session: AgentSession, nuntius: Nuntius, result: ResultMessage | None, started: float
+    ) -> None:
+        usage = (result.usage if result else None) or {}
+        cost = 0.0
+        if result is not None and result.total_cost_usd is not None:
+            cost = max(0.0, result.total_cost_usd - session.cost_base)
+            session.cost_base = result.total_cost_usd
+            session.cost += cost
+        turn = Turn(
+            agent=session.name,
+            session_id=session.session_id,
+            nuntius_seq=nuntius.seq,
+            input_tokens=int(usage.get("input_tokens") or 0),
+            output_tokens=int(usage.get("output_tokens") or 0),
+            cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
+            cache_creation_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+            cost_usd=cost,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            is_error=result is None or result.is_error,
+        )
+        try:
+            await self.praetorium.record_turn(turn)
+        except Exception:
+            logger.exception("%s: could not record the turn's usage", session.name)
+
+    # ---------------------------------------------------------- control
+
+    async def interrupt(self, name: str) -> bool:
+        """Interrupt the query agent ``name`` is running; False if it is not working."""
+        session = self._sessions.get(name)
+        if session is None or self._state.get(name) != "working":
+            return False
+        try:
+            await session.client.interrupt()
+        except Exception:
+            logger.warning("%s: interrupt failed; closing its session instead", name, exc_info=True)
+            await self._close(name, "stop")
+        return True
+
+    async def reset(self, name: str) -> bool:
+        """Forget agent ``name``'s SDK session; its next query starts a fresh one.
+
+        Returns whether there was anything to forget. A running query is cut off.
+        """
+        had_session = name in self._sessions
+        await self._close(name, "reset")
+        had_checkpoint = await self.praetorium.get_checkpoint(name) is not None
+        await self.praetorium.clear_checkpoint(name)
+        if not (self._locks.get(name) and self._locks[name].locked()):
+            self._state[name] = "idle"
+        return had_session or had_checkpoint
+
+    async def reset_all(self) -> list[str]:
+        """Reset every agent with a session or a checkpoint; return their names."""
+        names = sorted(set(self._sessions) | set(self._state))
+        return [n for n in names if await self.reset(n)]
+
+    async def reap_idle(self) -> list[str]:
+        """Close sessions idle longer than the timeout (their checkpoints stay: they resume)."""
+        now = time.monotonic()
+        reaped = []
+        for name, session in list(self._sessions.items()):
+            lock = self._locks.get(name)
+            if lock is not None and lock.locked():
+                continue
+            if now - session.last_active > self.idle_timeout_s:
+                await self._close(name, "idle")
+                reaped.append(name)
+        if reaped:
+            logger.info("reaped idle sessions: %s", ", ".join(reaped))
+        return reaped
+
+    async def _reap_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.reap_interval_s)
+            try:
+                await self.reap_idle()
+            except Exception:
+                logger.exception("idle reaper failed (will try again)")
+
+    def start(self) -> None:
+        """Start the idle reaper."""
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.create_task(self._reap_loop(), name="legio-reaper")
+
+    async def shutdown(self) -> None:
+        """Stop the reaper and disconnect every client (each bounded by the SDK)."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+            self._reaper = None
+        await asyncio.gather(*(self._close(n, "shutdown") for n in list(self._sessions)))
+
+    # ---------------------------------------------------------- status
+
+    def state(self, name: str) -> str:
+        """idle, working or error."""
+        return self._state.get(name, "idle")
+
+    def status(self, names: list[str]) -> list[AgentStatus]:
+        """The state of each named agent's session."""
+        now = time.monotonic()
+        out = []
+        for name in names:
+            session = self._sessions.get(name)
+            out.append(
+                AgentStatus(
+                    name=name,
+                    state=self.state(name),
+                    live=session is not None,
+                    session_age_s=(now - session.created) if session else None,
+                    context_tokens=session.tracker.context_tokens if session else 0,
+                    turns=session.tracker.turns if session else 0,
+                    cost_usd=session.cost if session else 0.0,
+                )
+            )
+        return out

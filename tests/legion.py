@@ -1,0 +1,86 @@
+"""A test harness: the praetorium, memoria and a SessionManager on the fake CLI.
+
+It plays the Legatus's bookkeeping (post Caesar's nuntius, dispatch, post each answer)
+and can stop and start again like a daemon restart, with the same castra and database.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from legio.config import Config, load_config
+from legio.memoria import MemoriaStore
+from legio.praetorium import Nuntius, Praetorium
+from legio.session import SessionManager
+from tests.conftest import FakeCli
+from tests.fakes.cli_log import CliProcess
+
+NUNTIUS_ID = re.compile(r'<nuntius id="([0-9a-f-]+)"')
+
+
+class Legion:
+    def __init__(self, castra_dir: Path, fake_cli: FakeCli, **settings: Any) -> None:
+        self.castra_dir = castra_dir
+        self.fake_cli = fake_cli
+        self.settings = settings
+        self.reap_interval_s = float(settings.pop("reap_interval_s", 60.0))
+        self.cli_path = str(settings.pop("cli_path", fake_cli.path))  # "" = the bundled CLI
+        self.env: dict[str, str] = settings.pop("env", {})
+        self.config: Config
+        self.praetorium: Praetorium
+        self.memoria: MemoriaStore
+        self.manager: SessionManager
+
+    def write_config(self) -> Path:
+        lines = [f"{k} = {v!r}" for k, v in self.settings.items()]
+        lines += ["[claude]", f'cli_path = "{self.cli_path}"']
+        path = self.castra_dir.parent / "legio.toml"
+        path.write_text("\n".join(lines).replace("'", '"') + "\n")
+        return path
+
+    async def start(self) -> Legion:
+        self.config = load_config(self.write_config())
+        self.praetorium = await Praetorium.open(self.castra_dir / "praetorium.db")
+        self.memoria = MemoriaStore(self.castra_dir)
+        self.manager = SessionManager(
+            self.config,
+            self.praetorium,
+            self.memoria,
+            reap_interval_s=self.reap_interval_s,
+            env=self.env,
+        )
+        return self
+
+    async def stop(self) -> None:
+        await self.manager.shutdown()
+        await self.praetorium.close()
+
+    async def restart(self) -> None:
+        await self.stop()
+        await self.start()
+
+    async def post(self, text: str, audience: list[str], sender: str = "caesar") -> Nuntius:
+        return await self.praetorium.post(sender, text, audience)
+
+    async def say(self, names: list[str], text: str, *, broadcast: bool = False) -> dict[str, str]:
+        """Caesar's message to ``names`` (audience ``all`` if ``broadcast``), answered."""
+        nuntius = await self.post(text, ["all"] if broadcast else names)
+        replies = await self.manager.dispatch_many(names, nuntius)
+        for name, reply in replies.items():
+            await self.praetorium.post(name, reply, ["caesar"], reply_to=nuntius.id)
+        return replies
+
+    def processes(self, name: str) -> list[CliProcess]:
+        """Fake CLI processes that ran as agent ``name`` (by its memoria server)."""
+        key = "legatus_tools" if name == "legatus" else f"memoria_{name}"
+        return [p for p in self.fake_cli.processes() if key in p.mcp_servers]
+
+    def prompts(self, name: str) -> list[str]:
+        return [prompt for p in self.processes(name) for prompt in p.prompts]
+
+
+def history_ids(prompt: str) -> list[str]:
+    """Ids of the nuntii a prompt's <praetorium> block carried."""
+    return NUNTIUS_ID.findall(prompt)
