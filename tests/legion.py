@@ -67,18 +67,30 @@ class Legion:
     async def say(self, names: list[str], text: str, *, broadcast: bool = False) -> dict[str, str]:
         """Caesar's message to ``names`` (audience ``all`` if ``broadcast``), answered."""
         nuntius = await self.post(text, ["all"] if broadcast else names)
-        replies = await self.manager.dispatch_many(names, nuntius)
+        outcomes = await self.manager.dispatch_many(names, nuntius)
+        replies = {name: outcome.text for name, outcome in outcomes.items()}
         for name, reply in replies.items():
             await self.praetorium.post(name, reply, ["caesar"], reply_to=nuntius.id)
         return replies
 
     def processes(self, name: str) -> list[CliProcess]:
-        """Fake CLI processes that ran as agent ``name`` (by its memoria server)."""
-        key = "legatus_tools" if name == "legatus" else f"memoria_{name}"
-        return [p for p in self.fake_cli.processes() if key in p.mcp_servers]
+        return processes_of(self.fake_cli, name)
 
     def prompts(self, name: str) -> list[str]:
         return [prompt for p in self.processes(name) for prompt in p.prompts]
+
+
+def processes_of(fake_cli: FakeCli, name: str) -> list[CliProcess]:
+    """Fake CLI processes that ran as agent ``name`` (known by its MCP server key)."""
+    key = "legatus_tools" if name == "legatus" else f"memoria_{name}"
+    return [p for p in fake_cli.processes() if key in p.mcp_servers]
+
+
+def fake_cli_config(castra_dir: Path, fake_cli: FakeCli, extra: str = "") -> Config:
+    """A config whose agents run the fake CLI."""
+    path = castra_dir.parent / "legio.toml"
+    path.write_text(f'{extra}\n[claude]\ncli_path = "{fake_cli.path}"\n')
+    return load_config(path)
 
 
 def history_ids(prompt: str) -> list[str]:

@@ -68,7 +68,9 @@ async def test_each_visible_nuntius_reaches_a_centurio_exactly_once(steps: list[
             replies = await legion.manager.dispatch_many(names, nuntius)
             for name in names:
                 queries[name].append(nuntius)
-                await legion.praetorium.post(name, replies[name], ["caesar"], reply_to=nuntius.id)
+                await legion.praetorium.post(
+                    name, replies[name].text, ["caesar"], reply_to=nuntius.id
+                )
 
         for name in CENTURIONES:
             processes = legion.processes(name)

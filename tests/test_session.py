@@ -321,9 +321,10 @@ async def test_a_deleted_centurio_is_a_clear_error(legion: Legion, castra_dir: P
     nuntius = await legion.post("@pullo hello", ["pullo"])
     with pytest.raises(CastraError, match="prompt file not found"):
         await legion.manager.dispatch("pullo", nuntius)
-    assert await legion.manager.dispatch_many(["pullo"], nuntius) == {
-        "pullo": "[pullo] An error occurred during processing."
-    }
+    [outcome] = (await legion.manager.dispatch_many(["pullo"], nuntius)).values()
+    assert outcome.kind == "error"
+    assert outcome.text.startswith("[pullo] cannot answer: ")
+    assert "prompt file not found" in outcome.text
 
 
 async def test_shutdown_leaves_no_cli_running(legion: Legion) -> None:

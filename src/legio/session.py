@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from claude_agent_sdk import (
     AssistantMessage,
@@ -56,7 +56,7 @@ from claude_agent_sdk._errors import MessageParseError
 
 from legio.castra import Castra
 from legio.config import Config
-from legio.errors import LegioError
+from legio.errors import CastraError, LegioError
 from legio.history import format_context_notice, format_history_xml
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
@@ -66,6 +66,7 @@ from legio.praetorium import Nuntius, Praetorium, Turn
 logger = logging.getLogger(__name__)
 
 ERROR_REPLY = "[{name}] An error occurred during processing."
+INTERRUPTED_REPLY = "[{name}] Interrupted."
 STATUS_PREVIEW = 80
 STDERR_LINES = 20
 
@@ -232,6 +233,25 @@ async def collect_response(
 # ------------------------------------------------------------------ sessions
 
 
+def _unseen(nuntii: list[Nuntius], viewer: str) -> list[Nuntius]:
+    """Drop what a continuing session already has: its own nuntii, and answers to its own
+    requests addressed to it alone (the Legatus got those as ``dispatch`` tool results)."""
+    own = {n.id for n in nuntii if n.sender == viewer}
+    return [
+        n
+        for n in nuntii
+        if n.sender != viewer and not (n.reply_to in own and n.audience == (viewer,))
+    ]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one agent made of a dispatch: its answer, or why there is none."""
+
+    text: str
+    kind: Literal["answer", "error", "interrupted"] = "answer"
+
+
 @dataclass(frozen=True)
 class AgentSpec:
     """Everything needed to (re)build one agent's SDK session, read just now."""
@@ -307,6 +327,7 @@ class SessionManager:
         self._locks: dict[str, asyncio.Lock] = {}
         self._state: dict[str, str] = {}
         self._specs: dict[str, SpecFactory] = {}
+        self._on_status: dict[str, StatusCallback | None] = {}
         self._reaper: asyncio.Task[None] | None = None
 
     # ---------------------------------------------------------- specs and options
@@ -454,6 +475,7 @@ class SessionManager:
         async with lock:
             spec = await self._spec(name)
             self._state[name] = "working"
+            self._on_status[name] = on_status
             try:
                 session = await self._ensure(spec)
                 text = await self._query(session, spec, nuntius, prefix, on_status)
@@ -463,26 +485,37 @@ class SessionManager:
             except BaseException:
                 self._state[name] = "error"
                 raise
+            finally:
+                self._on_status.pop(name, None)
             self._state[name] = "idle"
             return text
 
+    def current_status(self, name: str) -> StatusCallback | None:
+        """The status callback of the query agent ``name`` is running now, if any."""
+        return self._on_status.get(name)
+
     async def dispatch_many(
         self, names: list[str], nuntius: Nuntius, on_status: StatusCallback | None = None
-    ) -> dict[str, str]:
-        """Dispatch to several agents in parallel; a failure becomes that agent's error reply."""
+    ) -> dict[str, Outcome]:
+        """Dispatch to several agents in parallel; one failing never blocks the others."""
         results = await asyncio.gather(
             *(self.dispatch(n, nuntius, on_status) for n in names), return_exceptions=True
         )
-        replies: dict[str, str] = {}
+        outcomes: dict[str, Outcome] = {}
         for name, result in zip(names, results, strict=True):
-            if isinstance(result, BaseException):
-                if isinstance(result, asyncio.CancelledError):
-                    raise result
-                logger.error("%s failed to answer nuntius %s", name, nuntius.seq, exc_info=result)
-                replies[name] = ERROR_REPLY.format(name=name)
+            if isinstance(result, asyncio.CancelledError):
+                raise result
+            if isinstance(result, str):
+                outcomes[name] = Outcome(result)
+            elif isinstance(result, AgentInterrupted):
+                outcomes[name] = Outcome(INTERRUPTED_REPLY.format(name=name), "interrupted")
+            elif isinstance(result, CastraError):
+                logger.warning("%s cannot answer nuntius %s: %s", name, nuntius.seq, result)
+                outcomes[name] = Outcome(f"[{name}] cannot answer: {result}", "error")
             else:
-                replies[name] = result
-        return replies
+                logger.error("%s failed to answer nuntius %s", name, nuntius.seq, exc_info=result)
+                outcomes[name] = Outcome(ERROR_REPLY.format(name=name), "error")
+        return outcomes
 
     async def _history(self, session: AgentSession, spec: AgentSpec, nuntius: Nuntius) -> str:
         """The ``<praetorium>`` block (and notice) this query carries, or ''."""
@@ -497,7 +530,7 @@ class SessionManager:
                 spec.name, window + 1, after_seq=session.last_seq, before_seq=nuntius.seq
             )
             truncated = len(nuntii) > window
-            nuntii = [n for n in nuntii[-window:] if n.sender != spec.name]
+            nuntii = _unseen(nuntii[-window:], spec.name)
         if not nuntii:
             return ""
         block = format_history_xml(nuntii, spec.name, truncated=truncated)

@@ -1,0 +1,254 @@
+"""The Legatus: routes Caesar's messages, keeps the books, and is the orchestrator agent.
+
+``handle_message(text)`` is all a front-end calls. Without an @mention the message
+goes to the Legatus's own session; with @mentions of centuriones (``@all``: every
+one) it goes to them in parallel and each answers under an attribution header.
+Caesar's nuntius is stored before any agent is asked, and every answer is stored
+before it is returned, so nothing is lost when an agent fails.
+
+The Legatus is one more agent of the ``SessionManager`` (exactly-once history,
+bootstrap with ``<context_notice>``, resume across restarts). Its system prompt is its
+prompt file plus the ``<centuriones>`` roster; each query carries ``<centurio_status>``;
+its tools are the Legatus tools and the full memoria server under the key
+``legatus_tools``. It is rebuilt when the roster or its prompt file changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from claude_agent_sdk import McpSdkServerConfig, create_sdk_mcp_server
+
+from legio.castra import Castra, Roster
+from legio.config import Config
+from legio.history import format_roster_xml, format_status_xml
+from legio.legatus_tools import legatus_tools
+from legio.memoria import MemoriaStore
+from legio.memoria.tools import memoria_full_tools
+from legio.policy import builtin_tools, working_dir
+from legio.praetorium import BROADCAST, Nuntius, Praetorium
+from legio.session import (
+    ERROR_REPLY,
+    INTERRUPTED_REPLY,
+    AgentInterrupted,
+    AgentSpec,
+    ClientFactory,
+    Outcome,
+    SessionManager,
+    StatusCallback,
+)
+
+logger = logging.getLogger(__name__)
+
+LEGATUS = "legatus"
+CAESAR = "caesar"
+TOOLS_KEY = "legatus_tools"
+RULE = "━━━━━━━━━━━━"
+# @name not glued to a word before it (e-mail addresses) nor followed by more of a name
+MENTION = re.compile(r"(?<![\w.@+-])@([A-Za-z][A-Za-z0-9_-]{0,31})(?![\w-]|\.\w)")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One message for Caesar: who says it, what, and whether it is an answer."""
+
+    agent: str
+    text: str
+    kind: Literal["answer", "error", "interrupted", "notice"] = "answer"
+
+
+@dataclass(frozen=True)
+class Mentions:
+    names: list[str]
+    broadcast: bool
+    unusable: list[str]
+
+
+def parse_mentions(text: str, roster: Roster) -> Mentions:
+    """The centuriones ``text`` @mentions (roster order of first mention, no repeats).
+
+    ``@all`` means every centurio. Unknown names are plain text, except folders the
+    roster could not use, which are returned in ``unusable`` with the reason.
+    """
+    names: list[str] = []
+    broadcast = False
+    unusable: list[str] = []
+    problems = {p.split(":", 1)[0].removeprefix("centuriones/"): p for p in roster.problems}
+    for match in MENTION.finditer(text):
+        name = match.group(1).lower()
+        if name == BROADCAST:
+            broadcast = True
+        elif name in roster.centuriones and name not in names:
+            names.append(name)
+        elif name in problems and problems[name] not in unusable:
+            unusable.append(problems[name])
+    if broadcast:
+        names = roster.names
+    return Mentions(names, broadcast, unusable)
+
+
+def strip_mentions(text: str) -> str:
+    return MENTION.sub("", text).strip()
+
+
+class Legatus:
+    """Caesar's counterpart; see the module docstring."""
+
+    def __init__(
+        self,
+        config: Config,
+        praetorium: Praetorium,
+        memoria: MemoriaStore,
+        sessions: SessionManager,
+    ) -> None:
+        self.config = config
+        self.castra = Castra(config.castra)
+        self.praetorium = praetorium
+        self.memoria = memoria
+        self.sessions = sessions
+        sessions.register(LEGATUS, self._spec)
+
+    @classmethod
+    async def open(
+        cls,
+        config: Config,
+        *,
+        client_factory: ClientFactory | None = None,
+        env: dict[str, str] | None = None,
+        reap_interval_s: float = 60.0,
+    ) -> Legatus:
+        """Open the praetorium and memoria, and set up the sessions (none started yet)."""
+        praetorium = await Praetorium.open(Castra(config.castra).praetorium_path)
+        memoria = MemoriaStore(config.castra, config.memoria.max_document_bytes)
+        extra = {"client_factory": client_factory} if client_factory else {}
+        sessions = SessionManager(
+            config, praetorium, memoria, env=env, reap_interval_s=reap_interval_s, **extra
+        )
+        sessions.start()
+        return cls(config, praetorium, memoria, sessions)
+
+    async def close(self) -> None:
+        """Disconnect every agent, then close the praetorium (the seed's shutdown order)."""
+        await self.sessions.shutdown()
+        await self.praetorium.close()
+
+    # ---------------------------------------------------------- the Legatus's session
+
+    async def _spec(self, name: str) -> AgentSpec:
+        prompt = self.castra.read_legatus()
+        roster = self.castra.roster()
+        descriptions = {n: p.description for n, p in roster.centuriones.items()}
+        system_prompt = f"{prompt.body}\n\n{format_roster_xml(descriptions)}"
+        key = f"{prompt.sha256}:{roster.hash}:{prompt.mtime_ns}"
+
+        def servers() -> dict[str, tuple[McpSdkServerConfig, list[str]]]:
+            tools = legatus_tools(self) + memoria_full_tools(self.memoria)
+            server = create_sdk_mcp_server(TOOLS_KEY, tools=tools)
+            return {TOOLS_KEY: (server, [t.name for t in tools])}
+
+        return AgentSpec(
+            name=LEGATUS,
+            system_prompt=system_prompt,
+            rebuild_key=hashlib.sha256(key.encode()).hexdigest(),
+            history_window=prompt.settings.history_window or self.config.history_window,
+            model=prompt.settings.model or self.config.model or None,
+            tools=builtin_tools(prompt),
+            cwd=working_dir(self.castra, prompt),
+            servers=servers,
+        )
+
+    def status_xml(self, roster: Roster | None = None) -> str:
+        """``<centurio_status>`` for every centurio in the roster."""
+        names = (roster or self.castra.roster()).names
+        return format_status_xml({n: self.sessions.state(n) for n in names})
+
+    # ---------------------------------------------------------- messages
+
+    def header(self, name: str, roster: Roster) -> str:
+        """The attribution line a centurio's answer starts with."""
+        prompt = roster.centuriones.get(name)
+        description = f" — {prompt.description}" if prompt and prompt.description else ""
+        return f"⚔️ {name}{description}\n{RULE}\n"
+
+    async def handle_message(
+        self, text: str, on_status: StatusCallback | None = None
+    ) -> list[Reply]:
+        """Answer one message from Caesar: a reply per agent that answered."""
+        if not text.strip():
+            return [
+                Reply(
+                    LEGATUS,
+                    "Your message is empty. Write a request for the Legatus, or start with "
+                    "@name to ask a centurio (/help lists the commands).",
+                    "notice",
+                )
+            ]
+        roster = self.castra.roster()
+        mentions = parse_mentions(text, roster)
+        if mentions.unusable and not mentions.names:
+            return [Reply(LEGATUS, "Cannot dispatch: " + "; ".join(mentions.unusable), "notice")]
+        if mentions.names:
+            if not strip_mentions(text):
+                who = ", ".join(f"@{n}" for n in mentions.names)
+                return [
+                    Reply(
+                        LEGATUS,
+                        f"What should {who} do? Write the request after the name.",
+                        "notice",
+                    )
+                ]
+            return await self._to_centuriones(text, mentions, roster, on_status)
+        return [await self._to_legatus(text, roster, on_status)]
+
+    async def _to_centuriones(
+        self, text: str, mentions: Mentions, roster: Roster, on_status: StatusCallback | None
+    ) -> list[Reply]:
+        audience = [BROADCAST] if mentions.broadcast else mentions.names
+        nuntius = await self.praetorium.post(CAESAR, text, audience)
+        outcomes = await self.sessions.dispatch_many(mentions.names, nuntius, on_status)
+        replies = []
+        for name in mentions.names:
+            outcome = outcomes[name]
+            await self.praetorium.post(name, outcome.text, [CAESAR], reply_to=nuntius.id)
+            replies.append(Reply(name, self.header(name, roster) + outcome.text, outcome.kind))
+        if mentions.unusable:
+            replies.append(
+                Reply(LEGATUS, "Not dispatched: " + "; ".join(mentions.unusable), "notice")
+            )
+        return replies
+
+    async def _to_legatus(
+        self, text: str, roster: Roster, on_status: StatusCallback | None
+    ) -> Reply:
+        nuntius = await self.praetorium.post(CAESAR, text, [LEGATUS])
+        outcome = await self.ask_legatus(nuntius, roster, on_status)
+        await self.praetorium.post(LEGATUS, outcome.text, [CAESAR], reply_to=nuntius.id)
+        return Reply(LEGATUS, outcome.text, outcome.kind)
+
+    async def ask_legatus(
+        self, nuntius: Nuntius, roster: Roster, on_status: StatusCallback | None
+    ) -> Outcome:
+        """Query the Legatus's own session about ``nuntius``."""
+        try:
+            text = await self.sessions.dispatch(
+                LEGATUS, nuntius, on_status, prefix=self.status_xml(roster)
+            )
+        except AgentInterrupted:
+            return Outcome(INTERRUPTED_REPLY.format(name=LEGATUS), "interrupted")
+        except Exception:
+            logger.exception("the Legatus failed to answer nuntius %s", nuntius.seq)
+            return Outcome(ERROR_REPLY.format(name=LEGATUS), "error")
+        return Outcome(text)
+
+    async def dispatch_for_legatus(self, names: list[str], text: str) -> dict[str, Outcome]:
+        """The ``dispatch`` tool: the Legatus asks centuriones; answers are addressed to it."""
+        nuntius = await self.praetorium.post(LEGATUS, text, names)
+        on_status = self.sessions.current_status(LEGATUS)
+        outcomes = await self.sessions.dispatch_many(names, nuntius, on_status)
+        for name in names:
+            await self.praetorium.post(name, outcomes[name].text, [LEGATUS], reply_to=nuntius.id)
+        return outcomes

@@ -1,0 +1,207 @@
+"""The Legatus's own tools (besides the full memoria server), under ``legatus_tools``.
+
+- ``get_history(limit)`` and ``search_history(query, limit)``: the praetorium;
+- ``post_nuntius(text, audience)``: leave a message in the praetorium (centuriones get
+  it with their next request);
+- ``dispatch(centuriones, text)``: ask centuriones, in parallel, by the same path as
+  Caesar's @mentions; their answers come back as the tool result and are stored
+  addressed to the Legatus;
+- ``list_centuriones()``: roster, state and usage; ``reset_centurio(name)``.
+
+Failures are tool errors with a message the model can act on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from claude_agent_sdk import SdkMcpTool, tool
+
+from legio.praetorium import BROADCAST, Nuntius, PraetoriumError
+
+if TYPE_CHECKING:
+    from legio.legatus import Legatus
+
+Result = dict[str, Any]
+TEXT_PREVIEW = 500
+HISTORY_MAX = 200
+
+
+def _text(text: str, *, error: bool = False) -> Result:
+    result: Result = {"content": [{"type": "text", "text": text}]}
+    if error:
+        result["is_error"] = True
+    return result
+
+
+def format_line(n: Nuntius, preview: int = TEXT_PREVIEW) -> str:
+    """One nuntius on one line: seq, time, sender → audience, text shortened."""
+    text = " ".join(n.text.split())
+    if len(text) > preview:
+        text = text[:preview] + "…"
+    return f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}: {text}"
+
+
+def _limit(args: dict[str, Any], default: int) -> int:
+    try:
+        value = int(args.get("limit") or default)
+    except (TypeError, ValueError):
+        value = default
+    return max(1, min(HISTORY_MAX, value))
+
+
+def legatus_tools(legatus: Legatus) -> list[SdkMcpTool[Any]]:
+    """The six Legatus tools, bound to ``legatus``."""
+    praetorium = legatus.praetorium
+
+    @tool(
+        "get_history",
+        "Read the latest nuntii of the praetorium (every message between Caesar and the "
+        "agents), oldest first. Use it when Caesar refers to something not in front of you.",
+        {
+            "type": "object",
+            "properties": {
+                "limit": {"type": "integer", "description": "how many (1-200, default 20)"}
+            },
+            "additionalProperties": False,
+        },
+    )
+    async def get_history(args: dict[str, Any]) -> Result:
+        nuntii = await praetorium.get_history(_limit(args, 20))
+        if not nuntii:
+            return _text("The praetorium is empty.")
+        return _text("\n".join(format_line(n) for n in reversed(nuntii)))
+
+    @tool(
+        "search_history",
+        "Full-text search of the praetorium, best matches first. Plain words match all of "
+        'them; put a phrase in "double quotes"; OR between words matches either.',
+        {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "words to look for"},
+                "limit": {"type": "integer", "description": "how many (1-200, default 10)"},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    )
+    async def search_history(args: dict[str, Any]) -> Result:
+        try:
+            hits = await praetorium.search(args["query"], "legatus", _limit(args, 10))
+        except PraetoriumError as e:
+            return _text(f"Error: {e}", error=True)
+        if not hits:
+            return _text(f"No nuntius matches {args['query']!r}.")
+        return _text("\n".join(f"{format_line(h.nuntius, 120)}\n   {h.snippet}" for h in hits))
+
+    @tool(
+        "post_nuntius",
+        "Leave a nuntius in the praetorium without asking anyone to answer: addressed "
+        "centuriones (or 'all') receive it with their next request. To get an answer now, "
+        "use dispatch instead.",
+        {
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "description": "the message"},
+                "audience": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "centurio names, or ['all']",
+                },
+            },
+            "required": ["text", "audience"],
+            "additionalProperties": False,
+        },
+    )
+    async def post_nuntius(args: dict[str, Any]) -> Result:
+        roster = legatus.castra.roster()
+        audience = [str(a).lower() for a in args["audience"]]
+        unknown = [a for a in audience if a not in roster.centuriones and a != BROADCAST]
+        if unknown or not audience:
+            valid = ", ".join(roster.names) or "none"
+            return _text(
+                f"Error: unknown audience {unknown}; centuriones: {valid}, or 'all'", error=True
+            )
+        try:
+            nuntius = await praetorium.post("legatus", args["text"], audience)
+        except PraetoriumError as e:
+            return _text(f"Error: {e}", error=True)
+        return _text(f"Posted nuntius #{nuntius.seq} to {', '.join(audience)}.")
+
+    @tool(
+        "dispatch",
+        "Ask one or more centuriones to do something and wait for their answers (they "
+        "work in parallel). Give each the full context it needs: it sees only messages "
+        "addressed to it.",
+        {
+            "type": "object",
+            "properties": {
+                "centuriones": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "names from the roster, e.g. ['vorenus']",
+                },
+                "text": {"type": "string", "description": "the request"},
+            },
+            "required": ["centuriones", "text"],
+            "additionalProperties": False,
+        },
+    )
+    async def dispatch(args: dict[str, Any]) -> Result:
+        roster = legatus.castra.roster()
+        names = list(dict.fromkeys(str(n).lower().lstrip("@") for n in args["centuriones"]))
+        unknown = [n for n in names if n not in roster.centuriones]
+        if unknown or not names:
+            valid = ", ".join(roster.names) or "none"
+            return _text(
+                f"Error: no centurio named {unknown}; the centuriones are: {valid}", error=True
+            )
+        if not str(args["text"]).strip():
+            return _text("Error: the request text is empty", error=True)
+        outcomes = await legatus.dispatch_for_legatus(names, args["text"])
+        parts = [f"## {name}\n{outcomes[name].text}" for name in names]
+        failed = all(o.kind != "answer" for o in outcomes.values())
+        return _text("\n\n".join(parts), error=failed)
+
+    @tool(
+        "list_centuriones",
+        "The centuriones: name, description, current state, and usage so far.",
+        {"type": "object", "properties": {}, "additionalProperties": False},
+    )
+    async def list_centuriones(args: dict[str, Any]) -> Result:
+        roster = legatus.castra.roster()
+        totals = await praetorium.usage_totals()
+        lines = []
+        for status in legatus.sessions.status(roster.names):
+            usage = totals.get(status.name)
+            spent = f", {usage.turns} turns, ${usage.cost_usd:.4f}" if usage else ""
+            description = roster.centuriones[status.name].description
+            lines.append(f"- {status.name}: {description} ({status.state}{spent})")
+        if roster.problems:
+            lines.append("Not usable: " + "; ".join(roster.problems))
+        return _text("\n".join(lines) or "There are no centuriones.")
+
+    @tool(
+        "reset_centurio",
+        "Forget a centurio's conversation: its next request starts a fresh session with "
+        "recent history. Only when Caesar asks, or when it is clearly stuck.",
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string", "description": "the centurio's name"}},
+            "required": ["name"],
+            "additionalProperties": False,
+        },
+    )
+    async def reset_centurio(args: dict[str, Any]) -> Result:
+        name = str(args["name"]).lower()
+        roster = legatus.castra.roster()
+        if name not in roster.centuriones:
+            return _text(
+                f"Error: no centurio named {name!r}; centuriones: {', '.join(roster.names)}",
+                error=True,
+            )
+        await legatus.sessions.reset(name)
+        return _text(f"Reset {name}: its next request starts a fresh session.")
+
+    return [get_history, search_history, post_nuntius, dispatch, list_centuriones, reset_centurio]
