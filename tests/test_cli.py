@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from legio.cli import check_config, default_castra_source
+from legio.cli import check_config, default_castra_source, startup_problems
 from legio.config import load_config
 
 REPO = Path(__file__).parents[1]
@@ -141,19 +141,43 @@ def test_root_with_bypass_permissions_needs_is_sandbox(
     config = load_config(path)
     monkeypatch.delenv("IS_SANDBOX", raising=False)
     lines = "\n".join(check_config(config, is_root=True).lines)
-    assert "running as root with claude.permission_mode = 'bypassPermissions'" in lines
+    assert "running as root with bypassPermissions: the Claude CLI refuses this" in lines
     assert "IS_SANDBOX=1" in lines
     assert "running as root" not in "\n".join(check_config(config, is_root=False).lines)
     monkeypatch.setenv("IS_SANDBOX", "1")
     assert "running as root" not in "\n".join(check_config(config, is_root=True).lines)
 
 
-@pytest.mark.parametrize("command", ["run", "console"])
-def test_run_and_console_say_they_are_not_available_yet(tmp_path: Path, command: str) -> None:
+def test_run_refuses_to_start_without_token_or_caesar(tmp_path: Path) -> None:
     legio("init", "demo", cwd=tmp_path)
-    result = legio(command, "-c", "demo/legio.toml", cwd=tmp_path)
-    assert result.returncode == 2
-    assert "not available yet" in result.stderr
+    result = legio("run", "-c", "demo/legio.toml", cwd=tmp_path, env={"IS_SANDBOX": "1"})
+    assert result.returncode == 1
+    assert "legio run: cannot start:" in result.stderr
+    assert "$TELEGRAM_BOT_TOKEN is empty: export the bot token from @BotFather" in result.stderr
+    assert "telegram.caesar_ids is empty" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_startup_refuses_root_with_bypass_permissions_unless_sandboxed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    config = load_config(tmp_path / "demo" / "legio.toml")
+    monkeypatch.delenv("IS_SANDBOX", raising=False)
+    [problem] = startup_problems(config, telegram=False, is_root=True)
+    assert problem.startswith("running as root with bypassPermissions: the Claude CLI refuses")
+    assert startup_problems(config, telegram=False, is_root=False) == []
+    monkeypatch.setenv("IS_SANDBOX", "1")
+    assert startup_problems(config, telegram=False, is_root=True) == []
+
+
+def test_console_refuses_without_a_legatus_prompt(tmp_path: Path) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    (tmp_path / "demo" / "castra" / "legatus" / "prompt.md").unlink()
+    result = legio("console", "-c", "demo/legio.toml", cwd=tmp_path, env={"IS_SANDBOX": "1"})
+    assert result.returncode == 1
+    assert "the Legatus has no usable prompt:" in result.stderr
+    assert "prompt file not found" in result.stderr
 
 
 def test_console_script_is_installed(tmp_path: Path) -> None:

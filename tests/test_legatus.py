@@ -207,13 +207,14 @@ async def test_the_dispatch_tool_reaches_a_centurio_and_returns_its_answer(
 ) -> None:
     lines: list[str] = []
 
-    async def on_status(line: str) -> None:
-        lines.append(line)
+    async def on_status(agent: str, line: str) -> None:
+        lines.append(f"{agent}: {line}")
 
     call = json.dumps({"centuriones": ["vorenus"], "text": "check the walls"})
     [reply] = await legatus.handle_message(f"CALL_TOOL legatus_tools dispatch {call}", on_status)
     assert reply.text == "TOOL_RESULT: ## vorenus\nECHO: check the walls"
-    assert "⏳ Dispatching to vorenus..." in lines
+    assert "legatus: ⏳ Dispatching to vorenus..." in lines
+    assert "vorenus: ⏳ ECHO: check the walls" in lines
     [vorenus] = processes_of(fake_cli, "vorenus")
     assert vorenus.prompts == ["check the walls"]
     history = list(reversed(await legatus.praetorium.get_history(10)))

@@ -228,8 +228,8 @@ async def test_two_dispatches_to_one_centurio_run_in_arrival_order(legion: Legio
     second = await legion.post("second", ["vorenus"])
     statuses: list[str] = []
 
-    async def on_status(line: str) -> None:
-        statuses.append(line)
+    async def on_status(agent: str, line: str) -> None:
+        statuses.append(f"{agent}: {line}")
 
     a = asyncio.create_task(legion.manager.dispatch("vorenus", first))
     await asyncio.sleep(0)
@@ -238,7 +238,7 @@ async def test_two_dispatches_to_one_centurio_run_in_arrival_order(legion: Legio
     assert await b == "ECHO: second"
     assert legion.prompts("vorenus")[0] == "SLEEP 0.3\nfirst"
     assert legion.prompts("vorenus")[1] == "second"
-    assert statuses[0] == "⏳ Queued: vorenus is finishing an earlier request..."
+    assert statuses[0] == "vorenus: ⏳ Queued: vorenus is finishing an earlier request..."
 
 
 async def test_cli_crash_mid_answer_then_the_next_dispatch_works(legion: Legion) -> None:
@@ -275,7 +275,8 @@ async def test_error_result_is_an_agent_error_and_is_recorded(legion: Legion) ->
 async def test_status_lines_and_unparseable_messages(legion: Legion) -> None:
     lines: list[str] = []
 
-    async def on_status(line: str) -> None:
+    async def on_status(agent: str, line: str) -> None:
+        assert agent == "vorenus"
         lines.append(line)
 
     nuntius = await legion.post(

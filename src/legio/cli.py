@@ -8,8 +8,11 @@ never as a traceback.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -125,6 +128,21 @@ def running_as_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
+def root_refusal(config: Config, is_root: bool) -> str | None:
+    """Why the Claude CLI would refuse to run every agent, or None."""
+    if (
+        config.claude.permission_mode == "bypassPermissions"
+        and is_root
+        and os.environ.get("IS_SANDBOX") != "1"
+    ):
+        return (
+            "running as root with bypassPermissions: the Claude CLI refuses this. Run Legio "
+            "as an ordinary user, or set IS_SANDBOX=1 if this machine is a sandbox you do "
+            "not mind agents changing"
+        )
+    return None
+
+
 def check_config(config: Config, *, is_root: bool | None = None) -> Report:
     """Everything ``legio check`` verifies about a loaded config."""
     report = Report()
@@ -172,16 +190,9 @@ def check_config(config: Config, *, is_root: bool | None = None) -> Report:
         report.bad(f"Claude CLI: {where}")
     else:
         report.ok(f"Claude CLI: {where}")
-    if (
-        config.claude.permission_mode == "bypassPermissions"
-        and is_root
-        and os.environ.get("IS_SANDBOX") != "1"
-    ):
-        report.bad(
-            "running as root with claude.permission_mode = 'bypassPermissions': the Claude "
-            "CLI refuses this; run Legio as an ordinary user, or set IS_SANDBOX=1 if this "
-            "machine is a sandbox you do not mind agents changing"
-        )
+    refusal = root_refusal(config, is_root)
+    if refusal:
+        report.bad(refusal)
     return report
 
 
@@ -197,25 +208,94 @@ def cmd_check(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- run / console
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """Start the Telegram bot (not built yet)."""
-    load_config(args.config)
-    print(
-        "legio run: the Telegram front-end is not available yet in this version; "
-        "`legio check` validates your setup meanwhile.",
-        file=sys.stderr,
+def setup_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%Y-%m-%d %H:%M:%S",
     )
-    return 2
+    for noisy in ("httpx", "httpcore", "telegram.ext.Application"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def startup_problems(config: Config, *, telegram: bool, is_root: bool | None = None) -> list[str]:
+    """What stops Legio from starting at all, each with its fix."""
+    problems = []
+    if is_root is None:
+        is_root = running_as_root()
+    try:
+        Castra(config.castra).read_legatus()
+    except LegioError as e:
+        problems.append(f"the Legatus has no usable prompt: {e}")
+    refusal = root_refusal(config, is_root)
+    if refusal:
+        problems.append(refusal)
+    if telegram:
+        if not config.telegram_token():
+            problems.append(
+                f"${config.telegram.token_env} is empty: export the bot token from @BotFather"
+            )
+        if not config.telegram.caesar_ids:
+            problems.append(
+                "telegram.caesar_ids is empty: put your Telegram user id in legio.toml "
+                "(an open bot would let anyone run agents on this machine)"
+            )
+    return problems
+
+
+def _refuse(command: str, problems: list[str]) -> int:
+    print(f"legio {command}: cannot start:", file=sys.stderr)
+    for problem in problems:
+        print(f"  - {problem}", file=sys.stderr)
+    return 1
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run the Telegram bot until SIGINT/SIGTERM."""
+    config = load_config(args.config)
+    problems = startup_problems(config, telegram=True)
+    if problems:
+        return _refuse("run", problems)
+    token = config.telegram_token()
+    os.environ.pop(config.telegram.token_env, None)  # agents' CLIs inherit os.environ
+    setup_logging()
+
+    from legio.bot import serve
+    from legio.legatus import Legatus
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(
+            config,
+            token,
+            lambda: Legatus.open(config),
+            stop,
+            grace_s=config.shutdown_grace_seconds,
+        )
+
+    asyncio.run(main())
+    return 0
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-    """Chat with the Legatus in the terminal (not built yet)."""
-    load_config(args.config)
-    print(
-        "legio console: the terminal front-end is not available yet in this version.",
-        file=sys.stderr,
-    )
-    return 2
+    """Chat with the Legatus in this terminal (no Telegram token needed)."""
+    config = load_config(args.config)
+    problems = startup_problems(config, telegram=False)
+    if problems:
+        return _refuse("console", problems)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+    from legio.console import run_console
+    from legio.legatus import Legatus
+
+    try:
+        asyncio.run(run_console(lambda: Legatus.open(config)))
+    except KeyboardInterrupt:
+        print("\nLegio console closed.")
+    return 0
 
 
 # ---------------------------------------------------------------- main

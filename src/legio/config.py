@@ -83,6 +83,7 @@ class Config(_Strict):
     history_window: int = Field(50, ge=1, le=10_000)
     session_idle_timeout_minutes: float = Field(30, gt=0)
     max_input_tokens: int = Field(150_000, ge=1_000)
+    shutdown_grace_seconds: float = Field(20, ge=0, le=3600)
     claude: ClaudeSettings = Field(default_factory=ClaudeSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     memoria: MemoriaSettings = Field(default_factory=MemoriaSettings)
@@ -151,7 +152,7 @@ def config_to_toml(config: Config, castra: str = "castra") -> str:
     """Render a config as TOML (tomli-w), with ``castra`` written as given."""
     data = config.model_dump(mode="json")
     data["castra"] = castra
-    minutes = data["session_idle_timeout_minutes"]
-    if float(minutes).is_integer():
-        data["session_idle_timeout_minutes"] = int(minutes)
+    for key in ("session_idle_timeout_minutes", "shutdown_grace_seconds"):
+        if float(data[key]).is_integer():
+            data[key] = int(data[key])
     return tomli_w.dumps(data)

@@ -70,7 +70,7 @@ INTERRUPTED_REPLY = "[{name}] Interrupted."
 STATUS_PREVIEW = 80
 STDERR_LINES = 20
 
-StatusCallback = Callable[[str], Awaitable[None]]
+StatusCallback = Callable[[str, str], Awaitable[None]]  # (agent, "⏳ …" line)
 ClientFactory = Callable[[ClaudeAgentOptions], ClaudeSDKClient]
 
 
@@ -169,11 +169,11 @@ def status_line(block: object) -> str | None:
     return None
 
 
-async def _notify(on_status: StatusCallback | None, line: str) -> None:
+async def _notify(on_status: StatusCallback | None, agent: str, line: str) -> None:
     if on_status is None:
         return
     try:
-        await on_status(line)
+        await on_status(agent, line)
     except Exception:
         logger.exception("status callback failed (ignored)")
 
@@ -207,7 +207,7 @@ async def collect_response(
                         line = status_line(block)
                         if line and line != last_status:
                             last_status = line
-                            await _notify(on_status, line)
+                            await _notify(on_status, agent, line)
                 elif isinstance(message, ResultMessage):
                     result = message
             break
@@ -470,8 +470,9 @@ class SessionManager:
         and the text. Raises ``AgentError`` (``AgentInterrupted``) or ``CastraError``.
         """
         lock = self._locks.setdefault(name, asyncio.Lock())
-        if lock.locked():
-            await _notify(on_status, f"⏳ Queued: {name} is finishing an earlier request...")
+        if lock.locked():  # say so without awaiting: the place in the queue is taken below
+            line = f"⏳ Queued: {name} is finishing an earlier request..."
+            asyncio.get_running_loop().create_task(_notify(on_status, name, line))
         async with lock:
             spec = await self._spec(name)
             self._state[name] = "working"

@@ -37,7 +37,8 @@ class Call:
     method: str
     params: dict[str, Any]
     at: float = field(default_factory=time.monotonic)
-    status: int = 200
+    status: int | None = None  # None while the request is being answered
+    result: Any = None
 
 
 @dataclass
@@ -189,14 +190,16 @@ class FakeBotApi:
         *,
         timeout: float = 10.0,  # noqa: ASYNC109 - a test helper's own deadline
         start: int = 0,
+        completed: bool = True,
     ) -> Call:
-        """The first successful call of ``method`` (from index ``start``) matching ``predicate``."""
+        """The first successful call of ``method`` (from index ``start``) matching ``predicate``;
+        with ``completed=False``, the first to arrive, answered or not."""
 
         def find() -> Call | None:
             for call in self.calls[start:]:
                 if (
                     call.method == method
-                    and call.status == 200
+                    and (call.status == 200 or not completed)
                     and (predicate is None or predicate(call))
                 ):
                     return call
@@ -227,6 +230,7 @@ class FakeBotApi:
             params = {k: _decode(str(v)) for k, v in form.items()}
         call = Call(method, params)
         self.calls.append(call)
+        await self._notify()
         try:
             if request.match_info["token"] != self.token:
                 return self._error(call, 401, "Unauthorized")
@@ -239,6 +243,8 @@ class FakeBotApi:
             result = await handler(params)
             if isinstance(result, Fault):
                 return self._error(call, result.status, result.description)
+            call.result = result
+            call.status = 200
             return web.json_response({"ok": True, "result": result})
         finally:
             await self._notify()
@@ -296,6 +302,11 @@ class FakeBotApi:
         entities = params.get("entities") or []
         if len(entities) > 100:
             return Fault(400, "Bad Request: too many message entities")
+        size = utf16_len(text)
+        for entity in entities:
+            offset, length = int(entity.get("offset", -1)), int(entity.get("length", 0))
+            if offset < 0 or length <= 0 or offset + length > size:
+                return Fault(400, "Bad Request: can't parse entities: entity out of range")
         chat_id = int(params["chat_id"])
         message = {
             "message_id": self._new_message_id(),

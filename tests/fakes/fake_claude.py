@@ -10,7 +10,8 @@ before answering ``initialize``; per turn ``session_state_changed`` running,
 
 What the model "says" is scripted by directives, one per line of the prompt
 (text inside ``<praetorium>``, ``<context_notice>``, ``<centurio_status>`` and
-``<compaction_summary>`` blocks is history, not directives, and is ignored):
+``<compaction_summary>`` blocks is history, not directives, and is ignored; leading
+``@name`` words are skipped, so ``@vorenus SLEEP 5`` is a directive):
 
     REPLY <text>                   answer with this text (default: "ECHO: " + the query)
     CALL_TOOL <server> <tool> <json>  call an SDK MCP tool; answer "TOOL_RESULT: <text>"
@@ -55,6 +56,7 @@ DIRECTIVE = re.compile(
     r"^(REPLY|CALL_TOOL|THINK|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED)\b ?(.*)$"
 )
 INTERRUPTED = "[Request interrupted by user]"
+LEADING_MENTIONS = re.compile(r"^(@\w+\s+)+")
 
 
 def now_iso() -> str:
@@ -435,7 +437,7 @@ class FakeCLI:
         error: str | None = None
         try:
             for line in query.splitlines():
-                line = line.strip()
+                line = LEADING_MENTIONS.sub("", line.strip())  # "@vorenus SLEEP 5" is a directive
                 if line.startswith("FOR "):
                     _, server, line = ([*line.split(" ", 2), ""])[:3]
                     if server not in self.mcp_servers:

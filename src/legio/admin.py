@@ -1,0 +1,208 @@
+"""Admin commands, the same for every front-end: /history /reset /status /search /stop /help.
+
+``Admin.run(text)`` parses one command line and returns the answer as a list of pages,
+each short enough for one Telegram message. Commands never wait for a busy agent:
+they read the praetorium and the sessions' state, or act on a session directly.
+Bad arguments get an answer that says what is expected.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from legio.legatus import LEGATUS, Legatus
+from legio.legatus_tools import format_line
+from legio.praetorium import PraetoriumError
+from legio.session import AgentStatus
+
+PAGE_LIMIT = 4000  # under Telegram's 4096, with room for a page marker
+HISTORY_DEFAULT, HISTORY_MAX = 20, 200
+SEARCH_LIMIT = 10
+LINE_PREVIEW = 200
+COMMAND = re.compile(r"^/([A-Za-z_]+)(?:@\w+)?(?:\s+(.*))?$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class CommandInfo:
+    name: str
+    usage: str
+    description: str
+
+
+COMMANDS = [
+    CommandInfo(
+        "history", "/history [n]", "the last n messages, newest first (default 20, at most 200)"
+    ),
+    CommandInfo("status", "/status", "each agent's state, session, context and spending"),
+    CommandInfo("search", "/search <words>", 'search every message ("a phrase", OR)'),
+    CommandInfo("stop", "/stop [name]", "interrupt what an agent (or every agent) is doing"),
+    CommandInfo(
+        "reset", "/reset <name>|all|legatus", "forget an agent's conversation; it starts afresh"
+    ),
+    CommandInfo("help", "/help", "this list"),
+]
+
+
+def paginate(lines: list[str], limit: int = PAGE_LIMIT) -> list[str]:
+    """Join lines into pages of at most ``limit`` characters (long lines are cut)."""
+    pages: list[str] = []
+    current = ""
+    for line in lines:
+        line = line if len(line) <= limit else line[: limit - 1] + "…"
+        if current and len(current) + 1 + len(line) > limit:
+            pages.append(current)
+            current = line
+        else:
+            current = f"{current}\n{line}" if current else line
+    if current:
+        pages.append(current)
+    return pages
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def is_command(text: str) -> bool:
+    return text.lstrip().startswith("/")
+
+
+class Admin:
+    """Runs admin commands against a ``Legatus``."""
+
+    def __init__(self, legatus: Legatus) -> None:
+        self.legatus = legatus
+
+    def agents(self) -> list[str]:
+        return [LEGATUS, *self.legatus.castra.roster().names]
+
+    async def run(self, text: str) -> list[str]:
+        """Answer one command line; always at least one page."""
+        match = COMMAND.match(text.strip())
+        if not match:
+            return [f"Not a command: {text.strip()[:50]!r}. /help lists the commands."]
+        name, args = match.group(1).lower(), (match.group(2) or "").strip()
+        handler = getattr(self, f"cmd_{name}", None)
+        if handler is None:
+            return [f"Unknown command /{name}. /help lists the commands."]
+        pages: list[str] = await handler(args)
+        return pages
+
+    # ---------------------------------------------------------- commands
+
+    async def cmd_help(self, args: str) -> list[str]:
+        lines = [
+            "Legio: write to the Legatus, or start with @name (or @all) to ask centuriones.",
+            "",
+        ]
+        lines += [f"{c.usage} — {c.description}" for c in COMMANDS]
+        roster = self.legatus.castra.roster()
+        if roster.centuriones:
+            lines += ["", "Centuriones:"]
+            lines += [f"@{n} — {p.description}" for n, p in roster.centuriones.items()]
+        return paginate(lines)
+
+    async def cmd_start(self, args: str) -> list[str]:
+        return await self.cmd_help(args)
+
+    async def cmd_history(self, args: str) -> list[str]:
+        count = HISTORY_DEFAULT
+        if args:
+            if not re.fullmatch(r"\d{1,6}", args) or not 1 <= int(args) <= HISTORY_MAX:
+                return [f"/history takes a number from 1 to {HISTORY_MAX}, e.g. /history 20."]
+            count = int(args)
+        nuntii = await self.legatus.praetorium.get_history(count)
+        if not nuntii:
+            return ["No messages yet."]
+        return paginate([format_line(n, LINE_PREVIEW) for n in nuntii])
+
+    async def cmd_search(self, args: str) -> list[str]:
+        if not args:
+            return [
+                'Usage: /search <words>, e.g. /search bridge repair, or /search "exact phrase".'
+            ]
+        try:
+            hits = await self.legatus.praetorium.search(args, "caesar", SEARCH_LIMIT)
+        except PraetoriumError as e:
+            return [str(e)]
+        if not hits:
+            return [f"Nothing matches {args!r}."]
+        lines = []
+        for hit in hits:
+            n = hit.nuntius
+            lines.append(
+                f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}"
+            )
+            lines.append(f"   {' '.join(hit.snippet.split())}")
+        return paginate(lines)
+
+    async def cmd_status(self, args: str) -> list[str]:
+        names = self.agents()
+        totals = await self.legatus.praetorium.usage_totals()
+        limit = self.legatus.config.max_input_tokens
+        lines = []
+        for status in self.legatus.sessions.status(names):
+            lines.append(self._status_line(status, limit))
+            usage = totals.get(status.name)
+            if usage:
+                tokens_in = (
+                    usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens
+                )
+                lines.append(
+                    f"   all time: {usage.turns} turns ({usage.errors} failed), {tokens_in:,} "
+                    f"tokens in, {usage.output_tokens:,} out, ${usage.cost_usd:.4f}"
+                )
+        problems = self.legatus.castra.roster().problems
+        if problems:
+            lines.append("Not usable: " + "; ".join(problems))
+        return paginate(lines)
+
+    @staticmethod
+    def _status_line(status: AgentStatus, limit: int) -> str:
+        icon = {"working": "⚙️", "error": "⚠️"}.get(status.state, "💤")
+        line = f"{icon} {status.name}: {status.state}"
+        if status.live and status.session_age_s is not None:
+            fill = 100 * status.context_tokens / limit if limit else 0
+            line += (
+                f" · session {_duration(status.session_age_s)}, {status.turns} turns, "
+                f"context {status.context_tokens:,} tokens ({fill:.0f}% of {limit:,}), "
+                f"${status.cost_usd:.4f}"
+            )
+        else:
+            line += " · no live session"
+        return line
+
+    async def cmd_reset(self, args: str) -> list[str]:
+        target = args.lower()
+        names = self.agents()
+        if target == "all":
+            done = [n for n in names if await self.legatus.sessions.reset(n)]
+            return [f"Reset: {', '.join(done)}." if done else "Nothing to reset."]
+        if target not in names:
+            choices = ", ".join([*names, "all"])
+            shown = f" {args[:40]!r}" if args else ""
+            return [f"No agent named{shown}. Use /reset <name> with one of: {choices}."]
+        had = await self.legatus.sessions.reset(target)
+        return [
+            f"Reset {target}: its next message starts a fresh session."
+            if had
+            else f"{target} had no session; nothing to reset."
+        ]
+
+    async def cmd_stop(self, args: str) -> list[str]:
+        names = self.agents()
+        target = args.lower()
+        if target and target not in names:
+            choices = ", ".join(names)
+            return [f"No agent named {args[:40]!r}. Use /stop or /stop <name>, one of: {choices}."]
+        stopped = [
+            n for n in ([target] if target else names) if await self.legatus.sessions.interrupt(n)
+        ]
+        if not stopped:
+            return [f"{target} is not working on anything." if target else "Nothing is running."]
+        return [f"Stopping {', '.join(stopped)}."]

@@ -1,0 +1,366 @@
+"""The Telegram front-end (python-telegram-bot): Caesar only, answers rendered, never blocked.
+
+- Only ``telegram.caesar_ids`` are served. Every other update is dropped before any
+  handler runs: no reply, nothing stored; the refusal is logged once per user id.
+- Text messages run as non-blocking handlers, so admin commands (quick, blocking)
+  answer at once while agents work; messages to one agent keep their order (its
+  session's FIFO lock), and a queued request says so in its status message.
+- While agents work: a typing action, and one status message with their ``⏳`` lines,
+  edited at most about once a second, never with unchanged text, deleted at the end.
+- Answers: Markdown converted to text + entities by telegramify-markdown, split under
+  4096 UTF-16 units (entities clipped at the cut), at most 100 entities a message;
+  if Telegram still refuses one, it is sent again as plain text. Each agent's answer
+  is its own message. ``AIORateLimiter`` retries 429s, so a flood limit loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any
+
+from telegram import Bot, BotCommand, MessageEntity, ReplyParameters, Update
+from telegram.constants import ChatAction
+from telegram.error import BadRequest, TelegramError
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    ApplicationBuilder,
+    ApplicationHandlerStop,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
+from telegramify_markdown import convert, split_entities
+
+from legio.admin import COMMANDS, Admin
+from legio.config import Config
+from legio.legatus import Legatus
+
+logger = logging.getLogger(__name__)
+
+MAX_UTF16 = 4096
+MAX_ENTITIES = 100
+STATUS_INTERVAL_S = 1.0
+TYPING_EVERY_S = 4.5
+
+LegatusFactory = Callable[[], Awaitable[Legatus]]
+Chunk = tuple[str, list[MessageEntity]]
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def render(markdown: str) -> list[Chunk]:
+    """Telegram messages (text + entities) for a Markdown answer, each within the limits."""
+    try:
+        text, entities = convert(markdown)
+    except Exception:  # a converter bug must not cost Caesar the answer
+        logger.warning("Markdown conversion failed; sending plain text", exc_info=True)
+        text, entities = markdown, []
+    chunks: list[Chunk] = []
+    pending = split_entities(text, entities, MAX_UTF16)
+    while pending:
+        part_text, part_entities = pending.pop(0)
+        if len(part_entities) > MAX_ENTITIES and len(part_text) > 1:
+            smaller = split_entities(part_text, part_entities, max(1, len(part_text) // 2))
+            if len(smaller) > 1:
+                pending[:0] = smaller
+                continue
+            part_entities = []
+        converted = [MessageEntity(**e.to_dict()) for e in part_entities]
+        chunks.append((part_text, converted))
+    if not chunks and markdown.strip():
+        chunks = [(markdown[: MAX_UTF16 // 2], [])]
+    return chunks
+
+
+def plain_pages(text: str) -> list[str]:
+    """Plain text cut into pieces Telegram accepts (UTF-16 length, at line breaks)."""
+    return [t for t, _ in split_entities(text, [], MAX_UTF16)] or ["(empty)"]
+
+
+# ------------------------------------------------------------------ status message
+
+
+class StatusBoard:
+    """One status message per request, plus the typing action, while agents work."""
+
+    def __init__(self, bot: Bot, chat_id: int, *, interval_s: float = STATUS_INTERVAL_S) -> None:
+        self.bot = bot
+        self.chat_id = chat_id
+        self.interval_s = interval_s
+        self.lines: dict[str, str] = {}
+        self.message_id: int | None = None
+        self.shown = ""
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def update(self, agent: str, line: str) -> None:
+        """A status callback for ``Legatus.handle_message``."""
+        self.lines[agent] = line
+        self._changed.set()
+
+    def text(self) -> str:
+        if len(self.lines) == 1:
+            return next(iter(self.lines.values()))
+        return "\n".join(f"{agent}: {line}" for agent, line in self.lines.items())
+
+    async def __aenter__(self) -> StatusBoard:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.message_id is not None:
+            try:
+                await self.bot.delete_message(self.chat_id, self.message_id)
+            except TelegramError as e:
+                logger.info("could not delete a status message: %s", e)
+
+    async def _run(self) -> None:
+        next_typing = 0.0
+        last_edit = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= next_typing:
+                with contextlib.suppress(TelegramError):
+                    await self.bot.send_chat_action(self.chat_id, ChatAction.TYPING)
+                next_typing = now + TYPING_EVERY_S
+            if self._changed.is_set() and now - last_edit >= self.interval_s:
+                self._changed.clear()
+                await self._show(self.text())
+                last_edit = time.monotonic()
+            wait = max(0.05, min(next_typing, last_edit + self.interval_s) - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), wait)
+            if self._changed.is_set():
+                await asyncio.sleep(max(0.0, last_edit + self.interval_s - time.monotonic()))
+
+    async def _show(self, text: str) -> None:
+        text = text[: MAX_UTF16 // 2]
+        if not text.strip() or text == self.shown:
+            return
+        try:
+            if self.message_id is None:
+                sent = await self.bot.send_message(self.chat_id, text)
+                self.message_id = sent.message_id
+            else:
+                await self.bot.edit_message_text(text, self.chat_id, self.message_id)
+            self.shown = text
+        except BadRequest as e:
+            if "not modified" in str(e).lower():
+                self.shown = text
+            elif "not found" in str(e).lower():
+                self.message_id = None
+            else:
+                logger.info("status message not updated: %s", e)
+        except TelegramError as e:
+            logger.info("status message not updated: %s", e)
+
+
+# ------------------------------------------------------------------ handlers
+
+
+class LegioBot:
+    """The handlers; ``startup``/``shutdown`` open and close the Legatus."""
+
+    def __init__(self, config: Config, legatus_factory: LegatusFactory) -> None:
+        self.config = config
+        self.legatus_factory = legatus_factory
+        self.caesar_ids = frozenset(config.telegram.caesar_ids)
+        self._legatus: Legatus | None = None
+        self._admin: Admin | None = None
+        self._refused: set[int] = set()
+        self.in_flight = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    @property
+    def legatus(self) -> Legatus:
+        assert self._legatus is not None, "LegioBot.startup() was not called"
+        return self._legatus
+
+    @property
+    def admin(self) -> Admin:
+        assert self._admin is not None, "LegioBot.startup() was not called"
+        return self._admin
+
+    async def startup(self, app: Application[Any, Any, Any, Any, Any, Any]) -> None:
+        """Open the Legatus and show the command menu."""
+        self._legatus = await self.legatus_factory()
+        self._admin = Admin(self._legatus)
+        commands = [BotCommand(c.name, c.description[:256]) for c in COMMANDS]
+        try:
+            await app.bot.set_my_commands(commands)
+        except TelegramError as e:
+            logger.warning("could not set the command menu: %s", e)
+
+    async def shutdown(self) -> None:
+        if self._legatus is not None:
+            await self._legatus.close()
+            self._legatus = None
+
+    # ---------------------------------------------------------- gate
+
+    async def gate(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """Drop every update not from Caesar (no reply, nothing stored; logged once per id)."""
+        user = update.effective_user if isinstance(update, Update) else None
+        if user is not None and user.id in self.caesar_ids:
+            return
+        user_id = user.id if user else 0
+        if user_id not in self._refused:
+            self._refused.add(user_id)
+            chat = update.effective_chat if isinstance(update, Update) else None
+            logger.warning(
+                "ignoring Telegram user id %s (%s, chat %s): not in telegram.caesar_ids",
+                user_id or "unknown",
+                user.full_name if user else "no user",
+                chat.type if chat else "none",
+            )
+        raise ApplicationHandlerStop
+
+    # ---------------------------------------------------------- Caesar
+
+    async def on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A message for the Legatus or the @mentioned centuriones."""
+        message = update.effective_message
+        if message is None or message.text is None:
+            return
+        self.in_flight += 1
+        self.idle.clear()
+        try:
+            async with StatusBoard(context.bot, message.chat_id) as board:
+                replies = await self.legatus.handle_message(message.text, board.update)
+            for reply in replies:
+                await self.send_markdown(
+                    context.bot, message.chat_id, reply.text, message.message_id
+                )
+        finally:
+            self.in_flight -= 1
+            if self.in_flight == 0:
+                self.idle.set()
+
+    async def on_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """An admin command: answered at once, even while agents work."""
+        message = update.effective_message
+        if message is None or message.text is None:
+            return
+        for page in await self.admin.run(message.text):
+            for piece in plain_pages(page):
+                await context.bot.send_message(message.chat_id, piece)
+
+    async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """Photos, stickers, voice…: say what the bot can read."""
+        message = update.effective_message
+        if message is not None:
+            await message.reply_text("I can read text messages only: please write your request.")
+
+    async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """Log with the traceback, then tell Caesar briefly."""
+        logger.error("error while handling an update", exc_info=context.error)
+        user = update.effective_user if isinstance(update, Update) else None
+        chat = update.effective_chat if isinstance(update, Update) else None
+        if chat is not None and user is not None and user.id in self.caesar_ids:
+            name = type(context.error).__name__
+            with contextlib.suppress(TelegramError):
+                await context.bot.send_message(
+                    chat.id, f"⚠️ Something went wrong ({name}); the details are in Legio's log."
+                )
+
+    async def send_markdown(
+        self, bot: Bot, chat_id: int, markdown: str, reply_to: int | None = None
+    ) -> None:
+        """Send an answer: rendered Markdown, split; plain text if Telegram refuses a part."""
+        for index, (text, entities) in enumerate(render(markdown)):
+            reply = (
+                ReplyParameters(reply_to, allow_sending_without_reply=True)
+                if reply_to and index == 0
+                else None
+            )
+            try:
+                await bot.send_message(
+                    chat_id, text, entities=entities or None, reply_parameters=reply
+                )
+            except BadRequest as e:
+                logger.warning(
+                    "Telegram refused a formatted message (%s); sending it as plain text", e
+                )
+                await bot.send_message(chat_id, text, reply_parameters=reply)
+
+
+def build_application(
+    config: Config, token: str, bot: LegioBot
+) -> Application[Any, Any, Any, Any, Any, Any]:
+    """The python-telegram-bot Application with every handler registered."""
+    builder = ApplicationBuilder().token(token).rate_limiter(AIORateLimiter(max_retries=5))
+    if config.telegram.base_url:
+        base = config.telegram.base_url.rstrip("/")
+        builder = builder.base_url(base).base_file_url(base.replace("/bot", "/file/bot", 1))
+    app = builder.build()
+    app.add_handler(TypeHandler(Update, bot.gate), group=-1)
+    names = [c.name for c in COMMANDS] + ["start"]
+    message = filters.UpdateType.MESSAGE
+    app.add_handler(CommandHandler(names, bot.on_command, filters=message))
+    app.add_handler(MessageHandler(message & filters.COMMAND, bot.on_command))
+    app.add_handler(
+        MessageHandler(message & filters.TEXT & ~filters.COMMAND, bot.on_text, block=False)
+    )
+    app.add_handler(MessageHandler(message & ~filters.TEXT, bot.on_other))
+    app.add_error_handler(bot.on_error)
+    return app
+
+
+async def serve(
+    config: Config,
+    token: str,
+    legatus_factory: LegatusFactory,
+    stop: asyncio.Event,
+    *,
+    poll_timeout: int = 30,
+    grace_s: float = 20.0,
+) -> None:
+    """Run the bot until ``stop`` is set, then shut down in order.
+
+    Stop polling (the last fetched updates are confirmed), let running requests finish
+    for ``grace_s`` seconds, interrupt what still runs, stop the application, then close
+    the Legatus (sessions, then the praetorium).
+    """
+    bot = LegioBot(config, legatus_factory)
+    app = build_application(config, token, bot)
+    async with app:
+        await bot.startup(app)
+        try:
+            await app.start()
+            assert app.updater is not None
+            await app.updater.start_polling(
+                timeout=poll_timeout, drop_pending_updates=False, allowed_updates=Update.ALL_TYPES
+            )
+            logger.info("Legio is listening (Telegram long polling)")
+            await stop.wait()
+        finally:
+            logger.info("Legio is stopping")
+            if app.updater is not None and app.updater.running:
+                await app.updater.stop()
+            try:
+                await asyncio.wait_for(bot.idle.wait(), grace_s)
+            except TimeoutError:
+                logger.info(
+                    "interrupting %d running request(s) after %.0fs", bot.in_flight, grace_s
+                )
+                if bot._legatus is not None:
+                    await bot.admin.cmd_stop("")
+            if app.running:
+                await app.stop()
+            await bot.shutdown()

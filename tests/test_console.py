@@ -1,0 +1,65 @@
+"""`legio console` as a user runs it, through a pipe: a message, /history, a clean exit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import FakeCli
+from tests.legion import fake_cli_config
+
+
+def run_console(
+    castra_dir: Path, fake_cli: FakeCli, stdin: str
+) -> subprocess.CompletedProcess[str]:
+    config = fake_cli_config(castra_dir, fake_cli)
+    assert config.path is not None
+    env = {**os.environ, "IS_SANDBOX": "1"}  # tests may run as root; the fake CLI does not care
+    return subprocess.run(
+        [sys.executable, "-m", "legio", "console", "-c", str(config.path)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_a_message_history_and_a_clean_exit(castra_dir: Path, fake_cli: FakeCli) -> None:
+    result = run_console(castra_dir, fake_cli, "hello legatus\n@vorenus THINK hmm\n/history\n")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith("Legio console:")
+    assert "legatus: ECHO: hello legatus" in out
+    assert "  [vorenus] ⏳ Thinking..." in out
+    assert (
+        "⚔️ vorenus — Code reviewer and software engineer\n━━━━━━━━━━━━\nECHO: @vorenus THINK hmm"
+        in out
+    )
+    assert "caesar → legatus: hello legatus" in out
+    assert out.rstrip().endswith("Legio console closed.")
+    assert "Traceback" not in result.stderr
+    pids = [p.pid for p in fake_cli.processes()]
+    assert len(pids) == 2
+    for pid in pids:  # every agent's CLI is gone
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"CLI {pid} outlived the console")
+
+
+def test_an_immediate_end_of_input_exits_cleanly(castra_dir: Path, fake_cli: FakeCli) -> None:
+    result = run_console(castra_dir, fake_cli, "")
+    assert result.returncode == 0
+    assert result.stdout.rstrip().endswith("Legio console closed.")
+    assert fake_cli.processes() == []
+
+
+def test_admin_commands_work_in_the_console(castra_dir: Path, fake_cli: FakeCli) -> None:
+    result = run_console(castra_dir, fake_cli, "/status\n/reset nobody\n/help\n")
+    assert "💤 legatus: idle · no live session" in result.stdout
+    assert "No agent named 'nobody'." in result.stdout
+    assert "/search <words>" in result.stdout
