@@ -94,7 +94,7 @@ async def test_two_mentions_give_two_attributed_messages(bot: Running) -> None:
 
 async def test_the_command_menu_is_set_at_startup(bot: Running) -> None:
     names = [c["command"] for c in bot.api.commands]
-    assert names == ["history", "status", "search", "stop", "reset", "help"]
+    assert names == ["history", "status", "search", "stop", "reset", "retry", "help"]
 
 
 @pytest.mark.parametrize(

@@ -339,7 +339,11 @@ async def test_a_failing_legatus_answers_with_an_error_and_keeps_the_books(
     legatus: Legatus,
 ) -> None:
     [reply] = await legatus.handle_message("EXIT 3")
-    assert (reply.text, reply.kind) == ("[legatus] An error occurred during processing.", "error")
+    assert (
+        reply.text
+        == "[legatus] An error occurred during processing. (the Claude CLI exited with code 3)"
+    )
+    assert reply.kind == "error"
     assert [r[0] for r in await stored(legatus)] == ["caesar", "legatus"]
     [reply] = await legatus.handle_message("better now?")
     assert reply.text == "ECHO: better now?"

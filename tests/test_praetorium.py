@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from legio.praetorium import Praetorium, PraetoriumError, SearchQueryError, Turn
+from legio.praetorium import DuplicateOrigin, Praetorium, PraetoriumError, SearchQueryError, Turn
 
 
 @pytest.fixture
@@ -37,8 +37,22 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
     path = tmp_path / "p.db"
     await (await Praetorium.open(path)).close()
     assert schema(path) == {
-        "table": {"nuntii", "participants", "nuntii_fts", "agent_sessions", "turns", "_migrations"},
-        "index": {"idx_nuntii_timestamp", "idx_nuntii_sender", "idx_turns_agent"},
+        "table": {
+            "nuntii",
+            "participants",
+            "nuntii_fts",
+            "agent_sessions",
+            "turns",
+            "interruptions",
+            "_migrations",
+        },
+        "index": {
+            "idx_nuntii_timestamp",
+            "idx_nuntii_sender",
+            "idx_turns_agent",
+            "idx_nuntii_origin",
+            "idx_nuntii_reply_to",
+        },
         "trigger": {
             "nuntii_participants",
             "nuntii_fts_insert",
@@ -48,16 +62,26 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
     }
     with sqlite3.connect(path) as db:
         columns = [r[1] for r in db.execute("PRAGMA table_info(nuntii)")]
-        assert columns == ["seq", "id", "sender", "text", "audience", "timestamp", "reply_to"]
+        assert columns == [
+            "seq",
+            "id",
+            "sender",
+            "text",
+            "audience",
+            "timestamp",
+            "reply_to",
+            "origin",
+        ]
         fks = db.execute("PRAGMA foreign_key_list(nuntii)").fetchall()
         assert [(f[2], f[3], f[4]) for f in fks] == [("nuntii", "reply_to", "id")]
-        assert db.execute("PRAGMA user_version").fetchone() == (3,)
+        assert db.execute("PRAGMA user_version").fetchone() == (4,)
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         names = [r[0] for r in db.execute("SELECT name FROM _migrations ORDER BY name")]
         assert names == [
             "m001_seed_nuntii",
             "m002_seq_participants_fts",
             "m003_agent_sessions_and_turns",
+            "m004_origins_and_interruptions",
         ]
         plan = " ".join(
             str(r)
@@ -79,7 +103,7 @@ async def test_reopening_keeps_data_and_does_not_migrate_again(tmp_path: Path) -
         second = await store.post("legatus", "salve", ["caesar"], reply_to=first.id)
         assert second.seq == first.seq + 1
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT count(*) FROM _migrations").fetchone() == (3,)
+        assert db.execute("SELECT count(*) FROM _migrations").fetchone() == (4,)
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
@@ -321,3 +345,38 @@ async def test_visible_nuntii_can_stop_before_a_seq(store: Praetorium) -> None:
     assert [n.text for n in between] == ["m2", "m3"]
     legatus = await store.get_visible_nuntii("legatus", 2, before_seq=posted[4].seq)
     assert [n.text for n in legatus] == ["m2", "m3"]
+
+
+async def test_one_nuntius_per_origin(store: Praetorium) -> None:
+    first = await store.post("caesar", "hi", ["legatus"], origin="telegram:5:10")
+    with pytest.raises(DuplicateOrigin):
+        await store.post("caesar", "hi", ["legatus"], origin="telegram:5:10")
+    results = await asyncio.gather(
+        store.post("caesar", "a", ["legatus"], origin="telegram:5:11"),
+        store.post("caesar", "a again", ["legatus"], origin="telegram:5:11"),
+        store.post("caesar", "b", ["legatus"], origin="telegram:5:12"),
+        return_exceptions=True,
+    )
+    assert [type(r).__name__ for r in results] == ["Nuntius", "DuplicateOrigin", "Nuntius"]
+    assert await store.count() == 3
+    assert await store.get_by_origin("telegram:5:10") == first
+    assert await store.get_by_origin("telegram:5:99") is None
+    await store.post("caesar", "no origin", ["legatus"])
+    await store.post("caesar", "no origin either", ["legatus"])
+    assert await store.count() == 5
+
+
+async def test_repliers_and_interruptions(store: Praetorium) -> None:
+    asked = await store.post("caesar", "@vorenus @pullo report", ["vorenus", "pullo"])
+    await store.post("vorenus", "done", ["caesar"], reply_to=asked.id)
+    assert await store.repliers(asked.id) == {"vorenus"}
+    await store.note_interruption(asked.seq, ["pullo"])
+    await store.note_interruption(asked.seq, ["pullo"])
+    assert await store.is_noted(asked.seq)
+    [(nuntius, agents)] = await store.interruptions()
+    assert (nuntius.id, agents) == (asked.id, ["pullo"])
+    assert await store.mark_retried(asked.seq)
+    assert not await store.mark_retried(asked.seq)
+    assert await store.interruptions() == []
+    assert len(await store.interruptions(pending_only=False)) == 1
+    assert [n.text for n in await store.recent_from("caesar", 5)] == ["@vorenus @pullo report"]

@@ -204,7 +204,9 @@ async def test_parallel_dispatch_one_failing_never_blocks_the_others(
     (folder / "prompt.md").write_text("# Brutus\n")
     names = ["vorenus", "pullo", "brutus"]
     replies = await legion.say(names, "SLEEP 0.5\nFOR memoria_pullo EXIT 3\nreport")
-    assert replies["pullo"] == "[pullo] An error occurred during processing."
+    assert replies["pullo"] == (
+        "[pullo] An error occurred during processing. (the Claude CLI exited with code 3)"
+    )
     assert (
         replies["vorenus"]
         == replies["brutus"]
@@ -254,7 +256,7 @@ async def test_cli_crash_mid_answer_then_the_next_dispatch_works(legion: Legion)
 
 async def test_broken_json_marks_the_session_broken(legion: Legion) -> None:
     bad = await legion.post("BROKEN_JSON", ["vorenus"])
-    with pytest.raises(AgentError, match="the Claude CLI failed"):
+    with pytest.raises(AgentError, match="the Claude CLI sent output that is not JSON"):
         await legion.manager.dispatch("vorenus", bad)
     assert await legion.say(["vorenus"], "ok?") == {"vorenus": "ECHO: ok?"}
     assert len(legion.processes("vorenus")) == 2

@@ -40,6 +40,7 @@ COMMANDS = [
     CommandInfo(
         "reset", "/reset <name>|all|legatus", "forget an agent's conversation; it starts afresh"
     ),
+    CommandInfo("retry", "/retry [n]", "run again the requests a restart interrupted (or #n)"),
     CommandInfo("help", "/help", "this list"),
 ]
 
@@ -66,6 +67,27 @@ def _duration(seconds: float) -> str:
     if seconds < 3600:
         return f"{seconds / 60:.0f}m"
     return f"{seconds / 3600:.1f}h"
+
+
+def parse_retry(args: str) -> int | str | None:
+    """/retry's argument: None (all), a nuntius number, or the message for a bad one."""
+    value = args.strip().lstrip("#")
+    if not value:
+        return None
+    if value.isdigit() and len(value) <= 12:
+        return int(value)
+    return "Use /retry to run every interrupted request again, or /retry <number> for one."
+
+
+def interruption_notice(seq: int, text: str, agents: list[str]) -> str:
+    """What Caesar is told, once, about a request a restart interrupted."""
+    preview = " ".join(text.split())
+    preview = preview if len(preview) <= 200 else preview[:200] + "…"
+    who = ", ".join(agents)
+    return (
+        f'⚠️ Interrupted by a restart: "{preview}" (#{seq}, no answer from {who}). '
+        f"Send /retry to run it again."
+    )
 
 
 def is_command(text: str) -> bool:
@@ -193,6 +215,14 @@ class Admin:
             if had
             else f"{target} had no session; nothing to reset."
         ]
+
+    async def cmd_retry(self, args: str) -> list[str]:
+        """Plain-text /retry (the console's); Telegram renders the replies itself."""
+        seq = parse_retry(args)
+        if isinstance(seq, str):
+            return [seq]
+        replies = await self.legatus.retry(seq)
+        return [page for reply in replies for page in paginate(reply.text.splitlines())]
 
     async def cmd_stop(self, args: str) -> list[str]:
         names = self.agents()

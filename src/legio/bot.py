@@ -25,7 +25,7 @@ from typing import Any
 
 from telegram import Bot, BotCommand, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction
-from telegram.error import BadRequest, TelegramError
+from telegram.error import BadRequest, NetworkError, TelegramError, TimedOut
 from telegram.ext import (
     AIORateLimiter,
     Application,
@@ -38,10 +38,11 @@ from telegram.ext import (
     filters,
 )
 from telegramify_markdown import convert, split_entities
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from legio.admin import COMMANDS, Admin
+from legio.admin import COMMANDS, Admin, interruption_notice, parse_retry
 from legio.config import Config
-from legio.legatus import Legatus
+from legio.legatus import Legatus, Reply
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ MAX_UTF16 = 4096
 MAX_ENTITIES = 100
 STATUS_INTERVAL_S = 1.0
 TYPING_EVERY_S = 4.5
+
+SEND_ATTEMPTS = 6
 
 LegatusFactory = Callable[[], Awaitable[Legatus]]
 Chunk = tuple[str, list[MessageEntity]]
@@ -84,6 +87,37 @@ def render(markdown: str) -> list[Chunk]:
 def plain_pages(text: str) -> list[str]:
     """Plain text cut into pieces Telegram accepts (UTF-16 length, at line breaks)."""
     return [t for t, _ in split_entities(text, [], MAX_UTF16)] or ["(empty)"]
+
+
+def _transient(error: BaseException) -> bool:
+    """Worth sending again: network trouble or a 5xx (not a refusal like 400 or 403)."""
+    return isinstance(error, (NetworkError, TimedOut)) and not isinstance(error, BadRequest)
+
+
+async def send_with_retries(bot: Bot, chat_id: int, text: str, **kwargs: Any) -> None:
+    """sendMessage, retried with backoff on network errors (429s: AIORateLimiter)."""
+    async for attempt in AsyncRetrying(
+        retry=retry_if_exception(_transient),
+        stop=stop_after_attempt(SEND_ATTEMPTS),
+        wait=wait_exponential(multiplier=0.5, max=8),
+        reraise=True,
+    ):
+        with attempt:
+            await bot.send_message(chat_id, text, **kwargs)
+
+
+def origin_of(chat_id: int, message_id: int) -> str:
+    return f"telegram:{chat_id}:{message_id}"
+
+
+def chat_of(origin: str | None) -> int | None:
+    """The chat a nuntius came from, for a ``telegram:<chat>:<message>`` origin."""
+    if origin and origin.startswith("telegram:"):
+        try:
+            return int(origin.split(":")[1])
+        except (IndexError, ValueError):
+            return None
+    return None
 
 
 # ------------------------------------------------------------------ status message
@@ -206,6 +240,20 @@ class LegioBot:
             await app.bot.set_my_commands(commands)
         except TelegramError as e:
             logger.warning("could not set the command menu: %s", e)
+        await self.tell_interruptions(app.bot)
+
+    async def tell_interruptions(self, bot: Bot) -> None:
+        """Tell Caesar, once, about requests the last run never answered."""
+        for nuntius, agents in await self.legatus.notice_interruptions():
+            chat = chat_of(nuntius.origin)
+            chats = [chat] if chat is not None else sorted(self.caesar_ids)
+            for chat_id in chats:
+                try:
+                    await send_with_retries(
+                        bot, chat_id, interruption_notice(nuntius.seq, nuntius.text, agents)
+                    )
+                except TelegramError as e:
+                    logger.warning("could not tell chat %s about #%s: %s", chat_id, nuntius.seq, e)
 
     async def shutdown(self) -> None:
         if self._legatus is not None:
@@ -238,15 +286,47 @@ class LegioBot:
         message = update.effective_message
         if message is None or message.text is None:
             return
+        text = message.text
+        origin = origin_of(message.chat_id, message.message_id)
+        await self._work(
+            context.bot,
+            message.chat_id,
+            message.message_id,
+            lambda board: self.legatus.handle_message(text, board.update, origin=origin),
+        )
+
+    async def on_retry(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """/retry [n]: run again what a restart interrupted, answered like any request."""
+        message = update.effective_message
+        if message is None or message.text is None:
+            return
+        parts = message.text.split(maxsplit=1)
+        seq = parse_retry(parts[1] if len(parts) > 1 else "")
+        if isinstance(seq, str):
+            await send_with_retries(context.bot, message.chat_id, seq)
+            return
+        await self._work(
+            context.bot,
+            message.chat_id,
+            message.message_id,
+            lambda board: self.legatus.retry(seq, board.update),
+        )
+
+    async def _work(
+        self,
+        bot: Bot,
+        chat_id: int,
+        reply_to: int,
+        run: Callable[[StatusBoard], Awaitable[list[Reply]]],
+    ) -> None:
+        """Run agents with a status message, then send each reply."""
         self.in_flight += 1
         self.idle.clear()
         try:
-            async with StatusBoard(context.bot, message.chat_id) as board:
-                replies = await self.legatus.handle_message(message.text, board.update)
+            async with StatusBoard(bot, chat_id) as board:
+                replies = await run(board)
             for reply in replies:
-                await self.send_markdown(
-                    context.bot, message.chat_id, reply.text, message.message_id
-                )
+                await self.send_markdown(bot, chat_id, reply.text, reply_to)
         finally:
             self.in_flight -= 1
             if self.in_flight == 0:
@@ -259,7 +339,7 @@ class LegioBot:
             return
         for page in await self.admin.run(message.text):
             for piece in plain_pages(page):
-                await context.bot.send_message(message.chat_id, piece)
+                await send_with_retries(context.bot, message.chat_id, piece)
 
     async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Photos, stickers, voice…: say what the bot can read."""
@@ -310,8 +390,9 @@ def build_application(
         builder = builder.base_url(base).base_file_url(base.replace("/bot", "/file/bot", 1))
     app = builder.build()
     app.add_handler(TypeHandler(Update, bot.gate), group=-1)
-    names = [c.name for c in COMMANDS] + ["start"]
+    names = [c.name for c in COMMANDS if c.name != "retry"] + ["start"]
     message = filters.UpdateType.MESSAGE
+    app.add_handler(CommandHandler("retry", bot.on_retry, filters=message, block=False))
     app.add_handler(CommandHandler(names, bot.on_command, filters=message))
     app.add_handler(MessageHandler(message & filters.COMMAND, bot.on_command))
     app.add_handler(

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from legio.admin import Admin, is_command
+from legio.admin import Admin, interruption_notice, is_command
 from legio.legatus import Legatus
 
 BANNER = (
@@ -47,6 +47,8 @@ async def run_console(
 
     try:
         show(BANNER)
+        for nuntius, agents in await legatus.notice_interruptions():
+            show(interruption_notice(nuntius.seq, nuntius.text, agents))
         reader = await _lines(stdin)
         while True:
             if interactive:

@@ -15,6 +15,7 @@ its tools are the Legatus tools and the full memoria server under the key
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import re
@@ -27,13 +28,15 @@ from legio.castra import Castra, Roster
 from legio.config import Config
 from legio.history import format_roster_xml, format_status_xml
 from legio.legatus_tools import legatus_tools
+from legio.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
 from legio.policy import builtin_tools, working_dir
-from legio.praetorium import BROADCAST, Nuntius, Praetorium
+from legio.praetorium import BROADCAST, DuplicateOrigin, Nuntius, Praetorium
 from legio.session import (
     ERROR_REPLY,
     INTERRUPTED_REPLY,
+    AgentError,
     AgentInterrupted,
     AgentSpec,
     ClientFactory,
@@ -110,6 +113,7 @@ class Legatus:
         self.praetorium = praetorium
         self.memoria = memoria
         self.sessions = sessions
+        self._lock: CastraLock | None = None
         sessions.register(LEGATUS, self._spec)
 
     @classmethod
@@ -121,20 +125,42 @@ class Legatus:
         env: dict[str, str] | None = None,
         reap_interval_s: float = 60.0,
     ) -> Legatus:
-        """Open the praetorium and memoria, and set up the sessions (none started yet)."""
-        praetorium = await Praetorium.open(Castra(config.castra).praetorium_path)
+        """Lock the castra, end CLIs an earlier run left, open the praetorium and memoria,
+        and set up the sessions (none started yet). ``LegioError`` if the castra is taken."""
+        lock = CastraLock(config.castra)
+        lock.acquire()
+        try:
+            run_id = new_run_id()
+            await asyncio.to_thread(reap_orphans, config.castra, run_id)
+            praetorium = await Praetorium.open(Castra(config.castra).praetorium_path)
+        except BaseException:
+            lock.release()
+            raise
         memoria = MemoriaStore(config.castra, config.memoria.max_document_bytes)
         extra = {"client_factory": client_factory} if client_factory else {}
+        agent_environment = {**(env or {}), **agent_env(config.castra, run_id)}
         sessions = SessionManager(
-            config, praetorium, memoria, env=env, reap_interval_s=reap_interval_s, **extra
+            config,
+            praetorium,
+            memoria,
+            env=agent_environment,
+            reap_interval_s=reap_interval_s,
+            **extra,
         )
         sessions.start()
-        return cls(config, praetorium, memoria, sessions)
+        legatus = cls(config, praetorium, memoria, sessions)
+        legatus._lock = lock
+        return legatus
 
     async def close(self) -> None:
         """Disconnect every agent, then close the praetorium (the seed's shutdown order)."""
-        await self.sessions.shutdown()
-        await self.praetorium.close()
+        try:
+            await self.sessions.shutdown()
+            await self.praetorium.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
 
     # ---------------------------------------------------------- the Legatus's session
 
@@ -175,9 +201,14 @@ class Legatus:
         return f"⚔️ {name}{description}\n{RULE}\n"
 
     async def handle_message(
-        self, text: str, on_status: StatusCallback | None = None
+        self, text: str, on_status: StatusCallback | None = None, *, origin: str | None = None
     ) -> list[Reply]:
-        """Answer one message from Caesar: a reply per agent that answered."""
+        """Answer one message from Caesar: a reply per agent that answered.
+
+        ``origin`` (e.g. ``telegram:<chat>:<message>``) makes a message delivered twice —
+        Telegram does so after a crash — produce one nuntius and one answer: the second
+        delivery returns no reply at all.
+        """
         if not text.strip():
             return [
                 Reply(
@@ -187,47 +218,102 @@ class Legatus:
                     "notice",
                 )
             ]
+        if origin is not None and await self.praetorium.get_by_origin(origin) is not None:
+            logger.info("message %s was already received; not answering it twice", origin)
+            return []
         roster = self.castra.roster()
         mentions = parse_mentions(text, roster)
         if mentions.unusable and not mentions.names:
             return [Reply(LEGATUS, "Cannot dispatch: " + "; ".join(mentions.unusable), "notice")]
-        if mentions.names:
-            if not strip_mentions(text):
-                who = ", ".join(f"@{n}" for n in mentions.names)
-                return [
-                    Reply(
-                        LEGATUS,
-                        f"What should {who} do? Write the request after the name.",
-                        "notice",
-                    )
-                ]
-            return await self._to_centuriones(text, mentions, roster, on_status)
-        return [await self._to_legatus(text, roster, on_status)]
-
-    async def _to_centuriones(
-        self, text: str, mentions: Mentions, roster: Roster, on_status: StatusCallback | None
-    ) -> list[Reply]:
-        audience = [BROADCAST] if mentions.broadcast else mentions.names
-        nuntius = await self.praetorium.post(CAESAR, text, audience)
-        outcomes = await self.sessions.dispatch_many(mentions.names, nuntius, on_status)
-        replies = []
-        for name in mentions.names:
-            outcome = outcomes[name]
-            await self.praetorium.post(name, outcome.text, [CAESAR], reply_to=nuntius.id)
-            replies.append(Reply(name, self.header(name, roster) + outcome.text, outcome.kind))
+        if mentions.names and not strip_mentions(text):
+            who = ", ".join(f"@{n}" for n in mentions.names)
+            return [
+                Reply(LEGATUS, f"What should {who} do? Write the request after the name.", "notice")
+            ]
+        audience = ([BROADCAST] if mentions.broadcast else mentions.names) or [LEGATUS]
+        try:
+            nuntius = await self.praetorium.post(CAESAR, text, audience, origin=origin)
+        except DuplicateOrigin:
+            logger.info("message %s was already received; not answering it twice", origin)
+            return []
+        if not mentions.names:
+            return [await self._answer_legatus(nuntius, roster, on_status)]
+        replies = await self._answer_centuriones(nuntius, mentions.names, roster, on_status)
         if mentions.unusable:
             replies.append(
                 Reply(LEGATUS, "Not dispatched: " + "; ".join(mentions.unusable), "notice")
             )
         return replies
 
-    async def _to_legatus(
-        self, text: str, roster: Roster, on_status: StatusCallback | None
+    async def _answer_centuriones(
+        self, nuntius: Nuntius, names: list[str], roster: Roster, on_status: StatusCallback | None
+    ) -> list[Reply]:
+        outcomes = await self.sessions.dispatch_many(names, nuntius, on_status)
+        replies = []
+        for name in names:
+            outcome = outcomes[name]
+            await self.praetorium.post(name, outcome.text, [CAESAR], reply_to=nuntius.id)
+            replies.append(Reply(name, self.header(name, roster) + outcome.text, outcome.kind))
+        return replies
+
+    async def _answer_legatus(
+        self, nuntius: Nuntius, roster: Roster, on_status: StatusCallback | None
     ) -> Reply:
-        nuntius = await self.praetorium.post(CAESAR, text, [LEGATUS])
         outcome = await self.ask_legatus(nuntius, roster, on_status)
         await self.praetorium.post(LEGATUS, outcome.text, [CAESAR], reply_to=nuntius.id)
         return Reply(LEGATUS, outcome.text, outcome.kind)
+
+    # ---------------------------------------------------------- interrupted requests
+
+    async def unanswered(self, window: int = 200) -> list[tuple[Nuntius, list[str]]]:
+        """Caesar's recent nuntii that an addressed agent never answered, not yet noticed.
+
+        Call it at start-up, before new messages arrive: a request in progress looks
+        the same.
+        """
+        roster_names = self.castra.roster().names
+        found = []
+        for nuntius in await self.praetorium.recent_from(CAESAR, window):
+            if await self.praetorium.is_noted(nuntius.seq):
+                continue
+            if nuntius.audience == (BROADCAST,):
+                expected = roster_names
+            else:
+                expected = [a for a in nuntius.audience if a == LEGATUS or a in roster_names]
+            answered = await self.praetorium.repliers(nuntius.id)
+            missing = [a for a in expected if a not in answered]
+            if missing:
+                found.append((nuntius, missing))
+        return found
+
+    async def notice_interruptions(self) -> list[tuple[Nuntius, list[str]]]:
+        """Find requests a restart interrupted and record them as told to Caesar (once)."""
+        found = await self.unanswered()
+        for nuntius, missing in found:
+            await self.praetorium.note_interruption(nuntius.seq, missing)
+        return found
+
+    async def retry(
+        self, seq: int | None = None, on_status: StatusCallback | None = None
+    ) -> list[Reply]:
+        """Run interrupted requests again (all pending, or the one numbered ``seq``), once each."""
+        pending = await self.praetorium.interruptions()
+        if seq is not None:
+            pending = [(n, agents) for n, agents in pending if n.seq == seq]
+        if not pending:
+            what = f"interrupted request #{seq}" if seq is not None else "interrupted request"
+            return [Reply(LEGATUS, f"Nothing to retry: no {what} is waiting.", "notice")]
+        roster = self.castra.roster()
+        replies: list[Reply] = []
+        for nuntius, agents in pending:
+            if not await self.praetorium.mark_retried(nuntius.seq):
+                continue  # another /retry took it
+            centuriones = [a for a in agents if a != LEGATUS]
+            if LEGATUS in agents:
+                replies.append(await self._answer_legatus(nuntius, roster, on_status))
+            if centuriones:
+                replies += await self._answer_centuriones(nuntius, centuriones, roster, on_status)
+        return replies
 
     async def ask_legatus(
         self, nuntius: Nuntius, roster: Roster, on_status: StatusCallback | None
@@ -239,6 +325,9 @@ class Legatus:
             )
         except AgentInterrupted:
             return Outcome(INTERRUPTED_REPLY.format(name=LEGATUS), "interrupted")
+        except AgentError as e:
+            logger.error("the Legatus failed to answer nuntius %s: %s", nuntius.seq, e.reason)
+            return Outcome(f"{ERROR_REPLY.format(name=LEGATUS)} ({e.reason[:300]})", "error")
         except Exception:
             logger.exception("the Legatus failed to answer nuntius %s", nuntius.seq)
             return Outcome(ERROR_REPLY.format(name=LEGATUS), "error")

@@ -50,7 +50,7 @@ PRIVILEGED = frozenset({"caesar", "legatus"})
 BROADCAST = "all"
 MEMBER_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}\Z")
 BUSY_TIMEOUT_MS = 10_000
-MAX_BATCH = 500  # rows per group-committed INSERT (6 parameters each)
+MAX_BATCH = 500  # rows per group-committed INSERT (7 parameters each)
 
 
 class PraetoriumError(LegioError):
@@ -59,6 +59,14 @@ class PraetoriumError(LegioError):
 
 class SearchQueryError(PraetoriumError):
     """A search query that FTS5 cannot parse."""
+
+
+class DuplicateOrigin(PraetoriumError):
+    """A nuntius from this origin (e.g. this Telegram message) is already stored."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        super().__init__(f"a nuntius from {origin} is already stored")
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,7 @@ class Nuntius:
     audience: tuple[str, ...]
     timestamp: datetime
     reply_to: str | None = None
+    origin: str | None = None
 
 
 @dataclass(frozen=True)
@@ -246,6 +255,25 @@ async def m003_agent_sessions_and_turns(db: aiosqlite.Connection) -> None:
     )
 
 
+@migration
+async def m004_origins_and_interruptions(db: aiosqlite.Connection) -> None:
+    """Where a nuntius came from (one nuntius per Telegram message), and interrupted requests."""
+    await _script(
+        db,
+        [
+            "ALTER TABLE nuntii ADD COLUMN origin TEXT",
+            "CREATE UNIQUE INDEX idx_nuntii_origin ON nuntii(origin) WHERE origin IS NOT NULL",
+            "CREATE INDEX idx_nuntii_reply_to ON nuntii(reply_to) WHERE reply_to IS NOT NULL",
+            """CREATE TABLE interruptions (
+                seq INTEGER PRIMARY KEY REFERENCES nuntii(seq),
+                agents TEXT NOT NULL,
+                noticed_at TEXT NOT NULL,
+                retried_at TEXT
+            )""",
+        ],
+    )
+
+
 # ------------------------------------------------------------------ the store
 
 
@@ -254,7 +282,7 @@ def _now() -> datetime:
 
 
 def _nuntius(row: sqlite3.Row | tuple[Any, ...]) -> Nuntius:
-    seq, id_, sender, text, audience, timestamp, reply_to = tuple(row)[:7]
+    seq, id_, sender, text, audience, timestamp, reply_to, origin = tuple(row)[:8]
     return Nuntius(
         id=id_,
         seq=seq,
@@ -263,10 +291,11 @@ def _nuntius(row: sqlite3.Row | tuple[Any, ...]) -> Nuntius:
         audience=tuple(json.loads(audience)),
         timestamp=datetime.fromisoformat(timestamp),
         reply_to=reply_to,
+        origin=origin,
     )
 
 
-COLUMNS = "n.seq, n.id, n.sender, n.text, n.audience, n.timestamp, n.reply_to"
+COLUMNS = "n.seq, n.id, n.sender, n.text, n.audience, n.timestamp, n.reply_to, n.origin"
 
 
 def validate_member(name: str, role: str) -> None:
@@ -333,8 +362,13 @@ class Praetorium:
         text: str,
         audience: Sequence[str],
         reply_to: str | None = None,
+        origin: str | None = None,
     ) -> Nuntius:
-        """Store a nuntius; return it with its ``seq``. Raises ``PraetoriumError`` on bad input."""
+        """Store a nuntius; return it with its ``seq``. Raises ``PraetoriumError`` on bad input.
+
+        ``origin`` names where it came from (e.g. ``telegram:<chat>:<message>``); a second
+        nuntius with the same origin raises ``DuplicateOrigin``.
+        """
         if not isinstance(text, str):
             raise PraetoriumError(f"a nuntius's text must be a string, got {type(text).__name__}")
         validate_member(sender, "sender")
@@ -345,7 +379,7 @@ class Praetorium:
             validate_member(member, "audience member")
         if BROADCAST in members and len(members) > 1:
             raise PraetoriumError("the audience 'all' stands alone: it already includes everyone")
-        nuntius = Nuntius(str(uuid.uuid4()), 0, sender, text, members, _now(), reply_to)
+        nuntius = Nuntius(str(uuid.uuid4()), 0, sender, text, members, _now(), reply_to, origin)
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._pending.append((nuntius, future))
         if self._writer is None or self._writer.done():
@@ -385,7 +419,9 @@ class Praetorium:
             seqs = await self._insert([nuntius])
         except sqlite3.IntegrityError as e:
             error: Exception = e
-            if nuntius.reply_to is not None and "FOREIGN KEY" in str(e):
+            if nuntius.origin is not None and "nuntii.origin" in str(e):
+                error = DuplicateOrigin(nuntius.origin)
+            elif nuntius.reply_to is not None and "FOREIGN KEY" in str(e):
                 error = PraetoriumError(
                     f"reply_to {nuntius.reply_to!r} is not the id of a stored nuntius"
                 )
@@ -399,13 +435,13 @@ class Praetorium:
 
     async def _insert(self, batch: list[Nuntius]) -> dict[str, int]:
         """Insert nuntii in one statement (one transaction); return their seqs by id."""
-        values = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(batch))
+        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(batch))
         params: list[Any] = []
         for n in batch:
             params += [n.id, n.sender, n.text, json.dumps(n.audience), n.timestamp.isoformat()]
-            params.append(n.reply_to)
+            params += [n.reply_to, n.origin]
         rows = await self._db.execute_fetchall(
-            "INSERT INTO nuntii (id, sender, text, audience, timestamp, reply_to) "
+            "INSERT INTO nuntii (id, sender, text, audience, timestamp, reply_to, origin) "
             f"VALUES {values} RETURNING id, seq",
             params,
         )
@@ -495,7 +531,58 @@ class Praetorium:
                     'Use plain words, or put a phrase in "double quotes".'
                 ) from e
             raise
-        return [SearchHit(_nuntius(r), r[7], float(r[8])) for r in rows]
+        return [SearchHit(_nuntius(r), r[8], float(r[9])) for r in rows]
+
+    async def get_by_origin(self, origin: str) -> Nuntius | None:
+        """The nuntius that came from ``origin``, if stored."""
+        async with self._db.execute(
+            f"SELECT {COLUMNS} FROM nuntii AS n WHERE n.origin = ?", (origin,)
+        ) as cursor:
+            row = await cursor.fetchone()
+        return _nuntius(row) if row else None
+
+    async def repliers(self, nuntius_id: str) -> set[str]:
+        """Who has answered the nuntius ``nuntius_id``."""
+        rows = await self._db.execute_fetchall(
+            "SELECT DISTINCT sender FROM nuntii WHERE reply_to = ?", (nuntius_id,)
+        )
+        return {row[0] for row in rows}
+
+    async def recent_from(self, sender: str, limit: int) -> list[Nuntius]:
+        """The latest ``limit`` nuntii sent by ``sender``, oldest first."""
+        rows = await self._db.execute_fetchall(
+            f"SELECT {COLUMNS} FROM nuntii AS n WHERE n.sender = ? ORDER BY n.seq DESC LIMIT ?",
+            (sender, limit),
+        )
+        return [_nuntius(r) for r in reversed(list(rows))]
+
+    async def note_interruption(self, seq: int, agents: Sequence[str]) -> None:
+        """Record that Caesar was told nuntius ``seq`` went unanswered by ``agents``."""
+        await self._db.execute(
+            "INSERT OR IGNORE INTO interruptions (seq, agents, noticed_at) VALUES (?, ?, ?)",
+            (seq, json.dumps(list(agents)), _now().isoformat()),
+        )
+
+    async def interruptions(self, *, pending_only: bool = True) -> list[tuple[Nuntius, list[str]]]:
+        """Interrupted requests Caesar was told about (not yet retried), oldest first."""
+        where = "WHERE i.retried_at IS NULL" if pending_only else ""
+        rows = await self._db.execute_fetchall(
+            f"SELECT {COLUMNS}, i.agents FROM interruptions AS i "
+            f"JOIN nuntii AS n ON n.seq = i.seq {where} ORDER BY i.seq"
+        )
+        return [(_nuntius(r), list(json.loads(r[8]))) for r in rows]
+
+    async def is_noted(self, seq: int) -> bool:
+        rows = await self._db.execute_fetchall("SELECT 1 FROM interruptions WHERE seq = ?", (seq,))
+        return bool(rows)
+
+    async def mark_retried(self, seq: int) -> bool:
+        """Mark an interrupted request as retried; False if it already was (or is unknown)."""
+        async with self._db.execute(
+            "UPDATE interruptions SET retried_at = ? WHERE seq = ? AND retried_at IS NULL",
+            (_now().isoformat(), seq),
+        ) as cursor:
+            return cursor.rowcount == 1
 
     async def count(self) -> int:
         """How many nuntii are stored."""

@@ -68,6 +68,7 @@ logger = logging.getLogger(__name__)
 ERROR_REPLY = "[{name}] An error occurred during processing."
 INTERRUPTED_REPLY = "[{name}] Interrupted."
 STATUS_PREVIEW = 80
+REASON_MAX = 300
 STDERR_LINES = 20
 
 StatusCallback = Callable[[str, str], Awaitable[None]]  # (agent, "⏳ …" line)
@@ -231,6 +232,17 @@ async def collect_response(
 
 
 # ------------------------------------------------------------------ sessions
+
+
+def _cli_failure(error: Exception, stderr: deque[str]) -> str:
+    """A readable reason for a CLI that crashed or spoke garbage (its stderr, if any)."""
+    if stderr:
+        return "the Claude CLI failed: " + " / ".join(list(stderr)[-3:])
+    if isinstance(error, CLIJSONDecodeError):
+        return "the Claude CLI sent output that is not JSON"
+    if isinstance(error, ProcessError) and error.exit_code is not None:
+        return f"the Claude CLI exited with code {error.exit_code}"
+    return f"the Claude CLI failed: {error}"
 
 
 def _unseen(nuntii: list[Nuntius], viewer: str) -> list[Nuntius]:
@@ -478,7 +490,13 @@ class SessionManager:
             self._state[name] = "working"
             self._on_status[name] = on_status
             try:
-                session = await self._ensure(spec)
+                try:
+                    session = await self._ensure(spec)
+                except CLIConnectionError as e:
+                    raise AgentError(
+                        name,
+                        f"cannot start the Claude CLI ({e}); `legio check` shows which CLI is used",
+                    ) from e
                 text = await self._query(session, spec, nuntius, prefix, on_status)
             except AgentInterrupted:
                 self._state[name] = "idle"
@@ -513,6 +531,14 @@ class SessionManager:
             elif isinstance(result, CastraError):
                 logger.warning("%s cannot answer nuntius %s: %s", name, nuntius.seq, result)
                 outcomes[name] = Outcome(f"[{name}] cannot answer: {result}", "error")
+            elif isinstance(result, AgentError):
+                logger.error("%s failed to answer nuntius %s: %s", name, nuntius.seq, result.reason)
+                reason = (
+                    result.reason
+                    if len(result.reason) <= REASON_MAX
+                    else result.reason[:REASON_MAX] + "…"
+                )
+                outcomes[name] = Outcome(f"{ERROR_REPLY.format(name=name)} ({reason})", "error")
             else:
                 logger.error("%s failed to answer nuntius %s", name, nuntius.seq, exc_info=result)
                 outcomes[name] = Outcome(ERROR_REPLY.format(name=name), "error")
@@ -567,8 +593,7 @@ class SessionManager:
             if isinstance(e, AgentError):
                 raise
             session.broken = True
-            detail = "; ".join(session.stderr) or str(e)
-            raise AgentError(spec.name, f"the Claude CLI failed: {detail}") from e
+            raise AgentError(spec.name, _cli_failure(e, session.stderr)) from e
         finally:
             session.last_active = time.monotonic()
             await self._record(session, nuntius, result, started)
@@ -667,7 +692,11 @@ class SessionManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
             self._reaper = None
-        await asyncio.gather(*(self._close(n, "shutdown") for n in list(self._sessions)))
+        others = [n for n in self._sessions if n not in self._specs]  # centuriones first,
+        await asyncio.gather(*(self._close(n, "shutdown") for n in others))
+        await asyncio.gather(
+            *(self._close(n, "shutdown") for n in list(self._sessions))
+        )  # then the Legatus
 
     # ---------------------------------------------------------- status
 
