@@ -5,67 +5,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from telegramify_markdown import convert
 
-from legio.bot import render, serve
-from legio.config import Config
-from legio.legatus import Legatus
+from legio.bot import render
+from tests.botbench import CAESAR, Running, running_bot
 from tests.conftest import FakeCli
-from tests.fakes.bot_api import Call, FakeBotApi, utf16_len
-from tests.legion import fake_cli_config, processes_of
-
-CAESAR = 1001
-
-
-@dataclass
-class Running:
-    api: FakeBotApi
-    config: Config
-    legatus: Legatus
-    fake_cli: FakeCli
-
-    async def ask(self, text: str, *, user_id: int = CAESAR) -> int:
-        """Send a message; return the index in the call log from which to look for answers."""
-        start = len(self.api.calls)
-        self.api.add_message(text, user_id=user_id)
-        return start
-
-    async def answer(self, start: int, predicate: object = None, wait_s: float = 15) -> Call:
-        def sent(call: Call) -> bool:
-            text = str(call.params.get("text", ""))
-            return not text.startswith("⏳") and (predicate is None or predicate(text))  # type: ignore[operator]
-
-        return await self.api.wait_for_call("sendMessage", sent, start=start, timeout=wait_s)
+from tests.fakes.bot_api import utf16_len
+from tests.legion import processes_of
 
 
 @pytest.fixture
 async def bot(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[Running]:
-    async with FakeBotApi() as api:
-        config = fake_cli_config(
-            castra_dir,
-            fake_cli,
-            "shutdown_grace_seconds = 2\n[telegram]\n"
-            f'caesar_ids = [{CAESAR}]\nbase_url = "{api.base_url}"',
-        )
-        opened: list[Legatus] = []
-
-        async def factory() -> Legatus:
-            opened.append(await Legatus.open(config))
-            return opened[-1]
-
-        stop = asyncio.Event()
-        task = asyncio.create_task(serve(config, api.token, factory, stop, poll_timeout=1))
-        await api.wait_for_call("setMyCommands")
-        await api.wait_for_call("getUpdates", completed=False)
-        try:
-            yield Running(api, config, opened[0], fake_cli)
-        finally:
-            stop.set()
-            await asyncio.wait_for(task, 30)
+    async with running_bot(castra_dir, fake_cli) as running:
+        yield running
 
 
 async def test_a_plain_message_is_answered_by_the_legatus(bot: Running) -> None:
@@ -242,7 +197,7 @@ async def test_the_status_message_shows_work_and_is_removed(bot: Running) -> Non
 
 
 async def test_messages_to_one_agent_keep_their_order(bot: Running) -> None:
-    first = await bot.ask("@vorenus first\nSLEEP 0.8\nREPLY first")
+    first = await bot.ask("@vorenus first\nSLEEP 2\nREPLY first")
     await bot.ask("@vorenus second")
     queued = await bot.api.wait_for_call(
         "sendMessage", lambda c: "Queued" in str(c.params.get("text")), start=first

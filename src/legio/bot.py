@@ -5,8 +5,9 @@
 - Text messages run as non-blocking handlers, so admin commands (quick, blocking)
   answer at once while agents work; messages to one agent keep their order (its
   session's FIFO lock), and a queued request says so in its status message.
-- While agents work: a typing action, and one status message with their ``⏳`` lines,
-  edited at most about once a second, never with unchanged text, deleted at the end.
+- While agents work: a typing action, and (once a request takes over a second) one
+  status message with their ``⏳`` lines, edited at most about once a second, never
+  with unchanged text, deleted at the end.
 - Answers: Markdown converted to text + entities by telegramify-markdown, split under
   4096 UTF-16 units (entities clipped at the cut), at most 100 entities a message;
   if Telegram still refuses one, it is sent again as plain text. Each agent's answer
@@ -19,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -42,13 +43,14 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from legio.admin import COMMANDS, Admin, interruption_notice, parse_retry
 from legio.config import Config
-from legio.legatus import Legatus, Reply
+from legio.legatus import Legatus, Reply, ReplyCallback
 
 logger = logging.getLogger(__name__)
 
 MAX_UTF16 = 4096
 MAX_ENTITIES = 100
 STATUS_INTERVAL_S = 1.0
+STOP_WAIT_S = 10.0
 TYPING_EVERY_S = 4.5
 
 SEND_ATTEMPTS = 6
@@ -123,8 +125,63 @@ def chat_of(origin: str | None) -> int | None:
 # ------------------------------------------------------------------ status message
 
 
+class Typing:
+    """The typing action in a chat while any request there is being worked on."""
+
+    def __init__(self, bot: Bot) -> None:
+        self.bot = bot
+        self._active: dict[int, int] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+
+    @contextlib.asynccontextmanager
+    async def shown(self, chat_id: int) -> AsyncIterator[None]:
+        self._active[chat_id] = self._active.get(chat_id, 0) + 1
+        if chat_id not in self._tasks or self._tasks[chat_id].done():
+            self._tasks[chat_id] = asyncio.create_task(self._loop(chat_id))
+        try:
+            yield
+        finally:
+            self._active[chat_id] -= 1
+
+    async def _loop(self, chat_id: int) -> None:
+        while self._active.get(chat_id, 0) > 0:
+            with contextlib.suppress(TelegramError):
+                await self.bot.send_chat_action(chat_id, ChatAction.TYPING)
+            for _ in range(int(TYPING_EVERY_S / 0.1)):
+                if self._active.get(chat_id, 0) <= 0:
+                    return
+                await asyncio.sleep(0.1)
+
+
+class SendChains:
+    """Sends queued per (chat, agent): one agent's answers go out in the order it gave them,
+    without the agent waiting for Telegram."""
+
+    def __init__(self) -> None:
+        self._tails: dict[tuple[int, str], asyncio.Task[None]] = {}
+
+    def enqueue(
+        self, chat_id: int, agent: str, send: Callable[[], Awaitable[None]]
+    ) -> asyncio.Task[None]:
+        previous = self._tails.get((chat_id, agent))
+
+        async def run() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            await send()
+
+        task = asyncio.create_task(run())
+        self._tails[(chat_id, agent)] = task
+        task.add_done_callback(lambda t: self._forget((chat_id, agent), t))
+        return task
+
+    def _forget(self, key: tuple[int, str], task: asyncio.Task[None]) -> None:
+        if self._tails.get(key) is task:
+            del self._tails[key]
+
+
 class StatusBoard:
-    """One status message per request, plus the typing action, while agents work."""
+    """One status message per request while agents work (after the first second)."""
 
     def __init__(self, bot: Bot, chat_id: int, *, interval_s: float = STATUS_INTERVAL_S) -> None:
         self.bot = bot
@@ -134,12 +191,18 @@ class StatusBoard:
         self.message_id: int | None = None
         self.shown = ""
         self._changed = asyncio.Event()
+        self._done = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def update(self, agent: str, line: str) -> None:
         """A status callback for ``Legatus.handle_message``."""
         self.lines[agent] = line
         self._changed.set()
+
+    def done_with(self, agent: str) -> None:
+        """An agent has answered: its line leaves the status message."""
+        if self.lines.pop(agent, None) is not None:
+            self._changed.set()
 
     def text(self) -> str:
         if len(self.lines) == 1:
@@ -153,34 +216,48 @@ class StatusBoard:
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._done.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # Stop by flag, not by cancellation: on Python 3.11 asyncio.wait_for can swallow a
+            # cancel that coincides with its event, and the loop would never end.
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), STOP_WAIT_S)
+            except TimeoutError:
+                self._task.cancel()
+            except Exception:
+                logger.warning("status board failed", exc_info=True)
         if self.message_id is not None:
             try:
                 await self.bot.delete_message(self.chat_id, self.message_id)
             except TelegramError as e:
                 logger.info("could not delete a status message: %s", e)
 
+    @staticmethod
+    async def _wait_any(events: list[asyncio.Event], seconds: float) -> None:
+        """Wait up to ``seconds`` for any of ``events``."""
+        waiters = [asyncio.ensure_future(event.wait()) for event in events]
+        try:
+            await asyncio.wait(
+                waiters, timeout=max(0.0, seconds), return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
     async def _run(self) -> None:
-        next_typing = 0.0
-        last_edit = 0.0
-        while True:
+        last_edit = time.monotonic()  # no status message for answers quicker than interval_s
+        while not self._done.is_set():
             now = time.monotonic()
-            if now >= next_typing:
-                with contextlib.suppress(TelegramError):
-                    await self.bot.send_chat_action(self.chat_id, ChatAction.TYPING)
-                next_typing = now + TYPING_EVERY_S
             if self._changed.is_set() and now - last_edit >= self.interval_s:
                 self._changed.clear()
                 await self._show(self.text())
                 last_edit = time.monotonic()
-            wait = max(0.05, min(next_typing, last_edit + self.interval_s) - time.monotonic())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), wait)
-            if self._changed.is_set():
-                await asyncio.sleep(max(0.0, last_edit + self.interval_s - time.monotonic()))
+            if self._done.is_set():
+                return
+            if self._changed.is_set():  # a line is waiting: show it when the interval allows
+                await self._wait_any([self._done], last_edit + self.interval_s - time.monotonic())
+            else:
+                await self._wait_any([self._changed, self._done], 3600)
 
     async def _show(self, text: str) -> None:
         text = text[: MAX_UTF16 // 2]
@@ -220,6 +297,8 @@ class LegioBot:
         self.in_flight = 0
         self.idle = asyncio.Event()
         self.idle.set()
+        self.chains = SendChains()
+        self._typing: Typing | None = None
 
     @property
     def legatus(self) -> Legatus:
@@ -292,7 +371,9 @@ class LegioBot:
             context.bot,
             message.chat_id,
             message.message_id,
-            lambda board: self.legatus.handle_message(text, board.update, origin=origin),
+            lambda board, send: self.legatus.handle_message(
+                text, board.update, origin=origin, on_reply=send
+            ),
         )
 
     async def on_retry(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -309,7 +390,7 @@ class LegioBot:
             context.bot,
             message.chat_id,
             message.message_id,
-            lambda board: self.legatus.retry(seq, board.update),
+            lambda board, send: self.legatus.retry(seq, board.update, send),
         )
 
     async def _work(
@@ -317,16 +398,33 @@ class LegioBot:
         bot: Bot,
         chat_id: int,
         reply_to: int,
-        run: Callable[[StatusBoard], Awaitable[list[Reply]]],
+        run: Callable[[StatusBoard, ReplyCallback], Awaitable[list[Reply]]],
     ) -> None:
-        """Run agents with a status message, then send each reply."""
+        """Run agents under a status message; send each reply as soon as it exists."""
+        if self._typing is None:
+            self._typing = Typing(bot)
         self.in_flight += 1
         self.idle.clear()
+        sends: list[asyncio.Task[None]] = []
         try:
-            async with StatusBoard(bot, chat_id) as board:
-                replies = await run(board)
-            for reply in replies:
-                await self.send_markdown(bot, chat_id, reply.text, reply_to)
+            async with self._typing.shown(chat_id), StatusBoard(bot, chat_id) as board:
+
+                async def send(reply: Reply) -> None:
+                    board.done_with(reply.agent)
+                    sends.append(
+                        self.chains.enqueue(
+                            chat_id,
+                            reply.agent,
+                            lambda: self.send_markdown(bot, chat_id, reply.text, reply_to),
+                        )
+                    )
+
+                try:
+                    await run(board, send)
+                finally:
+                    for result in await asyncio.gather(*sends, return_exceptions=True):
+                        if isinstance(result, BaseException):
+                            logger.error("a reply could not be sent", exc_info=result)
         finally:
             self.in_flight -= 1
             if self.in_flight == 0:
@@ -345,7 +443,11 @@ class LegioBot:
         """Photos, stickers, voice…: say what the bot can read."""
         message = update.effective_message
         if message is not None:
-            await message.reply_text("I can read text messages only: please write your request.")
+            await send_with_retries(
+                context.bot,
+                message.chat_id,
+                "I can read text messages only: please write your request.",
+            )
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Log with the traceback, then tell Caesar briefly."""
@@ -370,14 +472,14 @@ class LegioBot:
                 else None
             )
             try:
-                await bot.send_message(
-                    chat_id, text, entities=entities or None, reply_parameters=reply
+                await send_with_retries(
+                    bot, chat_id, text, entities=entities or None, reply_parameters=reply
                 )
             except BadRequest as e:
                 logger.warning(
                     "Telegram refused a formatted message (%s); sending it as plain text", e
                 )
-                await bot.send_message(chat_id, text, reply_parameters=reply)
+                await send_with_retries(bot, chat_id, text, reply_parameters=reply)
 
 
 def build_application(

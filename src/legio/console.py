@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from legio.admin import Admin, interruption_notice, is_command
-from legio.legatus import Legatus
+from legio.legatus import Legatus, Reply
 
 BANNER = (
     "Legio console: write to the Legatus, @name for a centurio, /help for commands, Ctrl-D to quit."
@@ -45,6 +45,9 @@ async def run_console(
     async def on_status(agent: str, line: str) -> None:
         show(f"  [{agent}] {line}")
 
+    async def print_reply(reply: Reply) -> None:
+        show(reply.text if reply.agent != "legatus" else f"legatus: {reply.text}")
+
     try:
         show(BANNER)
         for nuntius, agents in await legatus.notice_interruptions():
@@ -64,8 +67,7 @@ async def run_console(
                 for page in await admin.run(text):
                     show(page)
                 continue
-            for reply in await legatus.handle_message(text, on_status):
-                show(reply.text if reply.agent != "legatus" else f"legatus: {reply.text}")
+            await legatus.handle_message(text, on_status, on_reply=print_reply)
     finally:
         await legatus.close()
         show("Legio console closed.")

@@ -19,6 +19,7 @@ import asyncio
 import hashlib
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,10 +35,6 @@ from legio.memoria.tools import memoria_full_tools
 from legio.policy import builtin_tools, working_dir
 from legio.praetorium import BROADCAST, DuplicateOrigin, Nuntius, Praetorium
 from legio.session import (
-    ERROR_REPLY,
-    INTERRUPTED_REPLY,
-    AgentError,
-    AgentInterrupted,
     AgentSpec,
     ClientFactory,
     Outcome,
@@ -62,6 +59,26 @@ class Reply:
     agent: str
     text: str
     kind: Literal["answer", "error", "interrupted", "notice"] = "answer"
+
+
+ReplyCallback = Callable[["Reply"], Awaitable[None]]
+
+
+class _Emitter:
+    """Collects one request's replies and hands each to the front-end as it comes."""
+
+    def __init__(self, on_reply: ReplyCallback | None) -> None:
+        self.on_reply = on_reply
+        self.replies: list[Reply] = []
+
+    async def reply(self, reply: Reply) -> None:
+        self.replies.append(reply)
+        if self.on_reply is not None:
+            await self.on_reply(reply)
+
+    async def notice(self, text: str) -> list[Reply]:
+        await self.reply(Reply(LEGATUS, text, "notice"))
+        return self.replies
 
 
 @dataclass(frozen=True)
@@ -114,6 +131,7 @@ class Legatus:
         self.memoria = memoria
         self.sessions = sessions
         self._lock: CastraLock | None = None
+        self._intake = asyncio.Lock()
         sessions.register(LEGATUS, self._spec)
 
     @classmethod
@@ -201,67 +219,78 @@ class Legatus:
         return f"⚔️ {name}{description}\n{RULE}\n"
 
     async def handle_message(
-        self, text: str, on_status: StatusCallback | None = None, *, origin: str | None = None
+        self,
+        text: str,
+        on_status: StatusCallback | None = None,
+        *,
+        origin: str | None = None,
+        on_reply: ReplyCallback | None = None,
     ) -> list[Reply]:
-        """Answer one message from Caesar: a reply per agent that answered.
+        """Answer one message from Caesar: a reply per agent that answered (and notices).
 
-        ``origin`` (e.g. ``telegram:<chat>:<message>``) makes a message delivered twice —
-        Telegram does so after a crash — produce one nuntius and one answer: the second
-        delivery returns no reply at all.
+        ``on_reply`` receives each reply as soon as it exists (an agent's answer is
+        stored and handed over before that agent takes its next request, so one agent's
+        answers arrive in order). ``origin`` (e.g. ``telegram:<chat>:<message>``) makes a
+        message delivered twice (Telegram does so after a crash) produce one nuntius and
+        one answer: the second delivery gets no reply at all.
         """
+        emit = _Emitter(on_reply)
         if not text.strip():
-            return [
-                Reply(
-                    LEGATUS,
-                    "Your message is empty. Write a request for the Legatus, or start with "
-                    "@name to ask a centurio (/help lists the commands).",
-                    "notice",
-                )
-            ]
-        if origin is not None and await self.praetorium.get_by_origin(origin) is not None:
-            logger.info("message %s was already received; not answering it twice", origin)
-            return []
+            return await emit.notice(
+                "Your message is empty. Write a request for the Legatus, or start with "
+                "@name to ask a centurio (/help lists the commands)."
+            )
         roster = self.castra.roster()
         mentions = parse_mentions(text, roster)
         if mentions.unusable and not mentions.names:
-            return [Reply(LEGATUS, "Cannot dispatch: " + "; ".join(mentions.unusable), "notice")]
+            return await emit.notice("Cannot dispatch: " + "; ".join(mentions.unusable))
         if mentions.names and not strip_mentions(text):
             who = ", ".join(f"@{n}" for n in mentions.names)
-            return [
-                Reply(LEGATUS, f"What should {who} do? Write the request after the name.", "notice")
-            ]
+            return await emit.notice(f"What should {who} do? Write the request after the name.")
         audience = ([BROADCAST] if mentions.broadcast else mentions.names) or [LEGATUS]
+        names = mentions.names or [LEGATUS]
         try:
-            nuntius = await self.praetorium.post(CAESAR, text, audience, origin=origin)
+            # One message at a time through here, in arrival order: it is stored, then takes
+            # its place in line at each agent it addresses, so agents answer in that order.
+            async with self._intake:
+                nuntius = await self.praetorium.post(CAESAR, text, audience, origin=origin)
+                tickets = {name: self.sessions.reserve(name) for name in names}
         except DuplicateOrigin:
             logger.info("message %s was already received; not answering it twice", origin)
             return []
-        if not mentions.names:
-            return [await self._answer_legatus(nuntius, roster, on_status)]
-        replies = await self._answer_centuriones(nuntius, mentions.names, roster, on_status)
+        await self._answer(nuntius, names, roster, on_status, tickets, emit)
         if mentions.unusable:
-            replies.append(
-                Reply(LEGATUS, "Not dispatched: " + "; ".join(mentions.unusable), "notice")
-            )
-        return replies
+            await emit.notice("Not dispatched: " + "; ".join(mentions.unusable))
+        return emit.replies
 
-    async def _answer_centuriones(
-        self, nuntius: Nuntius, names: list[str], roster: Roster, on_status: StatusCallback | None
-    ) -> list[Reply]:
-        outcomes = await self.sessions.dispatch_many(names, nuntius, on_status)
-        replies = []
-        for name in names:
-            outcome = outcomes[name]
+    async def _answer(
+        self,
+        nuntius: Nuntius,
+        names: list[str],
+        roster: Roster,
+        on_status: StatusCallback | None,
+        tickets: dict[str, asyncio.Future[None]],
+        emit: _Emitter,
+    ) -> None:
+        """Ask ``names`` about Caesar's ``nuntius``; store and emit each answer in its turn."""
+
+        async def deliver(name: str, outcome: Outcome) -> None:
             await self.praetorium.post(name, outcome.text, [CAESAR], reply_to=nuntius.id)
-            replies.append(Reply(name, self.header(name, roster) + outcome.text, outcome.kind))
-        return replies
+            header = "" if name == LEGATUS else self.header(name, roster)
+            await emit.reply(Reply(name, header + outcome.text, outcome.kind))
 
-    async def _answer_legatus(
-        self, nuntius: Nuntius, roster: Roster, on_status: StatusCallback | None
-    ) -> Reply:
-        outcome = await self.ask_legatus(nuntius, roster, on_status)
-        await self.praetorium.post(LEGATUS, outcome.text, [CAESAR], reply_to=nuntius.id)
-        return Reply(LEGATUS, outcome.text, outcome.kind)
+        centuriones = [n for n in names if n != LEGATUS]
+        if LEGATUS in names:
+            await self.sessions.answer(
+                LEGATUS,
+                nuntius,
+                on_status,
+                prefix=self.status_xml(roster),
+                ticket=tickets.get(LEGATUS),
+                deliver=lambda outcome: deliver(LEGATUS, outcome),
+            )
+        if centuriones:
+            await self.sessions.dispatch_many(centuriones, nuntius, on_status, tickets, deliver)
 
     # ---------------------------------------------------------- interrupted requests
 
@@ -294,50 +323,33 @@ class Legatus:
         return found
 
     async def retry(
-        self, seq: int | None = None, on_status: StatusCallback | None = None
+        self,
+        seq: int | None = None,
+        on_status: StatusCallback | None = None,
+        on_reply: ReplyCallback | None = None,
     ) -> list[Reply]:
         """Run interrupted requests again (all pending, or the one numbered ``seq``), once each."""
         pending = await self.praetorium.interruptions()
         if seq is not None:
             pending = [(n, agents) for n, agents in pending if n.seq == seq]
+        emit = _Emitter(on_reply)
         if not pending:
             what = f"interrupted request #{seq}" if seq is not None else "interrupted request"
-            return [Reply(LEGATUS, f"Nothing to retry: no {what} is waiting.", "notice")]
+            return await emit.notice(f"Nothing to retry: no {what} is waiting.")
         roster = self.castra.roster()
-        replies: list[Reply] = []
         for nuntius, agents in pending:
             if not await self.praetorium.mark_retried(nuntius.seq):
                 continue  # another /retry took it
-            centuriones = [a for a in agents if a != LEGATUS]
-            if LEGATUS in agents:
-                replies.append(await self._answer_legatus(nuntius, roster, on_status))
-            if centuriones:
-                replies += await self._answer_centuriones(nuntius, centuriones, roster, on_status)
-        return replies
-
-    async def ask_legatus(
-        self, nuntius: Nuntius, roster: Roster, on_status: StatusCallback | None
-    ) -> Outcome:
-        """Query the Legatus's own session about ``nuntius``."""
-        try:
-            text = await self.sessions.dispatch(
-                LEGATUS, nuntius, on_status, prefix=self.status_xml(roster)
-            )
-        except AgentInterrupted:
-            return Outcome(INTERRUPTED_REPLY.format(name=LEGATUS), "interrupted")
-        except AgentError as e:
-            logger.error("the Legatus failed to answer nuntius %s: %s", nuntius.seq, e.reason)
-            return Outcome(f"{ERROR_REPLY.format(name=LEGATUS)} ({e.reason[:300]})", "error")
-        except Exception:
-            logger.exception("the Legatus failed to answer nuntius %s", nuntius.seq)
-            return Outcome(ERROR_REPLY.format(name=LEGATUS), "error")
-        return Outcome(text)
+            tickets = {name: self.sessions.reserve(name) for name in agents}
+            await self._answer(nuntius, agents, roster, on_status, tickets, emit)
+        return emit.replies
 
     async def dispatch_for_legatus(self, names: list[str], text: str) -> dict[str, Outcome]:
         """The ``dispatch`` tool: the Legatus asks centuriones; answers are addressed to it."""
         nuntius = await self.praetorium.post(LEGATUS, text, names)
+
+        async def store(name: str, outcome: Outcome) -> None:
+            await self.praetorium.post(name, outcome.text, [LEGATUS], reply_to=nuntius.id)
+
         on_status = self.sessions.current_status(LEGATUS)
-        outcomes = await self.sessions.dispatch_many(names, nuntius, on_status)
-        for name in names:
-            await self.praetorium.post(name, outcomes[name].text, [LEGATUS], reply_to=nuntius.id)
-        return outcomes
+        return await self.sessions.dispatch_many(names, nuntius, on_status, deliver=store)

@@ -73,6 +73,7 @@ STDERR_LINES = 20
 
 StatusCallback = Callable[[str, str], Awaitable[None]]  # (agent, "⏳ …" line)
 ClientFactory = Callable[[ClaudeAgentOptions], ClaudeSDKClient]
+Deliver = Callable[["Outcome"], Awaitable[None]]
 
 
 class AgentError(LegioError):
@@ -234,6 +235,38 @@ async def collect_response(
 # ------------------------------------------------------------------ sessions
 
 
+class TicketLock:
+    """A lock served in the order places were *reserved* (synchronously), not awaited.
+
+    ``ticket()`` takes a place in line at once; awaiting the ticket waits for the turn;
+    ``release()`` passes the turn on. A cancelled ticket gives its place up.
+    """
+
+    def __init__(self) -> None:
+        self._line: deque[asyncio.Future[None]] = deque()
+        self._held = False
+
+    def ticket(self) -> asyncio.Future[None]:
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._line.append(turn)
+        self._grant()
+        return turn
+
+    def _grant(self) -> None:
+        while not self._held and self._line:
+            turn = self._line.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                self._held = True
+
+    def release(self) -> None:
+        self._held = False
+        self._grant()
+
+    def locked(self) -> bool:
+        return self._held
+
+
 def _cli_failure(error: Exception, stderr: deque[str]) -> str:
     """A readable reason for a CLI that crashed or spoke garbage (its stderr, if any)."""
     if stderr:
@@ -336,7 +369,7 @@ class SessionManager:
         self.idle_timeout_s = config.session_idle_timeout_minutes * 60
         self.env = dict(env or {})
         self._sessions: dict[str, AgentSession] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, TicketLock] = {}
         self._state: dict[str, str] = {}
         self._specs: dict[str, SpecFactory] = {}
         self._on_status: dict[str, StatusCallback | None] = {}
@@ -475,74 +508,140 @@ class SessionManager:
         on_status: StatusCallback | None = None,
         *,
         prefix: str = "",
+        ticket: asyncio.Future[None] | None = None,
     ) -> str:
         """Ask agent ``name`` to answer ``nuntius``; return its answer text.
 
         ``prefix`` (e.g. the Legatus's ``<centurio_status>``) goes between the history
         and the text. Raises ``AgentError`` (``AgentInterrupted``) or ``CastraError``.
         """
-        lock = self._locks.setdefault(name, asyncio.Lock())
-        if lock.locked():  # say so without awaiting: the place in the queue is taken below
-            line = f"⏳ Queued: {name} is finishing an earlier request..."
-            asyncio.get_running_loop().create_task(_notify(on_status, name, line))
-        async with lock:
-            spec = await self._spec(name)
-            self._state[name] = "working"
-            self._on_status[name] = on_status
+        await self._wait_turn(name, ticket, on_status)
+        try:
+            return await self._turn(name, nuntius, on_status, prefix)
+        finally:
+            self._locks[name].release()
+
+    async def answer(
+        self,
+        name: str,
+        nuntius: Nuntius,
+        on_status: StatusCallback | None = None,
+        *,
+        prefix: str = "",
+        ticket: asyncio.Future[None] | None = None,
+        deliver: Deliver | None = None,
+    ) -> Outcome:
+        """Like ``dispatch``, but a failure becomes the agent's error reply (never raised).
+
+        ``deliver(outcome)`` runs before the agent's turn ends: answers of one agent are
+        delivered in the order it took the requests, and each as soon as it is ready.
+        """
+        await self._wait_turn(name, ticket, on_status)
+        try:
             try:
+                outcome = Outcome(await self._turn(name, nuntius, on_status, prefix))
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:
+                outcome = self._failure(name, nuntius, e)
+            if deliver is not None:
                 try:
-                    session = await self._ensure(spec)
-                except CLIConnectionError as e:
-                    raise AgentError(
-                        name,
-                        f"cannot start the Claude CLI ({e}); `legio check` shows which CLI is used",
-                    ) from e
-                text = await self._query(session, spec, nuntius, prefix, on_status)
-            except AgentInterrupted:
-                self._state[name] = "idle"
-                raise
-            except BaseException:
-                self._state[name] = "error"
-                raise
-            finally:
-                self._on_status.pop(name, None)
+                    await deliver(outcome)
+                except Exception:
+                    logger.exception(
+                        "%s: delivering its answer to nuntius %s failed", name, nuntius.seq
+                    )
+            return outcome
+        finally:
+            self._locks[name].release()
+
+    async def dispatch_many(
+        self,
+        names: list[str],
+        nuntius: Nuntius,
+        on_status: StatusCallback | None = None,
+        tickets: dict[str, asyncio.Future[None]] | None = None,
+        deliver: Callable[[str, Outcome], Awaitable[None]] | None = None,
+    ) -> dict[str, Outcome]:
+        """Several agents in parallel; one failing never blocks the others."""
+        tickets = tickets or {}
+
+        def delivery(name: str) -> Deliver | None:
+            if deliver is None:
+                return None
+            return lambda outcome: deliver(name, outcome)
+
+        results = await asyncio.gather(
+            *(
+                self.answer(n, nuntius, on_status, ticket=tickets.get(n), deliver=delivery(n))
+                for n in names
+            )
+        )
+        return dict(zip(names, results, strict=True))
+
+    def _failure(self, name: str, nuntius: Nuntius, error: BaseException) -> Outcome:
+        """The reply that stands for an agent's failure to answer, logged."""
+        if isinstance(error, AgentInterrupted):
+            return Outcome(INTERRUPTED_REPLY.format(name=name), "interrupted")
+        if isinstance(error, CastraError):
+            logger.warning("%s cannot answer nuntius %s: %s", name, nuntius.seq, error)
+            return Outcome(f"[{name}] cannot answer: {error}", "error")
+        if isinstance(error, AgentError):
+            logger.error("%s failed to answer nuntius %s: %s", name, nuntius.seq, error.reason)
+            reason = error.reason
+            if len(reason) > REASON_MAX:
+                reason = reason[:REASON_MAX] + "…"
+            return Outcome(f"{ERROR_REPLY.format(name=name)} ({reason})", "error")
+        logger.error("%s failed to answer nuntius %s", name, nuntius.seq, exc_info=error)
+        return Outcome(ERROR_REPLY.format(name=name), "error")
+
+    async def _wait_turn(
+        self, name: str, ticket: asyncio.Future[None] | None, on_status: StatusCallback | None
+    ) -> None:
+        turn = ticket if ticket is not None else self.reserve(name)
+        if not turn.done():
+            await _notify(on_status, name, f"⏳ Queued: {name} is finishing an earlier request...")
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self._locks[name].release()  # the turn came just as we were cancelled
+            raise
+
+    async def _turn(
+        self, name: str, nuntius: Nuntius, on_status: StatusCallback | None, prefix: str
+    ) -> str:
+        """One query, with the agent's turn held by the caller."""
+        spec = await self._spec(name)
+        self._state[name] = "working"
+        self._on_status[name] = on_status
+        try:
+            try:
+                session = await self._ensure(spec)
+            except CLIConnectionError as e:
+                raise AgentError(
+                    name,
+                    f"cannot start the Claude CLI ({e}); `legio check` shows which CLI is used",
+                ) from e
+            text = await self._query(session, spec, nuntius, prefix, on_status)
+        except AgentInterrupted:
             self._state[name] = "idle"
-            return text
+            raise
+        except BaseException:
+            self._state[name] = "error"
+            raise
+        finally:
+            self._on_status.pop(name, None)
+        self._state[name] = "idle"
+        return text
+
+    def reserve(self, name: str) -> asyncio.Future[None]:
+        """Take agent ``name``'s next place in line now; pass it as ``ticket=``."""
+        return self._locks.setdefault(name, TicketLock()).ticket()
 
     def current_status(self, name: str) -> StatusCallback | None:
         """The status callback of the query agent ``name`` is running now, if any."""
         return self._on_status.get(name)
-
-    async def dispatch_many(
-        self, names: list[str], nuntius: Nuntius, on_status: StatusCallback | None = None
-    ) -> dict[str, Outcome]:
-        """Dispatch to several agents in parallel; one failing never blocks the others."""
-        results = await asyncio.gather(
-            *(self.dispatch(n, nuntius, on_status) for n in names), return_exceptions=True
-        )
-        outcomes: dict[str, Outcome] = {}
-        for name, result in zip(names, results, strict=True):
-            if isinstance(result, asyncio.CancelledError):
-                raise result
-            if isinstance(result, str):
-                outcomes[name] = Outcome(result)
-            elif isinstance(result, AgentInterrupted):
-                outcomes[name] = Outcome(INTERRUPTED_REPLY.format(name=name), "interrupted")
-            elif isinstance(result, CastraError):
-                logger.warning("%s cannot answer nuntius %s: %s", name, nuntius.seq, result)
-                outcomes[name] = Outcome(f"[{name}] cannot answer: {result}", "error")
-            elif isinstance(result, AgentError):
-                logger.error("%s failed to answer nuntius %s: %s", name, nuntius.seq, result.reason)
-                reason = (
-                    result.reason
-                    if len(result.reason) <= REASON_MAX
-                    else result.reason[:REASON_MAX] + "…"
-                )
-                outcomes[name] = Outcome(f"{ERROR_REPLY.format(name=name)} ({reason})", "error")
-            else:
-                logger.error("%s failed to answer nuntius %s", name, nuntius.seq, exc_info=result)
-                outcomes[name] = Outcome(ERROR_REPLY.format(name=name), "error")
-        return outcomes
 
     async def _history(self, session: AgentSession, spec: AgentSpec, nuntius: Nuntius) -> str:
         """The ``<praetorium>`` block (and notice) this query carries, or ''."""

@@ -78,6 +78,7 @@ class FakeBotApi:
         self._next_message_id = 1
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
+        self._closing = False
         self.port = 0
 
     # ------------------------------------------------------------ lifecycle
@@ -99,6 +100,8 @@ class FakeBotApi:
         return self
 
     async def stop(self) -> None:
+        self._closing = True
+        await self._notify()  # release long polls still waiting (e.g. a killed client's)
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -188,7 +191,7 @@ class FakeBotApi:
         method: str,
         predicate: Callable[[Call], bool] | None = None,
         *,
-        timeout: float = 10.0,  # noqa: ASYNC109 - a test helper's own deadline
+        timeout: float = 10.0,
         start: int = 0,
         completed: bool = True,
     ) -> Call:
@@ -290,7 +293,9 @@ class FakeBotApi:
         if not ready() and timeout > 0:
             async with self._changed:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait_for(lambda: bool(ready())), timeout)
+                    await asyncio.wait_for(
+                        self._changed.wait_for(lambda: bool(ready()) or self._closing), timeout
+                    )
         return ready()
 
     async def _m_sendMessage(self, params: dict[str, Any]) -> Any:

@@ -16,7 +16,9 @@ What the model "says" is scripted by directives, one per line of the prompt
     REPLY <text>                   answer with this text (default: "ECHO: " + the query)
     CALL_TOOL <server> <tool> <json>  call an SDK MCP tool; answer "TOOL_RESULT: <text>"
     THINK <text>                   emit a thinking block
-    SLEEP <seconds>                wait (an interrupt ends the turn)
+    SLEEP <seconds>                wait (an interrupt ends the turn; if the SDK goes away,
+                                   the turn is finished anyway, as the real CLI does)
+    SLEEP_FIRST <seconds> <tag>    wait only the first time ``tag`` is seen (state dir)
     ERROR <text>                   end the turn with an error result ("API Error: <text>")
     STDERR <text>                  print a line to stderr
     BROKEN_JSON                    print a line that is not JSON
@@ -52,9 +54,8 @@ MODEL_DEFAULT = "claude-fake-1"
 HISTORY_BLOCKS = re.compile(
     r"<(praetorium|context_notice|centurio_status|compaction_summary)\b.*?</\1>\s*", re.DOTALL
 )
-DIRECTIVE = re.compile(
-    r"^(REPLY|CALL_TOOL|THINK|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED)\b ?(.*)$"
-)
+VERBS = "REPLY|CALL_TOOL|THINK|SLEEP_FIRST|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED"
+DIRECTIVE = re.compile(rf"^({VERBS})\b ?(.*)$")
 INTERRUPTED = "[Request interrupted by user]"
 LEADING_MENTIONS = re.compile(r"^(@\w+\s+)+")
 
@@ -95,6 +96,7 @@ class FakeCLI:
         )
         self.transcript: dict[str, Any] = {"session_id": self.session_id, "turns": []}
         self.interrupted_prompt: str | None = None
+        self.stdout_closed = False
         self.log(
             {
                 "event": "start",
@@ -144,8 +146,13 @@ class FakeCLI:
 
     def send(self, message: dict[str, Any]) -> None:
         self.log({"event": "out", "data": message})
-        sys.stdout.write(json.dumps(message) + "\n")
-        sys.stdout.flush()
+        if self.stdout_closed:
+            return
+        try:
+            sys.stdout.write(json.dumps(message) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # the SDK is gone; like the real CLI, finish the turn anyway
+            self.stdout_closed = True
 
     def _read_line(self, timeout: float | None) -> dict[str, Any] | None:
         """Next JSON line from stdin; None on EOF or when ``timeout`` passes."""
@@ -347,8 +354,9 @@ class FakeCLI:
                 return
             message = self._read_line(left)
             if message is None:
-                if self.eof:
-                    raise SystemExit(0)
+                if self.eof:  # the daemon died: keep going, as the real CLI does
+                    time.sleep(max(0.0, deadline - time.monotonic()))
+                    return
                 continue
             body = message.get("request", {})
             if message.get("type") == "control_request" and body.get("subtype") == "interrupt":
@@ -454,6 +462,12 @@ class FakeCLI:
                     )
                 elif verb == "SLEEP":
                     self.sleep(float(rest or 1))
+                elif verb == "SLEEP_FIRST":
+                    seconds, _, tag = rest.partition(" ")
+                    marker = os.path.join(self.state_dir, f"slept-{tag or 'default'}")
+                    if not os.path.exists(marker):
+                        open(marker, "w").close()
+                        self.sleep(float(seconds or 1))
                 elif verb == "ERROR":
                     error = rest or "fake error"
                 elif verb == "STDERR":

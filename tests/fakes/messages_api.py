@@ -24,8 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-TOOL_LINE = re.compile(r"^CALL_TOOL (\S+) (\{.*\})\s*$", re.MULTILINE)
-REPLY_LINE = re.compile(r"^REPLY (.*)$", re.MULTILINE)
+TOOL_LINE = re.compile(r"^(?:@\w+\s+)*CALL_TOOL (\S+) (\{.*\})\s*$", re.MULTILINE)
+REPLY_LINE = re.compile(r"^(?:@\w+\s+)*REPLY (.*)$", re.MULTILINE)
 PINNED_MODEL = "claude-sonnet-4-5"
 REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
 

@@ -1,0 +1,76 @@
+"""The bot under test: serve() (real PTB) on the fake Bot API; agents on the fake CLI."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from legio.bot import serve
+from legio.config import Config
+from legio.legatus import Legatus
+from tests.conftest import FakeCli
+from tests.fakes.bot_api import Call, FakeBotApi
+from tests.legion import fake_cli_config
+
+CAESAR = 1001
+
+
+@dataclass
+class Running:
+    api: FakeBotApi
+    config: Config
+    legatus: Legatus
+    fake_cli: FakeCli
+
+    async def ask(self, text: str, *, user_id: int = CAESAR) -> int:
+        """Send a message; return the index in the call log from which to look for answers."""
+        start = len(self.api.calls)
+        self.api.add_message(text, user_id=user_id)
+        return start
+
+    async def answer(
+        self, start: int, predicate: Callable[[str], bool] | None = None, wait_s: float = 15
+    ) -> Call:
+        """The first message (not a status line) sent after ``start`` matching ``predicate``."""
+
+        def sent(call: Call) -> bool:
+            text = str(call.params.get("text", ""))
+            return not text.startswith("⏳") and (predicate is None or predicate(text))
+
+        return await self.api.wait_for_call("sendMessage", sent, start=start, timeout=wait_s)
+
+    def answers(self) -> list[str]:
+        """Every message sent to Caesar, status lines excluded."""
+        return [t for t in self.api.sent_texts(CAESAR) if not t.startswith("⏳")]
+
+
+@asynccontextmanager
+async def running_bot(
+    castra_dir: Path, fake_cli: FakeCli, extra: str = "", *, api: FakeBotApi | None = None
+) -> AsyncIterator[Running]:
+    """Serve the bot until the block ends, then stop it as SIGTERM would."""
+    async with api or FakeBotApi() as server:
+        config = fake_cli_config(
+            castra_dir,
+            fake_cli,
+            f"shutdown_grace_seconds = 2\n{extra}\n[telegram]\n"
+            f'caesar_ids = [{CAESAR}]\nbase_url = "{server.base_url}"',
+        )
+        opened: list[Legatus] = []
+
+        async def factory() -> Legatus:
+            opened.append(await Legatus.open(config))
+            return opened[-1]
+
+        stop = asyncio.Event()
+        task = asyncio.create_task(serve(config, server.token, factory, stop, poll_timeout=1))
+        await server.wait_for_call("setMyCommands")
+        await server.wait_for_call("getUpdates", completed=False)
+        try:
+            yield Running(server, config, opened[0], fake_cli)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 30)

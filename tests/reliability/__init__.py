@@ -1,0 +1,1 @@
+"""Reliability scenarios: crashes, bursts, faults of both peers, hostile input."""
