@@ -195,3 +195,25 @@ def test_packaged_default_castra_is_the_repository_castra() -> None:
         "centuriones/vorenus/prompt.md",
         "legatus/prompt.md",
     ]
+
+
+def test_check_prints_each_agents_policy_and_warns_about_bash_outside(tmp_path: Path) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    prompt = tmp_path / "demo" / "castra" / "centuriones" / "pullo" / "prompt.md"
+    outside = tmp_path / "projects"
+    prompt.write_text(
+        prompt.read_text().replace(
+            "---\ndescription", f"---\ntools: [Read, Bash]\ncwd: {outside}\ndescription", 1
+        )
+    )
+    result = legio(
+        "check", "-c", "demo/legio.toml", cwd=tmp_path, env={"IS_SANDBOX": "1", "X_BOT_TOKEN": "s"}
+    )
+    out = result.stdout
+    assert "Agent policy:" in out
+    assert "hidden from agents: X_BOT_TOKEN" in out
+    assert f"pullo: tools Read, Bash; workspace {outside}" in out
+    assert "! pullo may run Bash with a workspace outside the castra" in out
+    assert "vorenus: tools Read, Glob, Grep, WebSearch, WebFetch; workspace" in out
+    assert "praetorium.db* (no access)" in out
+    assert not (tmp_path / "demo" / "castra" / "centuriones" / "vorenus" / "workspace").exists()

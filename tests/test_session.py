@@ -351,7 +351,7 @@ async def test_agents_get_their_memoria_server_and_an_explicit_tool_list(
     assert "mcp__memoria_vorenus__write_commentarium" in allowed
     assert process.option("--setting-sources") == ""
     assert process.option("--permission-mode") == "bypassPermissions"
-    assert Path(process.cwd) == (castra_dir / "centuriones" / "vorenus").resolve()
+    assert Path(process.cwd) == (castra_dir / "centuriones" / "vorenus" / "workspace").resolve()
     assert process.system_prompt is not None
     assert process.system_prompt.startswith("# Vorenus")
 

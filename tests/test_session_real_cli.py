@@ -50,3 +50,34 @@ async def test_memoria_tool_call_then_restart_and_resume(
             assert again.session_id == checkpoint.session_id
         finally:
             await legion.stop()
+
+
+async def test_the_real_cli_obeys_the_path_guard(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    with FakeMessagesApi() as api:
+        env = api.safe_cli_env(tmp_path / "cli")
+        legion = await Legion(
+            castra_dir, fake_cli, cli_path="", model=PINNED_MODEL, env=env
+        ).start()
+        try:
+            await legion.post("a secret only the praetorium holds", ["legatus"])
+            wal = castra_dir.resolve() / "praetorium.db-wal"
+            assert wal.exists()
+            replies = await legion.say(
+                ["vorenus"], f"CALL_TOOL Read {json.dumps({'file_path': str(wal)})}"
+            )
+            answer = replies["vorenus"]
+            assert (
+                "Legio's policy: the praetorium (Legio's message store) is not for agents" in answer
+            )
+            assert "a secret only the praetorium holds" not in answer
+            db = castra_dir.resolve() / "praetorium.db"
+            replies = await legion.say(
+                ["vorenus"], f"CALL_TOOL Read {json.dumps({'file_path': str(db)})}"
+            )
+            assert "a secret only the praetorium holds" not in replies["vorenus"]
+            sent_back = json.dumps(api.requests[-1]["messages"][-1])
+            assert "tool_result" in sent_back
+        finally:
+            await legion.stop()

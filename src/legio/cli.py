@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -193,7 +194,41 @@ def check_config(config: Config, *, is_root: bool | None = None) -> Report:
     refusal = root_refusal(config, is_root)
     if refusal:
         report.bad(refusal)
+    report.lines += policy_lines(config, castra)
     return report
+
+
+def policy_lines(config: Config, castra: Castra) -> list[str]:
+    """Each agent's effective policy, with warnings for risky combinations."""
+    from legio.policy import PathGuard, builtin_tools, denied_env_names, working_dir
+
+    lines = ["", "Agent policy:"]
+    hidden = denied_env_names(config)
+    lines.append(
+        "  environment: hidden from agents: "
+        + (", ".join(hidden) if hidden else "nothing set now")
+        + f" (token variable and claude.env_deny = {config.claude.env_deny})"
+    )
+    prompts = []
+    with contextlib.suppress(LegioError):
+        prompts.append(castra.read_legatus())
+    prompts += list(castra.roster().centuriones.values())
+    for prompt in prompts:
+        tools = builtin_tools(prompt)
+        workspace = working_dir(castra, prompt, create=False)
+        lines.append(f"  {prompt.name}: tools {', '.join(tools) or 'none'}; workspace {workspace}")
+        if "Bash" in tools and not _within(workspace, castra.root.resolve()):
+            lines.append(
+                f"  {WARN} {prompt.name} may run Bash with a workspace outside the castra: "
+                "the path guard checks commands only on a best-effort basis"
+            )
+    guard = PathGuard(castra, "vorenus", config.path)
+    lines.append("  protected (every agent): " + "; ".join(guard.protected()))
+    return lines
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
 
 
 def cmd_check(args: argparse.Namespace) -> int:

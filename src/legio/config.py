@@ -37,6 +37,7 @@ class ClaudeSettings(_Strict):
     permission_mode: Literal["default", "acceptEdits", "plan", "bypassPermissions"] = (
         "bypassPermissions"
     )
+    env_deny: list[str] = Field(default_factory=lambda: ["TELEGRAM_*", "*_BOT_TOKEN"])
 
 
 class TelegramSettings(_Strict):

@@ -32,7 +32,7 @@ from legio.legatus_tools import legatus_tools
 from legio.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
-from legio.policy import builtin_tools, working_dir
+from legio.policy import builtin_tools, scrub_environment, working_dir
 from legio.praetorium import BROADCAST, DuplicateOrigin, Nuntius, Praetorium
 from legio.session import (
     AgentSpec,
@@ -147,6 +147,7 @@ class Legatus:
         and set up the sessions (none started yet). ``LegioError`` if the castra is taken."""
         lock = CastraLock(config.castra)
         lock.acquire()
+        scrub_environment(config)  # before any agent's CLI inherits os.environ
         try:
             run_id = new_run_id()
             await asyncio.to_thread(reap_orphans, config.castra, run_id)

@@ -43,6 +43,7 @@ from claude_agent_sdk import (
     ClaudeSDKClient,
     CLIConnectionError,
     CLIJSONDecodeError,
+    HookMatcher,
     McpSdkServerConfig,
     ProcessError,
     ResultMessage,
@@ -60,7 +61,7 @@ from legio.errors import CastraError, LegioError
 from legio.history import format_context_notice, format_history_xml
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
-from legio.policy import builtin_tools, working_dir
+from legio.policy import PathGuard, builtin_tools, path_guard_hook, working_dir
 from legio.praetorium import Nuntius, Praetorium, Turn
 
 logger = logging.getLogger(__name__)
@@ -412,7 +413,12 @@ class SessionManager:
             logger.debug("%s CLI: %s", spec.name, line)
             stderr.append(line)
 
+        guard = PathGuard(self.castra, spec.name, self.config.path)
+        hooks: dict[Any, list[HookMatcher]] = {
+            "PreToolUse": [HookMatcher(matcher=None, hooks=[path_guard_hook(guard)])]  # type: ignore[list-item]
+        }
         return ClaudeAgentOptions(
+            hooks=hooks,
             system_prompt=spec.system_prompt,
             model=spec.model,
             permission_mode=self.config.claude.permission_mode,

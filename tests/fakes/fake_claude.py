@@ -15,6 +15,8 @@ What the model "says" is scripted by directives, one per line of the prompt
 
     REPLY <text>                   answer with this text (default: "ECHO: " + the query)
     CALL_TOOL <server> <tool> <json>  call an SDK MCP tool; answer "TOOL_RESULT: <text>"
+    TOOL <Name> <json>             use a built-in tool (Read, Write, Bash, Glob) after the
+                                   PreToolUse hooks the SDK registered, as the real CLI does
     THINK <text>                   emit a thinking block
     SLEEP <seconds>                wait (an interrupt ends the turn; if the SDK goes away,
                                    the turn is finished anyway, as the real CLI does)
@@ -44,6 +46,7 @@ import json
 import os
 import re
 import select
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,7 +57,7 @@ MODEL_DEFAULT = "claude-fake-1"
 HISTORY_BLOCKS = re.compile(
     r"<(praetorium|context_notice|centurio_status|compaction_summary)\b.*?</\1>\s*", re.DOTALL
 )
-VERBS = "REPLY|CALL_TOOL|THINK|SLEEP_FIRST|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED"
+VERBS = "REPLY|CALL_TOOL|TOOL|THINK|SLEEP_FIRST|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED"
 DIRECTIVE = re.compile(rf"^({VERBS})\b ?(.*)$")
 INTERRUPTED = "[Request interrupted by user]"
 LEADING_MENTIONS = re.compile(r"^(@\w+\s+)+")
@@ -370,6 +373,9 @@ class FakeCLI:
         tool_use_id = f"toolu_fake_{uuid.uuid4().hex[:16]}"
         if server not in self.mcp_tools or tool not in self.mcp_tools[server]:
             return f"No such tool available: {name}", True
+        denial = self.pre_tool_use(name, args, tool_use_id)
+        if denial is not None:
+            return f"PreToolUse:{name} hook error: {denial}", True
         if self.opts.get("--permission-prompt-tool") == "stdio":
             verdict = self.request(
                 {
@@ -406,6 +412,99 @@ class FakeCLI:
             c.get("text", "") for c in result.get("content", []) if c.get("type") == "text"
         )
         return text, bool(result.get("isError"))
+
+    def pre_tool_use(self, name: str, args: dict[str, Any], tool_use_id: str) -> str | None:
+        """Run the SDK's PreToolUse hooks; the denial reason, or None."""
+        for matcher in self.hooks.get("PreToolUse") or []:
+            pattern = matcher.get("matcher")
+            if pattern not in (None, "", "*") and not re.fullmatch(pattern, name):
+                continue
+            for callback_id in matcher.get("hookCallbackIds") or []:
+                answer = self.request(
+                    {
+                        "subtype": "hook_callback",
+                        "callback_id": callback_id,
+                        "input": {
+                            "session_id": self.session_id,
+                            "transcript_path": self._transcript_path(),
+                            "cwd": os.getcwd(),
+                            "permission_mode": self.opts.get("--permission-mode", "default"),
+                            "hook_event_name": "PreToolUse",
+                            "tool_name": name,
+                            "tool_input": args,
+                            "tool_use_id": tool_use_id,
+                        },
+                        "tool_use_id": tool_use_id,
+                    }
+                )
+                output = answer.get("hookSpecificOutput") or {}
+                if output.get("permissionDecision") == "deny":
+                    return str(output.get("permissionDecisionReason") or "denied")
+        return None
+
+    def run_builtin(self, name: str, args: dict[str, Any]) -> tuple[str, bool]:
+        """A minimal stand-in for the CLI's own tools."""
+        allowed = [t for t in (self.opts.get("--tools") or "").split(",") if t]
+        if "--tools" in self.opts and name not in allowed:
+            return f"No such tool available: {name}", True
+        try:
+            if name == "Read":
+                with open(args["file_path"], errors="replace") as f:
+                    return f.read()[:20000], False
+            if name == "Write":
+                with open(args["file_path"], "w") as f:
+                    f.write(args.get("content", ""))
+                return f"File created successfully at: {args['file_path']}", False
+            if name == "Bash":
+                done = subprocess.run(
+                    args["command"], shell=True, capture_output=True, text=True, timeout=20
+                )
+                return (done.stdout + done.stderr)[:20000], done.returncode != 0
+            if name == "Glob":
+                import glob
+
+                found = glob.glob(args["pattern"], root_dir=args.get("path") or os.getcwd())
+                return "\n".join(sorted(found)), False
+        except (OSError, KeyError, subprocess.SubprocessError) as e:
+            return f"{type(e).__name__}: {e}", True
+        return f"{name} is not simulated by the fake CLI", True
+
+    def send_tool_result(self, tool_use_id: str, text: str, is_error: bool) -> None:
+        self.send(
+            {
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {
+                            "tool_use_id": tool_use_id,
+                            "type": "tool_result",
+                            "content": text,
+                            "is_error": is_error,
+                        }
+                    ],
+                },
+                "parent_tool_use_id": None,
+                "session_id": self.session_id,
+                "uuid": str(uuid.uuid4()),
+                "timestamp": now_iso(),
+            }
+        )
+
+    def tool_turn(self, name: str, args: dict[str, Any], usage: dict[str, int]) -> str:
+        """Use a built-in tool as the model would: tool_use, hooks, result."""
+        for key in ("file_path", "notebook_path", "path"):
+            if isinstance(args.get(key), str) and not os.path.isabs(args[key]):
+                args[key] = os.path.join(os.getcwd(), args[key])  # the real CLI does this
+        tool_use_id = f"toolu_fake_{uuid.uuid4().hex[:16]}"
+        self.assistant({"type": "tool_use", "id": tool_use_id, "name": name, "input": args}, usage)
+        denial = self.pre_tool_use(name, args, tool_use_id)
+        if denial is not None:
+            text, is_error = f"PreToolUse:{name} hook error: {denial}", True
+        else:
+            text, is_error = self.run_builtin(name, args)
+        self.send_tool_result(tool_use_id, text, is_error)
+        return text
 
     def turn(self, prompt: str) -> None:
         started = time.monotonic()
@@ -496,6 +595,16 @@ class FakeCLI:
                     )
                     usage.update(dict(zip(keys, numbers, strict=False)))
                     turn_usage = dict(usage)
+                elif verb == "TOOL":
+                    name, _, raw = rest.partition(" ")
+                    try:
+                        args = json.loads(raw or "{}")
+                    except ValueError:
+                        args = {}
+                    text = self.tool_turn(name, args, usage)
+                    calls += 1
+                    answers.append(f"TOOL_RESULT: {text}")
+                    self.assistant({"type": "text", "text": answers[-1]}, usage)
                 elif verb == "CALL_TOOL":
                     server, tool, raw = [*rest.split(" ", 2), "", "", "{}"][:3]
                     try:
@@ -514,26 +623,7 @@ class FakeCLI:
                         usage,
                     )
                     text, is_error = self.call_tool(server, tool, args)
-                    self.send(
-                        {
-                            "type": "user",
-                            "message": {
-                                "role": "user",
-                                "content": [
-                                    {
-                                        "tool_use_id": tool_use_id,
-                                        "type": "tool_result",
-                                        "content": text,
-                                        "is_error": is_error,
-                                    }
-                                ],
-                            },
-                            "parent_tool_use_id": None,
-                            "session_id": self.session_id,
-                            "uuid": str(uuid.uuid4()),
-                            "timestamp": now_iso(),
-                        }
-                    )
+                    self.send_tool_result(tool_use_id, text, is_error)
                     calls += 1
                     usage = dict(
                         usage,

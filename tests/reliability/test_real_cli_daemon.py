@@ -21,7 +21,9 @@ async def ask(api: FakeBotApi, text: str, expect: str) -> str:
     return str(call.params["text"])
 
 
-async def test_real_cli_behind_the_daemon_survives_a_restart(castra_dir: Path, tmp_path: Path) -> None:
+async def test_real_cli_behind_the_daemon_survives_a_restart(
+    castra_dir: Path, tmp_path: Path
+) -> None:
     with FakeMessagesApi() as model:
         async with FakeBotApi() as api:
             config = write_daemon_config(castra_dir, api, "", extra=f'model = "{PINNED_MODEL}"')
