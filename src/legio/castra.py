@@ -44,6 +44,7 @@ class Frontmatter(BaseModel):
     description: str | None = None
     model: str | None = None
     history_window: int | None = Field(None, ge=1, le=10_000)
+    history_token_budget: int | None = Field(None, ge=1_000, le=1_000_000)
     tools: list[str] | None = None
     cwd: str | None = None
 

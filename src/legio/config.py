@@ -82,6 +82,7 @@ class Config(_Strict):
     castra: Path = Path("castra")
     model: str = ""
     history_window: int = Field(50, ge=1, le=10_000)
+    history_token_budget: int = Field(40_000, ge=1_000, le=1_000_000)
     session_idle_timeout_minutes: float = Field(30, gt=0)
     max_input_tokens: int = Field(150_000, ge=1_000)
     shutdown_grace_seconds: float = Field(20, ge=0, le=3600)

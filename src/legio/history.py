@@ -13,8 +13,9 @@ do not round-trip it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from lxml import etree
 
@@ -33,6 +34,39 @@ def xml_safe(text: str) -> str:
 
 def _render(element: etree._Element) -> str:
     return etree.tostring(element, encoding="unicode", pretty_print=True).rstrip("\n")
+
+
+CHARS_PER_TOKEN = 4
+NUNTIUS_OVERHEAD_TOKENS = 40  # the <nuntius …> element around the text
+SHORTENED = (
+    "\n[… shortened for this context: {total:,} characters in all; "
+    "/history and get_history show it whole]"
+)
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap token estimate (characters / 4), as the praetorium holds no tokenizer."""
+    return len(text) // CHARS_PER_TOKEN + 1
+
+
+def fit_to_budget(nuntii: Sequence[Nuntius], budget_tokens: int) -> tuple[list[Nuntius], bool]:
+    """The newest ``nuntii`` that fit in ``budget_tokens`` (oldest first), and whether any
+    were left out. A nuntius too long for the room left is shortened with a visible
+    marker rather than dropped, if it is the newest; older ones that do not fit are left out."""
+    kept: list[Nuntius] = []
+    left = budget_tokens
+    for nuntius in reversed(nuntii):
+        cost = estimate_tokens(nuntius.text) + NUNTIUS_OVERHEAD_TOKENS
+        if cost <= left:
+            kept.append(nuntius)
+            left -= cost
+            continue
+        if not kept and left > NUNTIUS_OVERHEAD_TOKENS * 2:
+            marker = SHORTENED.format(total=len(nuntius.text))
+            room = (left - NUNTIUS_OVERHEAD_TOKENS) * CHARS_PER_TOKEN - len(marker)
+            kept.append(dataclasses.replace(nuntius, text=nuntius.text[: max(0, room)] + marker))
+        return list(reversed(kept)), True
+    return list(reversed(kept)), False
 
 
 def format_history_xml(nuntii: Iterable[Nuntius], viewer: str, *, truncated: bool = False) -> str:

@@ -200,6 +200,9 @@ class Legatus:
             system_prompt=system_prompt,
             rebuild_key=hashlib.sha256(key.encode()).hexdigest(),
             history_window=prompt.settings.history_window or self.config.history_window,
+            history_token_budget=(
+                prompt.settings.history_token_budget or self.config.history_token_budget
+            ),
             model=prompt.settings.model or self.config.model or None,
             tools=builtin_tools(prompt),
             cwd=working_dir(self.castra, prompt),

@@ -58,7 +58,7 @@ from claude_agent_sdk._errors import MessageParseError
 from legio.castra import Castra
 from legio.config import Config
 from legio.errors import CastraError, LegioError
-from legio.history import format_context_notice, format_history_xml
+from legio.history import fit_to_budget, format_context_notice, format_history_xml
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
 from legio.policy import PathGuard, builtin_tools, path_guard_hook, working_dir
@@ -306,6 +306,7 @@ class AgentSpec:
     system_prompt: str
     rebuild_key: str
     history_window: int
+    history_token_budget: int
     model: str | None
     tools: list[str]
     cwd: Path
@@ -395,6 +396,9 @@ class SessionManager:
             system_prompt=prompt.body,
             rebuild_key=prompt.sha256,
             history_window=prompt.settings.history_window or self.config.history_window,
+            history_token_budget=(
+                prompt.settings.history_token_budget or self.config.history_token_budget
+            ),
             model=prompt.settings.model or self.config.model or None,
             tools=builtin_tools(prompt),
             cwd=working_dir(self.castra, prompt),
@@ -663,6 +667,8 @@ class SessionManager:
             )
             truncated = len(nuntii) > window
             nuntii = _unseen(nuntii[-window:], spec.name)
+        nuntii, cut = fit_to_budget(nuntii, spec.history_token_budget)
+        truncated = truncated or cut
         if not nuntii:
             return ""
         block = format_history_xml(nuntii, spec.name, truncated=truncated)
