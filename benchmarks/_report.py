@@ -50,3 +50,14 @@ def update_section(name: str, body: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     PERFORMANCE_MD.write_text(text, encoding="utf-8")
+
+
+def make_castra(root: Path, names: list[str]) -> Path:
+    """A throwaway castra with a plain Legatus and the named centuriones."""
+    castra = root / "castra"
+    (castra / "legatus").mkdir(parents=True)
+    (castra / "legatus" / "prompt.md").write_text("# Legatus\n")
+    for name in names:
+        (castra / "centuriones" / name).mkdir(parents=True)
+        (castra / "centuriones" / name / "prompt.md").write_text(f"# {name}\n")
+    return castra

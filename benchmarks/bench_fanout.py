@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from _report import table, update_section
+from _report import make_castra, table, update_section
 
 from legio.config import load_config
 from legio.legatus import Legatus
@@ -26,12 +26,7 @@ NAMES = [f"c{i}" for i in range(8)]
 
 
 async def run(root: Path) -> list[list[str]]:
-    castra = root / "castra"
-    (castra / "legatus").mkdir(parents=True)
-    (castra / "legatus" / "prompt.md").write_text("# Legatus\n")
-    for name in NAMES:
-        (castra / "centuriones" / name).mkdir(parents=True)
-        (castra / "centuriones" / name / "prompt.md").write_text(f"# {name}\n")
+    make_castra(root, NAMES)
     (root / "legio.toml").write_text(f'[claude]\ncli_path = "{FAKE_CLI}"\n')
     legatus = await Legatus.open(load_config(root / "legio.toml"))
     rows = []

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from _report import table, update_section
+from _report import make_castra, table, update_section
 
 from legio.config import load_config
 from legio.memoria import MemoriaStore
@@ -57,12 +57,7 @@ def measure() -> tuple[float, float, int]:
 
 
 async def run(root: Path) -> list[list[str]]:
-    castra = root / "castra"
-    (castra / "legatus").mkdir(parents=True)
-    (castra / "legatus" / "prompt.md").write_text("# Legatus\n")
-    for name in NAMES:
-        (castra / "centuriones" / name).mkdir(parents=True)
-        (castra / "centuriones" / name / "prompt.md").write_text(f"# {name}\n")
+    castra = make_castra(root, NAMES)
     (root / "legio.toml").write_text(f'model = "{PINNED_MODEL}"\n[claude]\ncli_path = ""\n')
     config = load_config(root / "legio.toml")
     rows = []

@@ -32,7 +32,7 @@ from legio.legatus_tools import legatus_tools
 from legio.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
-from legio.policy import builtin_tools, scrub_environment, working_dir
+from legio.policy import scrub_environment
 from legio.praetorium import BROADCAST, DuplicateOrigin, Nuntius, Praetorium
 from legio.session import (
     AgentSpec,
@@ -195,19 +195,8 @@ class Legatus:
             server = create_sdk_mcp_server(TOOLS_KEY, tools=tools)
             return {TOOLS_KEY: (server, [t.name for t in tools])}
 
-        return AgentSpec(
-            name=LEGATUS,
-            system_prompt=system_prompt,
-            rebuild_key=hashlib.sha256(key.encode()).hexdigest(),
-            history_window=prompt.settings.history_window or self.config.history_window,
-            history_token_budget=(
-                prompt.settings.history_token_budget or self.config.history_token_budget
-            ),
-            model=prompt.settings.model or self.config.model or None,
-            tools=builtin_tools(prompt),
-            cwd=working_dir(self.castra, prompt),
-            servers=servers,
-        )
+        rebuild_key = hashlib.sha256(key.encode()).hexdigest()
+        return self.sessions.spec_from_prompt(prompt, system_prompt, rebuild_key, servers)
 
     def status_xml(self, roster: Roster | None = None) -> str:
         """``<centurio_status>`` for every centurio in the roster."""

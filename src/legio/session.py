@@ -55,7 +55,7 @@ from claude_agent_sdk import (
 # MessageParseError is raised by the SDK but not exported from its package root.
 from claude_agent_sdk._errors import MessageParseError
 
-from legio.castra import Castra
+from legio.castra import AgentPrompt, Castra
 from legio.config import Config
 from legio.errors import CastraError, LegioError
 from legio.history import fit_to_budget, format_context_notice, format_history_xml
@@ -391,15 +391,24 @@ class SessionManager:
             server = build_memoria_centurio_server(self.memoria, name)
             return {server.name: (server.config, [t.name for t in server.tools])}
 
+        return self.spec_from_prompt(prompt, prompt.body, prompt.sha256, servers)
+
+    def spec_from_prompt(
+        self,
+        prompt: AgentPrompt,
+        system_prompt: str,
+        rebuild_key: str,
+        servers: Callable[[], dict[str, tuple[McpSdkServerConfig, list[str]]]],
+    ) -> AgentSpec:
+        """An agent's spec: its prompt's frontmatter settings, else the config's."""
+        settings = prompt.settings
         return AgentSpec(
-            name=name,
-            system_prompt=prompt.body,
-            rebuild_key=prompt.sha256,
-            history_window=prompt.settings.history_window or self.config.history_window,
-            history_token_budget=(
-                prompt.settings.history_token_budget or self.config.history_token_budget
-            ),
-            model=prompt.settings.model or self.config.model or None,
+            name=prompt.name,
+            system_prompt=system_prompt,
+            rebuild_key=rebuild_key,
+            history_window=settings.history_window or self.config.history_window,
+            history_token_budget=settings.history_token_budget or self.config.history_token_budget,
+            model=settings.model or self.config.model or None,
             tools=builtin_tools(prompt),
             cwd=working_dir(self.castra, prompt),
             servers=servers,

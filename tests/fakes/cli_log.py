@@ -22,6 +22,7 @@ class CliProcess:
     resumed: bool
     prompts: list[str] = field(default_factory=list)
     prompt_times: list[float] = field(default_factory=list)
+    result_times: list[float] = field(default_factory=list)
     received: list[dict[str, Any]] = field(default_factory=list)
     sent: list[dict[str, Any]] = field(default_factory=list)
 
@@ -90,6 +91,8 @@ def read_cli_logs(log_dir: Path) -> list[CliProcess]:
                 process.received.append(record["data"])
             elif event == "out":
                 process.sent.append(record["data"])
+                if record["data"].get("type") == "result":
+                    process.result_times.append(record["t"])
         if process is not None:
             processes.append((started, process))
     return [p for _, p in sorted(processes, key=lambda item: item[0])]

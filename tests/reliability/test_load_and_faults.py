@@ -28,6 +28,7 @@ def agent_of(text: str) -> str:
     return text.split(" ", 2)[1] if text.startswith("⚔️") else "legatus"
 
 
+@pytest.mark.timeout(300)  # ~30 s here; bound by Telegram's 30 messages/s, not by Legio
 async def test_a_burst_of_300_messages_over_four_agents(
     castra_dir: Path, fake_cli: FakeCli
 ) -> None:
@@ -55,6 +56,7 @@ async def test_a_burst_of_300_messages_over_four_agents(
     assert not [pid for pid in pids if alive(pid)], "no CLI outlives the bot"
 
 
+@pytest.mark.timeout(300)  # includes a 10 s getUpdates outage and polling's backoff
 async def test_telegram_faults_lose_and_repeat_nothing(castra_dir: Path, fake_cli: FakeCli) -> None:
     api = FakeBotApi()
     async with running_bot(castra_dir, fake_cli, api=api) as bot:
