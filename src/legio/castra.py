@@ -169,6 +169,9 @@ class Castra:
     def centurio_dir(self, name: str) -> Path:
         return self.centuriones_dir / name
 
+    def commentarii_dir(self, name: str) -> Path:
+        return self.centurio_dir(name) / "commentarii"
+
     def read_legatus(self) -> AgentPrompt:
         """The Legatus's prompt; a missing file is a ``CastraError``."""
         return read_prompt("legatus", self.legatus_prompt_path)

@@ -136,8 +136,8 @@ class MemoriaStore:
     def _folder(self, layer: str, centurio: str | None = None) -> Path:
         if layer == "commentarii":
             assert centurio is not None
-            return self.castra.centurio_dir(centurio) / "commentarii"
-        return self.castra.root / layer
+            return self.castra.commentarii_dir(centurio)
+        return self.castra.edicta_dir if layer == "edicta" else self.castra.acta_dir
 
     def _path(self, layer: str, name: str, centurio: str | None = None) -> Path:
         return self._folder(layer, centurio) / f"{validate_name(name)}.xml"
