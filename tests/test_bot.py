@@ -49,7 +49,17 @@ async def test_two_mentions_give_two_attributed_messages(bot: Running) -> None:
 
 async def test_the_command_menu_is_set_at_startup(bot: Running) -> None:
     names = [c["command"] for c in bot.api.commands]
-    assert names == ["history", "status", "search", "stop", "reset", "retry", "help"]
+    assert names == [
+        "history",
+        "status",
+        "search",
+        "stop",
+        "reset",
+        "compact",
+        "context",
+        "retry",
+        "help",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -182,6 +192,26 @@ async def test_status_answers_while_a_centurio_is_busy_and_stop_interrupts_it(bo
     interrupted = await bot.answer(slow, lambda t: t.startswith("⚔️ vorenus"))
     assert interrupted.params["text"].endswith("[vorenus] Interrupted.")
     assert interrupted.at > stop.at
+
+
+async def test_compact_waits_for_a_busy_agent_without_blocking_other_commands(
+    bot: Running,
+) -> None:
+    await bot.answer(await bot.ask("@vorenus the bridge code is 4711"), lambda t: "4711" in t)
+    slow = await bot.ask("@vorenus SLEEP 2\nREPLY slept")
+    for _ in range(200):
+        if len(processes_of(bot.fake_cli, "vorenus")[0].prompts) == 2:
+            break
+        await asyncio.sleep(0.05)
+    compact = await bot.ask("/compact vorenus keep the code")
+    status = await bot.answer(await bot.ask("/status"), lambda t: "legatus" in t)
+    assert "⚙️ vorenus: working" in status.params["text"]  # answered while /compact waits
+    answer = await bot.answer(slow, lambda t: t.endswith("slept"))
+    done = await bot.answer(compact, lambda t: t.startswith("Compacted vorenus"), wait_s=30)
+    assert done.at > answer.at > status.at
+    assert "INSTRUCTIONS: keep the code" in done.params["text"]
+    view = await bot.answer(await bot.ask("/context vorenus"), lambda t: "Context of" in t)
+    assert "Compaction summary, given first" in view.params["text"]
 
 
 async def test_the_status_message_shows_work_and_is_removed(bot: Running) -> None:

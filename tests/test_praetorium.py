@@ -44,6 +44,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "agent_sessions",
             "turns",
             "interruptions",
+            "compactions",
             "_migrations",
         },
         "index": {
@@ -52,6 +53,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "idx_turns_agent",
             "idx_nuntii_origin",
             "idx_nuntii_reply_to",
+            "idx_compactions_agent",
         },
         "trigger": {
             "nuntii_participants",
@@ -74,7 +76,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
         ]
         fks = db.execute("PRAGMA foreign_key_list(nuntii)").fetchall()
         assert [(f[2], f[3], f[4]) for f in fks] == [("nuntii", "reply_to", "id")]
-        assert db.execute("PRAGMA user_version").fetchone() == (4,)
+        assert db.execute("PRAGMA user_version").fetchone() == (5,)
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         names = [r[0] for r in db.execute("SELECT name FROM _migrations ORDER BY name")]
         assert names == [
@@ -82,6 +84,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m002_seq_participants_fts",
             "m003_agent_sessions_and_turns",
             "m004_origins_and_interruptions",
+            "m005_compactions",
         ]
         plan = " ".join(
             str(r)
@@ -103,7 +106,7 @@ async def test_reopening_keeps_data_and_does_not_migrate_again(tmp_path: Path) -
         second = await store.post("legatus", "salve", ["caesar"], reply_to=first.id)
         assert second.seq == first.seq + 1
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT count(*) FROM _migrations").fetchone() == (4,)
+        assert db.execute("SELECT count(*) FROM _migrations").fetchone() == (5,)
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 

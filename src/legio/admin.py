@@ -1,4 +1,5 @@
-"""Admin commands, the same for every front-end: /history /reset /status /search /stop /help.
+"""Admin commands, the same for every front-end: /history /status /search /stop /reset,
+/compact, /context, /retry and /help.
 
 ``Admin.run(text)`` parses one command line and returns the answer as a list of pages,
 each short enough for one Telegram message. Commands never wait for a busy agent:
@@ -11,10 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from legio.compaction import ContextReport
+from legio.errors import CastraError
+from legio.history import estimate_tokens
 from legio.legatus import LEGATUS, Legatus
 from legio.legatus_tools import format_line
-from legio.praetorium import PraetoriumError
-from legio.session import AgentStatus
+from legio.praetorium import Compaction, PraetoriumError
+from legio.session import AgentError, AgentInterrupted, AgentStatus, NothingToCompact
 
 PAGE_LIMIT = 4000  # under Telegram's 4096, with room for a page marker
 HISTORY_DEFAULT, HISTORY_MAX = 20, 200
@@ -39,6 +43,14 @@ COMMANDS = [
     CommandInfo("stop", "/stop [name]", "interrupt what an agent (or every agent) is doing"),
     CommandInfo(
         "reset", "/reset <name>|all|legatus", "forget an agent's conversation; it starts afresh"
+    ),
+    CommandInfo(
+        "compact",
+        "/compact <name> [instructions]",
+        "have an agent sum up its conversation; its next session starts from the summary",
+    ),
+    CommandInfo(
+        "context", "/context [name]", "what an agent's next message carries, and why (tokens)"
     ),
     CommandInfo("retry", "/retry [n]", "run again the requests a restart interrupted (or #n)"),
     CommandInfo("help", "/help", "this list"),
@@ -88,6 +100,92 @@ def interruption_notice(seq: int, text: str, agents: list[str]) -> str:
         f'⚠️ Interrupted by a restart: "{preview}" (#{seq}, no answer from {who}). '
         f"Send /retry to run it again."
     )
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
+def _when(compaction: Compaction) -> str:
+    return f"{compaction.created_at:%Y-%m-%d %H:%M} UTC"
+
+
+def compaction_line(compaction: Compaction) -> str:
+    """One compaction record, for /status and /context."""
+    return (
+        f"#{compaction.id} of {_when(compaction)} ({compaction.reason}): "
+        f"{compaction.tokens_before:,} tokens of conversation summed up in "
+        f"~{estimate_tokens(compaction.summary):,}; recent messages kept from "
+        f"#{compaction.first_kept_seq}"
+    )
+
+
+def context_lines(report: ContextReport, roster_tokens: int = 0) -> list[str]:
+    """/context: the breakdown of what an agent's next message carries."""
+    name, plan = report.name, report.plan
+    lines = [f"🧭 Context of {name}: what its next message carries"]
+    if report.session == "live" and not plan.fresh:
+        fill = 100 * report.context_tokens / report.max_input_tokens
+        lines.append(
+            f"Session: live, {_count(report.turns, 'turn', 'turns')}, "
+            f"context {report.context_tokens:,} tokens "
+            f"({fill:.0f}% of the {report.max_input_tokens:,} ceiling)"
+        )
+    elif report.session == "live":
+        lines.append(f"Session: live, but {report.rebuild_reason}: the next message starts anew")
+    elif report.session == "resumable":
+        lines.append("Session: saved; the next message resumes it (it remembers its conversation)")
+    else:
+        lines.append("Session: none; the next message starts a new one")
+    system = f"System prompt: ~{report.system_prompt_tokens:,} tokens"
+    if roster_tokens:
+        system += f" (of which the centuriones roster ~{roster_tokens:,})"
+    lines.append(system)
+    lines.append(f"Tools: {report.tools}")
+    if report.prefix_tokens:
+        lines.append(f"Status block with each message: ~{report.prefix_tokens:,} tokens")
+    latest = report.latest_compaction
+    if plan.fresh and plan.compaction is not None:
+        lines.append(
+            f"Compaction summary, given first: ~{estimate_tokens(plan.summary):,} tokens, "
+            + compaction_line(plan.compaction)
+        )
+    elif latest is not None:
+        lines.append(
+            "Latest compaction (a new session would start from it): " + compaction_line(latest)
+        )
+    else:
+        lines.append("Compaction summary: none")
+    if plan.nuntii:
+        first, last = plan.nuntii[0].seq, plan.nuntii[-1].seq
+        what = "History given" if plan.fresh else "New history since its last message"
+        tokens = plan.history_tokens()
+        count = _count(len(plan.nuntii), "nuntius", "nuntii")
+        line = f"{what}: {count} (#{first}–#{last}), ~{tokens:,} tokens"
+        if plan.truncated:
+            line += "; older ones left out to fit the history budget"
+        lines.append(line)
+    elif plan.fresh:
+        lines.append("History given: none (nothing it may see yet)")
+    else:
+        lines.append("New history since its last message: none")
+    if plan.fresh and (plan.nuntii or plan.summary):
+        lines.append("Then the <context_notice> saying the session was restored.")
+    if report.sdk_usage is not None:
+        usage = report.sdk_usage
+        parts = " · ".join(f"{n} {t:,}" for n, t in usage.categories if t)
+        lines.append(
+            f"Claude's own count: {usage.total_tokens:,} of {usage.max_tokens:,} tokens "
+            f"({usage.percentage:.1f}%)" + (f": {parts}" if parts else "")
+        )
+    elif report.sdk_usage_note:
+        lines.append(f"Claude's own count: unavailable ({report.sdk_usage_note})")
+    if report.compaction_failure:
+        lines.append(
+            f"⚠️ Last compaction failed, {report.compaction_failure}; "
+            "it was rebuilt from the recent history instead."
+        )
+    return lines
 
 
 def is_command(text: str) -> bool:
@@ -170,6 +268,15 @@ class Admin:
         lines = []
         for status in self.legatus.sessions.status(names):
             lines.append(self._status_line(status, limit))
+            if status.compaction_failure:
+                lines.append(
+                    f"   ⚠️ compaction failed, {status.compaction_failure}; "
+                    "rebuilt from the recent history instead"
+                )
+            else:
+                compaction = await self.legatus.praetorium.latest_compaction(status.name)
+                if compaction is not None:
+                    lines.append("   last compaction " + compaction_line(compaction))
             usage = totals.get(status.name)
             if usage:
                 tokens_in = (
@@ -215,6 +322,50 @@ class Admin:
             if had
             else f"{target} had no session; nothing to reset."
         ]
+
+    async def cmd_compact(self, args: str) -> list[str]:
+        names = self.agents()
+        name, _, instructions = args.partition(" ")
+        name = name.lower()
+        if name not in names:
+            shown = f"No agent named {name[:40]!r}. " if name else ""
+            return [
+                f"{shown}Use /compact <name> [instructions], with one of: {', '.join(names)}; "
+                "e.g. /compact vorenus keep the deployment checklist."
+            ]
+        try:
+            record = await self.legatus.sessions.compact(name, instructions.strip() or None)
+        except NothingToCompact as e:
+            return [f"Nothing to compact: {e.reason}."]
+        except AgentInterrupted:
+            return [f"Compacting {name} was interrupted; its conversation is unchanged."]
+        except AgentError as e:
+            return [f"Could not compact {name}: {e.reason}. Its conversation is unchanged."]
+        except CastraError as e:
+            return [f"Cannot compact {name}: {e}"]
+        lines = [
+            f"Compacted {name}: {record.tokens_before:,} tokens of conversation summed up in "
+            f"~{estimate_tokens(record.summary):,}. Its next message starts a new session with "
+            f"this summary and the messages from #{record.first_kept_seq} on.",
+            "",
+            *record.summary.splitlines(),
+        ]
+        return paginate(lines)
+
+    async def cmd_context(self, args: str) -> list[str]:
+        names = self.agents()
+        name = (args.split() or [LEGATUS])[0].lower()
+        if name not in names:
+            return [
+                f"No agent named {name[:40]!r}. Use /context <name>, one of: {', '.join(names)}."
+            ]
+        prefix = self.legatus.status_xml() if name == LEGATUS else ""
+        try:
+            report = await self.legatus.sessions.context_report(name, prefix)
+        except CastraError as e:
+            return [f"Cannot show {name}'s context: {e}"]
+        roster = estimate_tokens(self.legatus.roster_xml()) if name == LEGATUS else 0
+        return paginate(context_lines(report, roster))
 
     async def cmd_retry(self, args: str) -> list[str]:
         """Plain-text /retry (the console's); Telegram renders the replies itself."""

@@ -435,7 +435,12 @@ class LegioBot:
         message = update.effective_message
         if message is None or message.text is None:
             return
-        for page in await self.admin.run(message.text):
+        if self._typing is None:
+            self._typing = Typing(context.bot)
+        slow = message.text.lstrip().lower().startswith("/compact")  # a model turn
+        async with self._typing.shown(message.chat_id) if slow else contextlib.nullcontext():
+            pages = await self.admin.run(message.text)
+        for page in pages:
             for piece in plain_pages(page):
                 await send_with_retries(context.bot, message.chat_id, piece)
 
@@ -492,9 +497,11 @@ def build_application(
         builder = builder.base_url(base).base_file_url(base.replace("/bot", "/file/bot", 1))
     app = builder.build()
     app.add_handler(TypeHandler(Update, bot.gate), group=-1)
-    names = [c.name for c in COMMANDS if c.name != "retry"] + ["start"]
+    slow = ["compact", "context"]  # they wait for an agent: the others must not wait for them
+    names = [c.name for c in COMMANDS if c.name not in ("retry", *slow)] + ["start"]
     message = filters.UpdateType.MESSAGE
     app.add_handler(CommandHandler("retry", bot.on_retry, filters=message, block=False))
+    app.add_handler(CommandHandler(slow, bot.on_command, filters=message, block=False))
     app.add_handler(CommandHandler(names, bot.on_command, filters=message))
     app.add_handler(MessageHandler(message & filters.COMMAND, bot.on_command))
     app.add_handler(

@@ -186,8 +186,7 @@ class Legatus:
     async def _spec(self, name: str) -> AgentSpec:
         prompt = self.castra.read_legatus()
         roster = self.castra.roster()
-        descriptions = {n: p.description for n, p in roster.centuriones.items()}
-        system_prompt = f"{prompt.body}\n\n{format_roster_xml(descriptions)}"
+        system_prompt = f"{prompt.body}\n\n{self.roster_xml(roster)}"
         key = f"{prompt.sha256}:{roster.hash}:{prompt.mtime_ns}"
 
         def servers() -> dict[str, tuple[McpSdkServerConfig, list[str]]]:
@@ -197,6 +196,11 @@ class Legatus:
 
         rebuild_key = hashlib.sha256(key.encode()).hexdigest()
         return self.sessions.spec_from_prompt(prompt, system_prompt, rebuild_key, servers)
+
+    def roster_xml(self, roster: Roster | None = None) -> str:
+        """``<centuriones>``: the roster in the Legatus's system prompt."""
+        roster = roster or self.castra.roster()
+        return format_roster_xml({n: p.description for n, p in roster.centuriones.items()})
 
     def status_xml(self, roster: Roster | None = None) -> str:
         """``<centurio_status>`` for every centurio in the roster."""

@@ -118,6 +118,25 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class Compaction:
+    """An agent's summary of its conversation, written before its session was rebuilt.
+
+    The agent's next SDK session starts from ``summary`` plus the nuntii it may see
+    from ``first_kept_seq`` on; the nuntii themselves are never changed.
+    """
+
+    id: int
+    agent: str
+    summary: str
+    first_kept_seq: int
+    tokens_before: int
+    session_id: str | None
+    reason: str
+    instructions: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class UsageTotals:
     turns: int
     errors: int
@@ -270,6 +289,29 @@ async def m004_origins_and_interruptions(db: aiosqlite.Connection) -> None:
                 noticed_at TEXT NOT NULL,
                 retried_at TEXT
             )""",
+        ],
+    )
+
+
+@migration
+async def m005_compactions(db: aiosqlite.Connection) -> None:
+    """Agents' compaction records (summaries of their conversations), never deleted."""
+    await _script(
+        db,
+        [
+            """CREATE TABLE compactions (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                agent TEXT NOT NULL,
+                summary TEXT NOT NULL,
+                first_kept_seq INTEGER NOT NULL,
+                tokens_before INTEGER NOT NULL DEFAULT 0,
+                session_id TEXT,
+                reason TEXT NOT NULL,
+                instructions TEXT,
+                created_at TEXT NOT NULL,
+                cleared_at TEXT
+            )""",
+            "CREATE INDEX idx_compactions_agent ON compactions(agent, id)",
         ],
     )
 
@@ -625,6 +667,80 @@ class Praetorium:
     async def clear_checkpoint(self, agent: str) -> None:
         """Forget the agent's SDK session (a reset)."""
         await self._db.execute("DELETE FROM agent_sessions WHERE agent = ?", (agent,))
+
+    # ---------------------------------------------------------- compactions
+
+    async def add_compaction(
+        self,
+        agent: str,
+        summary: str,
+        first_kept_seq: int,
+        tokens_before: int,
+        *,
+        session_id: str | None = None,
+        reason: str = "command",
+        instructions: str | None = None,
+    ) -> Compaction:
+        """Store a compaction record; it becomes the agent's current one."""
+        created = _now()
+        async with self._db.execute(
+            "INSERT INTO compactions (agent, summary, first_kept_seq, tokens_before, session_id, "
+            "reason, instructions, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            (
+                agent,
+                summary,
+                first_kept_seq,
+                tokens_before,
+                session_id,
+                reason,
+                instructions,
+                created.isoformat(),
+            ),
+        ) as cursor:
+            row = await cursor.fetchone()
+        assert row is not None
+        return Compaction(
+            int(row[0]),
+            agent,
+            summary,
+            first_kept_seq,
+            tokens_before,
+            session_id,
+            reason,
+            instructions,
+            created,
+        )
+
+    async def latest_compaction(self, agent: str) -> Compaction | None:
+        """The agent's current compaction record (the newest one not cleared by a reset)."""
+        async with self._db.execute(
+            "SELECT id, agent, summary, first_kept_seq, tokens_before, session_id, reason, "
+            "instructions, created_at FROM compactions WHERE agent = ? AND cleared_at IS NULL "
+            "ORDER BY id DESC LIMIT 1",
+            (agent,),
+        ) as cursor:
+            row = await cursor.fetchone()
+        if row is None:
+            return None
+        return Compaction(
+            int(row[0]),
+            row[1],
+            row[2],
+            int(row[3]),
+            int(row[4]),
+            row[5],
+            row[6],
+            row[7],
+            datetime.fromisoformat(row[8]),
+        )
+
+    async def clear_compactions(self, agent: str) -> int:
+        """Stop giving the agent its summaries (a reset); the records are kept."""
+        cursor = await self._db.execute(
+            "UPDATE compactions SET cleared_at = ? WHERE agent = ? AND cleared_at IS NULL",
+            (_now().isoformat(), agent),
+        )
+        return cursor.rowcount
 
     # ---------------------------------------------------------- usage
 

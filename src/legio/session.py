@@ -34,6 +34,7 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,13 +57,21 @@ from claude_agent_sdk import (
 from claude_agent_sdk._errors import MessageParseError
 
 from legio.castra import AgentPrompt, Castra
+from legio.compaction import (
+    ContextPlan,
+    ContextReport,
+    ContextUsage,
+    format_compaction_request,
+    format_compaction_summary,
+    is_context_overflow,
+)
 from legio.config import Config
 from legio.errors import CastraError, LegioError
-from legio.history import fit_to_budget, format_context_notice, format_history_xml
+from legio.history import estimate_tokens, fit_to_budget
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
 from legio.policy import PathGuard, builtin_tools, path_guard_hook, working_dir
-from legio.praetorium import Nuntius, Praetorium, Turn
+from legio.praetorium import Compaction, Nuntius, Praetorium, Turn
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +80,8 @@ INTERRUPTED_REPLY = "[{name}] Interrupted."
 STATUS_PREVIEW = 80
 REASON_MAX = 300
 STDERR_LINES = 20
+CONTEXT_USAGE_TIMEOUT = 5.0
+TAIL_ROWS_MAX = 1000  # nuntii read after a compaction's first kept seq (then the token budget)
 
 StatusCallback = Callable[[str, str], Awaitable[None]]  # (agent, "⏳ …" line)
 ClientFactory = Callable[[ClaudeAgentOptions], ClaudeSDKClient]
@@ -88,6 +99,14 @@ class AgentError(LegioError):
 
 class AgentInterrupted(AgentError):
     """The agent's query was interrupted (``/stop``, ``/reset``, shutdown)."""
+
+
+class ContextOverflow(AgentError):
+    """The model refused the query: the session's context is too long."""
+
+
+class NothingToCompact(AgentError):
+    """``/compact`` for an agent that has no conversation yet."""
 
 
 # ------------------------------------------------------------------ token tracking
@@ -220,6 +239,10 @@ async def collect_response(
         raise AgentError(agent, "the Claude CLI stopped before answering")
     if tracker is not None:
         tracker.update(result)
+    final = result.result if result.result is not None else "\n".join(texts)
+    said = final if not result.is_error else (final or "; ".join(result.errors or []))
+    if is_context_overflow(said, is_error=result.is_error):
+        raise ContextOverflow(agent, f"the conversation is too long for the model ({said[:120]})")
     if result.is_error:
         if result.subtype == "error_during_execution" and result.terminal_reason in (
             "aborted_streaming",
@@ -229,8 +252,7 @@ async def collect_response(
             raise AgentInterrupted(agent, "interrupted")
         reason = result.result or "; ".join(result.errors or []) or result.subtype
         raise AgentError(agent, reason)
-    text = result.result if result.result is not None else "\n".join(texts)
-    return text.strip(), result
+    return final.strip(), result
 
 
 # ------------------------------------------------------------------ sessions
@@ -347,6 +369,7 @@ class AgentStatus:
     context_tokens: int
     turns: int
     cost_usd: float
+    compaction_failure: str | None = None
 
 
 class SessionManager:
@@ -375,6 +398,7 @@ class SessionManager:
         self._state: dict[str, str] = {}
         self._specs: dict[str, SpecFactory] = {}
         self._on_status: dict[str, StatusCallback | None] = {}
+        self._compaction_failures: dict[str, str] = {}
         self._reaper: asyncio.Task[None] | None = None
 
     # ---------------------------------------------------------- specs and options
@@ -469,20 +493,28 @@ class SessionManager:
             stderr=stderr,
         )
 
-    async def _ensure(self, spec: AgentSpec) -> AgentSession:
+    def _rebuild_reason(self, session: AgentSession, spec: AgentSpec) -> str | None:
+        """Why a live session must be replaced before its next query (None: it goes on)."""
+        if session.broken:
+            return "its Claude CLI failed"
+        if session.rebuild_key != spec.rebuild_key:
+            return "its prompt changed"
+        if session.tracker.should_reset():
+            return f"its context passed {self.config.max_input_tokens:,} tokens"
+        return None
+
+    async def _ensure(
+        self, spec: AgentSpec, on_status: StatusCallback | None = None
+    ) -> AgentSession:
         name = spec.name
         session = self._sessions.get(name)
         if session is not None:
-            reason = None
-            if session.broken:
-                reason = "its Claude CLI failed"
-            elif session.rebuild_key != spec.rebuild_key:
-                reason = "its prompt changed"
-            elif session.tracker.should_reset():
-                reason = f"its context passed {self.config.max_input_tokens:,} tokens"
+            reason = self._rebuild_reason(session, spec)
             if reason is None:
                 return session
             logger.info("%s: rebuilding the session because %s", name, reason)
+            if not session.broken and session.tracker.should_reset():
+                await self._compact_or_fall_back(session, spec, "ceiling", on_status)
             await self._close(name, "rebuild")
             if not session.broken:  # a crashed CLI's session can be resumed; the rest start anew
                 await self.praetorium.clear_checkpoint(name)
@@ -635,14 +667,23 @@ class SessionManager:
         self._state[name] = "working"
         self._on_status[name] = on_status
         try:
+            session = await self._start(spec, on_status)
             try:
-                session = await self._ensure(spec)
-            except CLIConnectionError as e:
-                raise AgentError(
+                text = await self._query(session, spec, nuntius, prefix, on_status)
+            except ContextOverflow as e:
+                logger.warning(
+                    "%s: the model refused nuntius %s as too long (%s); compacting and "
+                    "trying once more in a new session",
                     name,
-                    f"cannot start the Claude CLI ({e}); `legio check` shows which CLI is used",
-                ) from e
-            text = await self._query(session, spec, nuntius, prefix, on_status)
+                    nuntius.seq,
+                    e.reason,
+                )
+                await _notify(on_status, name, f"⏳ {name}'s context is full: compacting...")
+                await self._compact_or_fall_back(session, spec, "overflow", on_status)
+                await self._close(name, "rebuild")
+                await self.praetorium.clear_checkpoint(name)
+                session = await self._start(spec, on_status)
+                text = await self._query(session, spec, nuntius, prefix, on_status)
         except AgentInterrupted:
             self._state[name] = "idle"
             raise
@@ -654,6 +695,15 @@ class SessionManager:
         self._state[name] = "idle"
         return text
 
+    async def _start(self, spec: AgentSpec, on_status: StatusCallback | None) -> AgentSession:
+        try:
+            return await self._ensure(spec, on_status)
+        except CLIConnectionError as e:
+            raise AgentError(
+                spec.name,
+                f"cannot start the Claude CLI ({e}); `legio check` shows which CLI is used",
+            ) from e
+
     def reserve(self, name: str) -> asyncio.Future[None]:
         """Take agent ``name``'s next place in line now; pass it as ``ticket=``."""
         return self._locks.setdefault(name, TicketLock()).ticket()
@@ -662,26 +712,38 @@ class SessionManager:
         """The status callback of the query agent ``name`` is running now, if any."""
         return self._on_status.get(name)
 
-    async def _history(self, session: AgentSession, spec: AgentSpec, nuntius: Nuntius) -> str:
-        """The ``<praetorium>`` block (and notice) this query carries, or ''."""
-        window = spec.history_window
-        if session.bootstrap:
+    async def _plan(
+        self, spec: AgentSpec, *, fresh: bool, last_seq: int, before_seq: int
+    ) -> ContextPlan:
+        """What a query before nuntius ``before_seq`` carries ahead of its text.
+
+        A fresh session: the agent's compaction summary, if it has one, then the nuntii it
+        may see from the summary's first kept seq on (else the newest ``history_window``),
+        within the token budget (the newest win). A continuing one: what it has not been given since
+        ``last_seq``, minus its own answers.
+        """
+        name, window, budget = spec.name, spec.history_window, spec.history_token_budget
+        compaction: Compaction | None = None
+        summary = ""
+        if fresh:
+            compaction = await self.praetorium.latest_compaction(name)
+            after, limit = None, window
+            if compaction is not None:  # everything since the kept tail, within the budget
+                summary = format_compaction_summary(compaction, budget // 2)
+                budget = max(budget - estimate_tokens(summary), budget // 2)
+                after, limit = compaction.first_kept_seq - 1, max(window, TAIL_ROWS_MAX)
             nuntii = await self.praetorium.get_visible_nuntii(
-                spec.name, window, before_seq=nuntius.seq
+                name, limit, after_seq=after, before_seq=before_seq
             )
             truncated = False
         else:
             nuntii = await self.praetorium.get_visible_nuntii(
-                spec.name, window + 1, after_seq=session.last_seq, before_seq=nuntius.seq
+                name, window + 1, after_seq=last_seq, before_seq=before_seq
             )
             truncated = len(nuntii) > window
-            nuntii = _unseen(nuntii[-window:], spec.name)
-        nuntii, cut = fit_to_budget(nuntii, spec.history_token_budget)
-        truncated = truncated or cut
-        if not nuntii:
-            return ""
-        block = format_history_xml(nuntii, spec.name, truncated=truncated)
-        return block + "\n\n" + format_context_notice() if session.bootstrap else block
+            nuntii = _unseen(nuntii[-window:], name)
+        nuntii, cut = fit_to_budget(nuntii, budget)
+        return ContextPlan(name, fresh, compaction, summary, nuntii, truncated or cut)
 
     async def _query(
         self,
@@ -691,36 +753,50 @@ class SessionManager:
         prefix: str,
         on_status: StatusCallback | None,
     ) -> str:
-        history = await self._history(session, spec, nuntius)
-        message = "\n\n".join(part for part in (history, prefix, nuntius.text) if part)
+        plan = await self._plan(
+            spec, fresh=session.bootstrap, last_seq=session.last_seq, before_seq=nuntius.seq
+        )
+        message = "\n\n".join(part for part in (plan.text(), prefix, nuntius.text) if part)
         session.last_seq = max(session.last_seq, nuntius.seq)
         session.bootstrap = False
         await self.praetorium.set_checkpoint(
             spec.name, session.session_id, session.last_seq, session.rebuild_key
         )
+        text, _ = await self._ask(session, message, on_status, nuntius.seq)
+        return text
+
+    async def _ask(
+        self,
+        session: AgentSession,
+        message: str,
+        on_status: StatusCallback | None,
+        seq: int | None,
+    ) -> tuple[str, ResultMessage]:
+        """Send one query in ``session``; its answer, with the CLI's failures as ``AgentError``."""
+        name = session.name
         session.last_active = time.monotonic()
         started = time.monotonic()
         result: ResultMessage | None = None
         try:
             await session.client.query(message)
             text, result = await collect_response(
-                session.client, session.tracker, on_status, agent=spec.name
+                session.client, session.tracker, on_status, agent=name
             )
         except (AgentError, ProcessError, CLIJSONDecodeError, CLIConnectionError) as e:
             if session.closed_because:  # we closed it: /reset, /stop, shutdown
                 why = f"its session was closed ({session.closed_because})"
-                raise AgentInterrupted(spec.name, why) from e
+                raise AgentInterrupted(name, why) from e
             if isinstance(e, AgentError):
                 raise
             session.broken = True
-            raise AgentError(spec.name, _cli_failure(e, session.stderr)) from e
+            raise AgentError(name, _cli_failure(e, session.stderr)) from e
         finally:
             session.last_active = time.monotonic()
-            await self._record(session, nuntius, result, started)
-        return text
+            await self._record(session, seq, result, started)
+        return text, result
 
     async def _record(
-        self, session: AgentSession, nuntius: Nuntius, result: ResultMessage | None, started: float
+        self, session: AgentSession, seq: int | None, result: ResultMessage | None, started: float
     ) -> None:
         usage = (result.usage if result else None) or {}
         cost = 0.0
@@ -731,7 +807,7 @@ class SessionManager:
         turn = Turn(
             agent=session.name,
             session_id=session.session_id,
-            nuntius_seq=nuntius.seq,
+            nuntius_seq=seq,
             input_tokens=int(usage.get("input_tokens") or 0),
             output_tokens=int(usage.get("output_tokens") or 0),
             cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
@@ -744,6 +820,188 @@ class SessionManager:
             await self.praetorium.record_turn(turn)
         except Exception:
             logger.exception("%s: could not record the turn's usage", session.name)
+
+    # ---------------------------------------------------------- compaction
+
+    async def _compact(
+        self,
+        session: AgentSession,
+        spec: AgentSpec,
+        reason: str,
+        on_status: StatusCallback | None,
+        instructions: str | None = None,
+    ) -> Compaction:
+        """Ask ``session`` for its summary and store it as the agent's compaction record.
+
+        The recent tail (the newest nuntii it may see, within half the history budget)
+        is kept word for word in the next session; the record says where it starts.
+        Raises ``AgentError`` if no summary comes back.
+        """
+        name = spec.name
+        tokens_before = session.tracker.context_tokens
+        tail = await self.praetorium.get_visible_nuntii(
+            name, spec.history_window, before_seq=session.last_seq + 1
+        )
+        tail, _ = fit_to_budget(tail, spec.history_token_budget // 2)
+        first_kept = tail[0].seq if tail else session.last_seq + 1
+        await _notify(on_status, name, f"⏳ {name} is writing a summary of its conversation...")
+        logger.info(
+            "%s: compacting (%s) session %s at %s tokens",
+            name,
+            reason,
+            session.session_id,
+            f"{tokens_before:,}",
+        )
+        summary, _ = await self._ask(
+            session, format_compaction_request(instructions), on_status, None
+        )
+        if not summary:
+            raise AgentError(name, "it answered the request for a summary with nothing")
+        record = await self.praetorium.add_compaction(
+            name,
+            summary,
+            first_kept,
+            tokens_before,
+            session_id=session.session_id,
+            reason=reason,
+            instructions=instructions or None,
+        )
+        self._compaction_failures.pop(name, None)
+        logger.info(
+            "%s: compaction #%s stored: %s tokens summed up in ~%s; the next session keeps "
+            "nuntii from #%s",
+            name,
+            record.id,
+            f"{tokens_before:,}",
+            f"{estimate_tokens(summary):,}",
+            first_kept,
+        )
+        return record
+
+    async def _compact_or_fall_back(
+        self,
+        session: AgentSession,
+        spec: AgentSpec,
+        reason: str,
+        on_status: StatusCallback | None,
+    ) -> None:
+        """Compact before a forced rebuild; if that fails, say so and rebuild anyway (the
+        new session then starts from the last summary, if any, and the recent window)."""
+        try:
+            await self._compact(session, spec, reason, on_status)
+        except AgentInterrupted:
+            raise
+        except AgentError as e:
+            when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+            self._compaction_failures[spec.name] = f"{when}: {e.reason}"
+            logger.warning(
+                "%s: compaction failed (%s); rebuilding from the recent history instead",
+                spec.name,
+                e.reason,
+            )
+
+    async def compact(
+        self,
+        name: str,
+        instructions: str | None = None,
+        on_status: StatusCallback | None = None,
+    ) -> Compaction:
+        """``/compact``: have agent ``name`` sum up its conversation now, in its turn.
+
+        Its session is closed afterwards; its next message starts a new one from the
+        summary. Raises ``NothingToCompact``, ``AgentError`` (the conversation is then
+        unchanged) or ``CastraError``.
+        """
+        await self._wait_turn(name, None, on_status)
+        try:
+            spec = await self._spec(name)
+            self._state[name] = "working"
+            session = await self._session_to_compact(spec)
+            record = await self._compact(session, spec, "command", on_status, instructions)
+            await self._close(name, "compacted")
+            await self.praetorium.clear_checkpoint(name)
+            return record
+        finally:
+            self._state[name] = "idle"
+            self._locks[name].release()
+
+    async def _session_to_compact(self, spec: AgentSpec) -> AgentSession:
+        name = spec.name
+        session = self._sessions.get(name)
+        if session is not None and not session.broken:
+            return session
+        checkpoint = await self.praetorium.get_checkpoint(name)
+        if checkpoint is None or not checkpoint.session_id:
+            raise NothingToCompact(name, f"{name} has no conversation to compact yet")
+        await self._close(name, "rebuild")
+        try:
+            session = await self._connect(spec, resume=checkpoint.session_id)
+        except Exception as e:
+            raise AgentError(name, f"its session could not be resumed ({e})") from e
+        session.last_seq = checkpoint.last_seq
+        session.rebuild_key = checkpoint.prompt_hash or spec.rebuild_key
+        self._sessions[name] = session
+        return session
+
+    # ---------------------------------------------------------- context view
+
+    async def context_report(self, name: str, prefix: str = "") -> ContextReport:
+        """``/context``: what agent ``name``'s next query would carry (nothing is sent).
+
+        ``prefix`` is what the caller adds to each query (the Legatus's status block).
+        Raises ``CastraError`` for an agent whose prompt cannot be read.
+        """
+        spec = await self._spec(name)
+        session = self._sessions.get(name)
+        before = await self.praetorium.last_seq() + 1
+        rebuild = self._rebuild_reason(session, spec) if session is not None else None
+        if session is not None and (rebuild is None or session.broken):
+            state, fresh, last_seq = "live", False, session.last_seq
+        else:
+            checkpoint = await self.praetorium.get_checkpoint(name)
+            resumable = (
+                session is None
+                and checkpoint is not None
+                and bool(checkpoint.session_id)
+                and checkpoint.prompt_hash == spec.rebuild_key
+            )
+            last_seq = checkpoint.last_seq if checkpoint and resumable else 0
+            state = "live" if session is not None else ("resumable" if resumable else "new")
+            fresh = not resumable
+        plan = await self._plan(spec, fresh=fresh, last_seq=last_seq, before_seq=before)
+        usage, note = None, None
+        if session is not None:
+            usage, note = await self._sdk_usage(name, session)
+        servers = spec.servers()
+        return ContextReport(
+            name=name,
+            session=state,
+            rebuild_reason=rebuild,
+            system_prompt_tokens=estimate_tokens(spec.system_prompt),
+            prefix_tokens=estimate_tokens(prefix) if prefix else 0,
+            tools=sum(len(tools) for _, tools in servers.values()) + len(spec.tools),
+            plan=plan,
+            latest_compaction=plan.compaction or await self.praetorium.latest_compaction(name),
+            context_tokens=session.tracker.context_tokens if session else 0,
+            turns=session.tracker.turns if session else 0,
+            max_input_tokens=self.config.max_input_tokens,
+            sdk_usage=usage,
+            sdk_usage_note=note,
+            compaction_failure=self._compaction_failures.get(name),
+        )
+
+    async def _sdk_usage(
+        self, name: str, session: AgentSession
+    ) -> tuple[ContextUsage | None, str | None]:
+        if self.state(name) == "working":
+            return None, "it is working; the CLI answers after this turn"
+        try:
+            raw = await asyncio.wait_for(session.client.get_context_usage(), CONTEXT_USAGE_TIMEOUT)
+        except Exception as e:  # an older CLI, a busy one, a crashed one
+            logger.info("%s: no context usage from the CLI: %r", name, e)
+            return None, "the CLI did not say"
+        usage = ContextUsage.parse(dict(raw))
+        return usage, None if usage else "the CLI did not say"
 
     # ---------------------------------------------------------- control
 
@@ -760,17 +1018,21 @@ class SessionManager:
         return True
 
     async def reset(self, name: str) -> bool:
-        """Forget agent ``name``'s SDK session; its next query starts a fresh one.
+        """Forget agent ``name``'s SDK session and compaction summary; its next query
+        starts a fresh session from the recent history only.
 
-        Returns whether there was anything to forget. A running query is cut off.
+        Returns whether there was anything to forget. A running query is cut off. The
+        compaction records stay in the praetorium, no longer given to the agent.
         """
         had_session = name in self._sessions
         await self._close(name, "reset")
         had_checkpoint = await self.praetorium.get_checkpoint(name) is not None
         await self.praetorium.clear_checkpoint(name)
+        had_summary = await self.praetorium.clear_compactions(name) > 0
+        self._compaction_failures.pop(name, None)
         if not (self._locks.get(name) and self._locks[name].locked()):
             self._state[name] = "idle"
-        return had_session or had_checkpoint
+        return had_session or had_checkpoint or had_summary
 
     async def reset_all(self) -> list[str]:
         """Reset every agent with a session or a checkpoint; return their names."""
@@ -839,6 +1101,7 @@ class SessionManager:
                     context_tokens=session.tracker.context_tokens if session else 0,
                     turns=session.tracker.turns if session else 0,
                     cost_usd=session.cost if session else 0.0,
+                    compaction_failure=self._compaction_failures.get(name),
                 )
             )
         return out

@@ -22,6 +22,11 @@ What the model "says" is scripted by directives, one per line of the prompt
                                    the turn is finished anyway, as the real CLI does)
     SLEEP_FIRST <seconds> <tag>    wait only the first time ``tag`` is seen (state dir)
     ERROR <text>                   end the turn with an error result ("API Error: <text>")
+    OVERFLOW [<tokens>]            refuse the turn as the CLI does when the prompt is too
+                                   long for the model (only if the session already holds
+                                   more than <tokens>, when given)
+    ON_COMPACT <directive>         nothing now; run the directive when this session is
+                                   asked for a summary (e.g. ``ON_COMPACT ERROR overloaded``)
     STDERR <text>                  print a line to stderr
     BROKEN_JSON                    print a line that is not JSON
     EXIT <code>                    exit at once with this code (a crash mid-answer)
@@ -32,6 +37,11 @@ What the model "says" is scripted by directives, one per line of the prompt
 
 Usage otherwise models a cached conversation: ``input_tokens`` is the new prompt's
 length // 4 and ``cache_read_input_tokens`` is everything the session held before.
+
+A prompt holding ``<compaction_request>`` (Legio asking for a summary) is answered
+with a "summary" made of the session's earlier prompts and answers, flattened to one
+line each (and the request's ``<instructions>``), after the session's ``ON_COMPACT``
+directives. The ``get_context_usage`` control request is answered from the transcript.
 
 Environment:
     FAKE_CLAUDE_LOG_DIR    write ``<pid>.jsonl`` there: argv, env, cwd, every line in and
@@ -57,10 +67,16 @@ MODEL_DEFAULT = "claude-fake-1"
 HISTORY_BLOCKS = re.compile(
     r"<(praetorium|context_notice|centurio_status|compaction_summary)\b.*?</\1>\s*", re.DOTALL
 )
-VERBS = "REPLY|CALL_TOOL|TOOL|THINK|SLEEP_FIRST|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED"
+VERBS = (
+    "REPLY|CALL_TOOL|TOOL|THINK|SLEEP_FIRST|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED"
+    "|OVERFLOW"
+)
 DIRECTIVE = re.compile(rf"^({VERBS})\b ?(.*)$")
 INTERRUPTED = "[Request interrupted by user]"
 LEADING_MENTIONS = re.compile(r"^(@\w+\s+)+")
+COMPACTION_REQUEST = "<compaction_request>"
+TOO_LONG = "Prompt is too long"
+CONTEXT_WINDOW = 200_000
 
 
 def now_iso() -> str:
@@ -247,6 +263,48 @@ class FakeCLI:
     def context_chars(self) -> int:
         return sum(len(t["prompt"]) + len(t.get("answer") or "") for t in self.transcript["turns"])
 
+    def context_usage(self) -> dict[str, Any]:
+        """The ``get_context_usage`` answer: the system prompt and the conversation."""
+        system = len(self.opts.get("--system-prompt", "")) // 4
+        messages = self.context_chars() // 4
+        total = system + messages
+        return {
+            "categories": [
+                {"name": "System prompt", "tokens": system, "color": "promptBorder"},
+                {"name": "Messages", "tokens": messages, "color": "purple"},
+            ],
+            "totalTokens": total,
+            "maxTokens": CONTEXT_WINDOW,
+            "rawMaxTokens": CONTEXT_WINDOW,
+            "percentage": round(100 * total / CONTEXT_WINDOW, 2),
+            "model": self.model,
+            "isAutoCompactEnabled": False,
+            "memoryFiles": [],
+            "mcpTools": [],
+            "agents": [],
+            "gridRows": [],
+        }
+
+    def summary_query(self, prompt: str) -> str:
+        """Directives answering a ``<compaction_request>``: ON_COMPACT ones, then the summary."""
+        directives: list[str] = []
+        parts: list[str] = []
+        for turn in self.transcript["turns"][:-1]:
+            if COMPACTION_REQUEST in turn["prompt"]:
+                continue
+            for line in turn["prompt"].splitlines():
+                line = LEADING_MENTIONS.sub("", line.strip())
+                if line.startswith("ON_COMPACT "):
+                    directives.append(line.removeprefix("ON_COMPACT "))
+            said = " ".join(re.sub(r"<[^>]+>", " ", turn["prompt"]).split())
+            answer = " ".join((turn.get("answer") or "").split())
+            parts.append(f"[{said[:300]} => {answer[:100]}]")
+        found = re.search(r"<instructions[^>]*>(.*?)</instructions>", prompt, re.DOTALL)
+        summary = f"SUMMARY of {len(parts)} turns: " + " ".join(parts)
+        if found:
+            summary += " INSTRUCTIONS: " + " ".join(found.group(1).split())
+        return "\n".join([*directives, "REPLY " + summary])
+
     # ------------------------------------------------------------ protocol
 
     def handle_initialize(self, request_id: str, body: dict[str, Any]) -> None:
@@ -317,6 +375,8 @@ class FakeCLI:
                     self.handle_initialize(message["request_id"], body)
                 elif body.get("subtype") == "interrupt":
                     self.respond(message["request_id"], {"still_queued": []})
+                elif body.get("subtype") == "get_context_usage":
+                    self.respond(message["request_id"], self.context_usage())
                 else:
                     self.respond(message["request_id"], {})
             elif kind == "user":
@@ -526,6 +586,8 @@ class FakeCLI:
             apiKeySource="none",
         )
         query = HISTORY_BLOCKS.sub("", prompt).strip()
+        if COMPACTION_REQUEST in prompt:
+            query = self.summary_query(prompt)
         echo = query
         if self.interrupted_prompt is not None:
             # the real CLI sends the interrupted prompt along with the next one
@@ -569,6 +631,9 @@ class FakeCLI:
                         self.sleep(float(seconds or 1))
                 elif verb == "ERROR":
                     error = rest or "fake error"
+                elif verb == "OVERFLOW":
+                    if not rest or context_tokens > int(rest):
+                        error = TOO_LONG
                 elif verb == "STDERR":
                     sys.stderr.write(rest + "\n")
                     sys.stderr.flush()
@@ -662,7 +727,7 @@ class FakeCLI:
             )
             return
         if error is not None:
-            text = f"API Error: {error}"
+            text = error if error == TOO_LONG else f"API Error: {error}"
             self.assistant({"type": "text", "text": text}, usage)
             self.finish(
                 started, calls, turn_usage, text, "success", is_error=True, reason="api_error"
