@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from tests.conftest import FakeCli
-from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
+from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi, latest_prompt
 from tests.legion import Legion
 
 
@@ -79,5 +79,38 @@ async def test_the_real_cli_obeys_the_path_guard(
             assert "a secret only the praetorium holds" not in replies["vorenus"]
             sent_back = json.dumps(api.requests[-1]["messages"][-1])
             assert "tool_result" in sent_back
+        finally:
+            await legion.stop()
+
+
+async def test_the_real_cli_overflow_is_compacted_and_retried_once(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    with FakeMessagesApi() as api:
+        env = api.safe_cli_env(tmp_path / "cli")
+        legion = await Legion(
+            castra_dir, fake_cli, cli_path="", model=PINNED_MODEL, env=env
+        ).start()
+        try:
+            await legion.say(["vorenus"], "REPLY the bridge code is 4711")
+            # refused twice by the API: the CLI's own compaction and retry do not help,
+            # so it reports "Prompt is too long"; Legio's compaction and retry then do
+            replies = await legion.say(["vorenus"], "TOO_LONG 2\nREPLY made it")
+            assert replies == {"vorenus": "made it"}
+            record = await legion.praetorium.latest_compaction("vorenus")
+            assert record is not None and record.reason == "overflow"
+            asked = [r for r in api.requests if "<compaction_request>" in latest_prompt(r)]
+            assert len(asked) == 1
+            assert "TOO_LONG 2" in json.dumps(asked[0]["messages"])  # asked in the old session
+            retried = json.dumps(api.requests[-1]["messages"])
+            assert "<compaction_summary" in retried
+            assert "context_notice" in retried
+
+            report = await legion.manager.context_report("vorenus")
+            assert report.session == "live"
+            assert report.sdk_usage is not None  # the real CLI answers get_context_usage
+            assert report.sdk_usage.max_tokens == 200_000
+            assert report.sdk_usage.total_tokens > 0
+            assert all(name.lower() != "free space" for name, _ in report.sdk_usage.categories)
         finally:
             await legion.stop()

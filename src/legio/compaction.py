@@ -48,8 +48,10 @@ Then reply with the summary only, no preamble, in short paragraphs or lists:
 - anything else you would need to carry on the work.
 Do not answer anything else in this reply."""
 
-# What the Claude CLI says when the model refuses a prompt for its size. The CLI has
-# reported it both as an error result and as a "success" whose result is this text.
+# What the Claude CLI says when the model refuses a prompt for its size. CLI 2.1.330
+# (after trying its own compaction) ends the turn with subtype "success", is_error true,
+# result "Prompt is too long" and terminal_reason "prompt_too_long"; other versions
+# have been seen to leave is_error false, or to pass the API's message on.
 _OVERFLOW = re.compile(
     r"prompt is too long|prompt_too_long|context[ _-](?:window|length)[ _-]exceeded"
     r"|exceeds? the (?:model'?s? )?(?:maximum )?context",
@@ -148,7 +150,9 @@ class ContextUsage:
             return None
         categories = []
         for category in raw.get("categories") or []:
-            if isinstance(category, dict) and isinstance(category.get("name"), str):
+            if not isinstance(category, dict) or not isinstance(category.get("name"), str):
+                continue
+            if category["name"].lower() != "free space":
                 try:
                     categories.append((category["name"], int(category.get("tokens") or 0)))
                 except (TypeError, ValueError):

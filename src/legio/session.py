@@ -241,7 +241,9 @@ async def collect_response(
         tracker.update(result)
     final = result.result if result.result is not None else "\n".join(texts)
     said = final if not result.is_error else (final or "; ".join(result.errors or []))
-    if is_context_overflow(said, is_error=result.is_error):
+    if result.terminal_reason == "prompt_too_long" or is_context_overflow(
+        said, is_error=result.is_error
+    ):
         raise ContextOverflow(agent, f"the conversation is too long for the model ({said[:120]})")
     if result.is_error:
         if result.subtype == "error_during_execution" and result.terminal_reason in (

@@ -728,10 +728,9 @@ class FakeCLI:
             return
         if error is not None:
             text = error if error == TOO_LONG else f"API Error: {error}"
+            reason = "prompt_too_long" if error == TOO_LONG else "api_error"  # as CLI 2.1.330
             self.assistant({"type": "text", "text": text}, usage)
-            self.finish(
-                started, calls, turn_usage, text, "success", is_error=True, reason="api_error"
-            )
+            self.finish(started, calls, turn_usage, text, "success", is_error=True, reason=reason)
             return
         if reply is None and not answers:
             reply = f"ECHO: {echo}"

@@ -8,7 +8,9 @@ user text decides the answer.
 - a line ``CALL_TOOL <tool name> <json>`` → a ``tool_use`` block for that tool (e.g.
   ``mcp__memoria_vorenus__list_acta`` or ``Read``); the CLI runs it and posts again;
 - a request whose last user content is a ``tool_result`` → ``TOOL_RESULT: <text>``;
-- a line ``REPLY <text>`` → that text; otherwise ``ECHO: <last line of the prompt>``.
+- a line ``REPLY <text>`` → that text; otherwise ``ECHO: <last line of the prompt>``;
+- a line ``TOO_LONG <n>`` → HTTP 400, the API's "prompt is too long" refusal, for the
+  first ``n`` requests whose latest prompt holds it (retries after that go through).
 
 Every request body is kept in ``requests`` for assertions. ``safe_cli_env`` returns
 the environment of PROTOCOLS.md "Safety first", so the CLI reaches nothing else.
@@ -26,6 +28,14 @@ from typing import Any
 
 TOOL_LINE = re.compile(r"^(?:@\w+\s+)*CALL_TOOL (\S+) (\{.*\})\s*$", re.MULTILINE)
 REPLY_LINE = re.compile(r"^(?:@\w+\s+)*REPLY (.*)$", re.MULTILINE)
+TOO_LONG_LINE = re.compile(r"^(?:@\w+\s+)*TOO_LONG(?: (\d+))?\s*$", re.MULTILINE)
+TOO_LONG_ERROR = {
+    "type": "error",
+    "error": {
+        "type": "invalid_request_error",
+        "message": "prompt is too long: 215000 tokens > 200000 maximum",
+    },
+}
 PINNED_MODEL = "claude-sonnet-4-5"
 REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
 
@@ -38,6 +48,14 @@ def _texts(content: Any) -> list[str]:
         if block.get("type") == "text":
             out.append(block.get("text", ""))
     return out
+
+
+def latest_prompt(body: dict[str, Any]) -> str:
+    """The latest user text of a request (system reminders left out)."""
+    messages = body.get("messages") or []
+    content = messages[-1].get("content") if messages else ""
+    texts = [t for t in _texts(content) if not t.lstrip().startswith("<system-reminder>")]
+    return texts[-1] if texts else ""
 
 
 def decide(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -110,6 +128,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with self.server.lock:
             self.server.requests.append(body)
+        too_long = TOO_LONG_LINE.search(latest_prompt(body))
+        if too_long:
+            with self.server.lock:
+                seen = self.server.too_long_seen.get(too_long.group(0), 0) + 1
+                self.server.too_long_seen[too_long.group(0)] = seen
+            if seen <= int(too_long.group(1) or 1):
+                self._json(400, TOO_LONG_ERROR)
+                return
         blocks = decide(body)
         usage = {
             "input_tokens": _input_tokens(body),
@@ -175,6 +201,7 @@ class _Server(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[dict[str, Any]] = []
+        self.too_long_seen: dict[str, int] = {}
         self.lock = threading.Lock()
 
 
