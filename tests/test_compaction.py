@@ -122,6 +122,24 @@ async def test_a_failed_summary_falls_back_to_the_window_and_says_so(
         await legion.stop()
 
 
+async def test_a_cli_crash_while_summing_up_still_gives_a_new_session(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    legion = await Legion(castra_dir, fake_cli, max_input_tokens=1000).start()
+    try:
+        await legion.say(["vorenus"], "ON_COMPACT EXIT 3")
+        await legion.say(["vorenus"], "USAGE 10 5000 0")
+        replies = await legion.say(["vorenus"], "next")
+        assert replies == {"vorenus": "ECHO: next"}
+        old, new = legion.processes("vorenus")
+        assert not new.resumed and new.session_id != old.session_id  # not the full one again
+        assert NOTICE in new.prompts[0]
+        [status] = legion.manager.status(["vorenus"])
+        assert status.compaction_failure and "exited with code 3" in status.compaction_failure
+    finally:
+        await legion.stop()
+
+
 # ------------------------------------------------------------------ /compact
 
 
@@ -193,6 +211,7 @@ async def test_compaction_survives_a_restart_and_reset_forgets_it(
         await legion.say(["vorenus"], "the eagle is in the north tower")
         await legion.restart()  # the session is resumed to write its summary
         record = await legion.manager.compact("vorenus")
+        assert record.tokens_before > 0  # asked of the resumed CLI (no turn since the restart)
         first, resumed = legion.processes("vorenus")
         assert resumed.resumed and resumed.session_id == first.session_id
         assert REQUEST in resumed.prompts[-1]

@@ -515,10 +515,11 @@ class SessionManager:
             if reason is None:
                 return session
             logger.info("%s: rebuilding the session because %s", name, reason)
-            if not session.broken and session.tracker.should_reset():
+            crashed = session.broken  # a crashed CLI's session is resumed; the rest start anew
+            if not crashed and session.tracker.should_reset():
                 await self._compact_or_fall_back(session, spec, "ceiling", on_status)
             await self._close(name, "rebuild")
-            if not session.broken:  # a crashed CLI's session can be resumed; the rest start anew
+            if not crashed:
                 await self.praetorium.clear_checkpoint(name)
         checkpoint = await self.praetorium.get_checkpoint(name)
         if checkpoint and checkpoint.session_id and checkpoint.prompt_hash == spec.rebuild_key:
@@ -841,6 +842,9 @@ class SessionManager:
         """
         name = spec.name
         tokens_before = session.tracker.context_tokens
+        if not tokens_before:  # resumed since its last turn: ask the CLI how full it is
+            usage, _ = await self._sdk_usage(name, session, busy_ok=True)
+            tokens_before = usage.total_tokens if usage else 0
         tail = await self.praetorium.get_visible_nuntii(
             name, spec.history_window, before_seq=session.last_seq + 1
         )
@@ -993,9 +997,9 @@ class SessionManager:
         )
 
     async def _sdk_usage(
-        self, name: str, session: AgentSession
+        self, name: str, session: AgentSession, *, busy_ok: bool = False
     ) -> tuple[ContextUsage | None, str | None]:
-        if self.state(name) == "working":
+        if self.state(name) == "working" and not busy_ok:
             return None, "it is working; the CLI answers after this turn"
         try:
             raw = await asyncio.wait_for(session.client.get_context_usage(), CONTEXT_USAGE_TIMEOUT)
