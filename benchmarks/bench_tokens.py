@@ -15,6 +15,15 @@ chars/4) and compare:
 
 Also: duplicate deliveries within an SDK session, and continuity after each restart
 (the share of the nuntii an agent had seen that are still in its context).
+
+Compaction: at message 250 pullo's context passes the ceiling. On its next message it
+writes a summary and a new session starts from it. We compare what that new session
+starts with against the seed's blunt reset (a new session given the last 50 nuntii)
+and Legio's plain rebuild without a summary (the window within the token budget): the
+tokens given before the message, and how many of the Caesar nuntii pullo had been
+asked before are named in what it is given. The fake model's "summary" names each
+earlier turn by its first 80 characters, so that column shows what the mechanism can
+carry, not what a real model will choose to keep.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from _report import table, update_section
 
 from legio.config import load_config
-from legio.history import format_history_xml
+from legio.history import estimate_tokens, fit_to_budget, format_context_notice, format_history_xml
 from legio.legatus import Legatus
 from legio.praetorium import Nuntius
 from tests.fakes.cli_log import FAKE_CLI, read_cli_logs
@@ -43,6 +52,8 @@ from tests.fakes.cli_log import FAKE_CLI, read_cli_logs
 CENTURIONES = ["vorenus", "pullo", "brutus", "cato"]
 AGENTS = ["legatus", *CENTURIONES]
 BLOCK = re.compile(r"<praetorium .*?</praetorium>(\s*<context_notice>.*?</context_notice>)?", re.S)
+SUMMARY = re.compile(r"<compaction_summary .*?</compaction_summary>\s*", re.S)
+MARKER = re.compile(r"\bm(\d+) ")
 IDS = re.compile(r'<nuntius id="([0-9a-f-]+)"')
 SEED_WINDOW = 50
 MESSAGES = 300
@@ -156,7 +167,7 @@ def measure(log_dir: Path, nuntii: list[Nuntius]) -> dict[str, object]:
                 state["fresh"] = "<context_notice>" in prompt or not p.resumed
                 state["window_start"] = by_id[ids[0]].seq if ids else None
             state["delivered"].extend(ids)  # type: ignore[union-attr]
-            query_text = BLOCK.sub("", prompt)
+            query_text = BLOCK.sub("", SUMMARY.sub("", prompt))
             query_text = re.sub(
                 r"<centurio_status>.*?</centurio_status>\s*", "", query_text, flags=re.S
             ).strip()
@@ -231,6 +242,65 @@ def continuity(processes: list, agent_of: dict[int, str]) -> list[tuple[str, str
     return rows
 
 
+def compaction(processes: list, agent_of: dict[int, str], nuntii: list[Nuntius]) -> str:  # type: ignore[type-arg]
+    """The new session after pullo's ceiling: Legio's compaction, its plain rebuild, the seed."""
+    agent = "pullo"
+    after = next(
+        p
+        for p in processes
+        if agent_of[p.pid] == agent and p.prompts and p.prompts[0].startswith("<compaction_summary")
+    )
+    first = after.prompts[0]
+    by_text = {n.text: n for n in nuntii if n.sender == "caesar"}
+    given = first[: first.rindex("</context_notice>") + len("</context_notice>")]
+    query = by_text[first[len(given) :].strip()]
+    asked = {
+        int(m)
+        for n in nuntii
+        if n.sender == "caesar" and n.seq < query.seq and seed_visible(n, agent)
+        for m in MARKER.findall(n.text)[:1]
+    }
+
+    def named(text: str) -> int:
+        return len({int(m) for m in MARKER.findall(text)} & asked)
+
+    before = [n for n in nuntii if n.seq < query.seq]
+    seed = format_history_xml([n for n in before if seed_visible(n, agent)][-SEED_WINDOW:], agent)
+    plain_nuntii, _ = fit_to_budget([n for n in before if visible(n, agent)][-SEED_WINDOW:], 40_000)
+    plain = format_history_xml(plain_nuntii, agent) + "\n\n" + format_context_notice()
+    summary = SUMMARY.search(first)
+    summary_tokens = estimate_tokens(summary.group(0)) if summary else 0
+    rows = [
+        [
+            "seed: blunt reset (last 50 nuntii)",
+            f"{estimate_tokens(seed):,}",
+            "0",
+            f"{named(seed)} of {len(asked)}",
+        ],
+        [
+            "Legio without a summary (plain rebuild)",
+            f"{estimate_tokens(plain):,}",
+            "0",
+            f"{named(plain)} of {len(asked)}",
+        ],
+        [
+            "Legio after compaction",
+            f"{estimate_tokens(given):,}",
+            f"{summary_tokens:,}",
+            f"{named(given)} of {len(asked)}",
+        ],
+    ]
+    return table(
+        [
+            f"{agent}'s new session after the ceiling",
+            "tokens given",
+            "of which summary",
+            "earlier requests named",
+        ],
+        rows,
+    )
+
+
 def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="legio-bench-tokens-"))
     os.environ["FAKE_CLAUDE_LOG_DIR"] = str(root / "log")
@@ -263,6 +333,7 @@ def main() -> None:
         )
         tokens = table(["agent", "(a) Legio", "(b) seed", "(c) lower bound", "(a)/(c)"], rows)
         cont = continuity(result["processes"], result["agent_of"])  # type: ignore[arg-type]
+        compacted = compaction(result["processes"], result["agent_of"], nuntii)  # type: ignore[arg-type]
         resumed = [r for r in cont if r[1] == "resumed"]
         fresh = [r for r in cont if r[1] != "resumed"]
         saving = 1 - total_a / total_b if total_b else 0.0
@@ -278,7 +349,10 @@ def main() -> None:
             f"thread (1.00 each); {len(fresh)} new sessions (prompt edit, token ceiling) started "
             "from the bootstrap window: "
             + ", ".join(f"{agent} {share:.2f}" for agent, _, share in fresh)
-            + ".\n"
+            + ".\n\n"
+            "Compaction (pullo passes the ceiling at message 250; its next message starts a "
+            "new session):\n\n"
+            f"{compacted}\n"
         )
         print(body)
         update_section("bench_tokens", "## Token economy (`bench_tokens.py`)\n\n" + body)

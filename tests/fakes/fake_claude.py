@@ -38,10 +38,11 @@ What the model "says" is scripted by directives, one per line of the prompt
 Usage otherwise models a cached conversation: ``input_tokens`` is the new prompt's
 length // 4 and ``cache_read_input_tokens`` is everything the session held before.
 
-A prompt holding ``<compaction_request>`` (Legio asking for a summary) is answered
-with a "summary" made of the session's earlier prompts and answers, flattened to one
-line each (and the request's ``<instructions>``), after the session's ``ON_COMPACT``
-directives. The ``get_context_usage`` control request is answered from the transcript.
+A prompt holding ``<compaction_request>`` (Legio asking for a summary) is answered,
+after the session's ``ON_COMPACT`` directives, with a "summary": the start of each of
+the session's earlier prompts and answers, flattened to one line each, and the
+request's ``<instructions>``. The ``get_context_usage`` control request is answered
+from the transcript.
 
 Environment:
     FAKE_CLAUDE_LOG_DIR    write ``<pid>.jsonl`` there: argv, env, cwd, every line in and
@@ -77,6 +78,7 @@ LEADING_MENTIONS = re.compile(r"^(@\w+\s+)+")
 COMPACTION_REQUEST = "<compaction_request>"
 TOO_LONG = "Prompt is too long"
 CONTEXT_WINDOW = 200_000
+SAID = 80  # characters of each earlier turn in a "summary", about a real summary's size
 
 
 def now_iso() -> str:
@@ -298,7 +300,7 @@ class FakeCLI:
                     directives.append(line.removeprefix("ON_COMPACT "))
             said = " ".join(re.sub(r"<[^>]+>", " ", turn["prompt"]).split())
             answer = " ".join((turn.get("answer") or "").split())
-            parts.append(f"[{said[:300]} => {answer[:100]}]")
+            parts.append(f"[{said[:SAID]} => {answer[: SAID // 2]}]")
         found = re.search(r"<instructions[^>]*>(.*?)</instructions>", prompt, re.DOTALL)
         summary = f"SUMMARY of {len(parts)} turns: " + " ".join(parts)
         if found:
