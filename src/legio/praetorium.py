@@ -338,6 +338,25 @@ def _nuntius(row: sqlite3.Row | tuple[Any, ...]) -> Nuntius:
 
 
 COLUMNS = "n.seq, n.id, n.sender, n.text, n.audience, n.timestamp, n.reply_to, n.origin"
+COMPACTION_COLUMNS = (
+    "id, agent, summary, first_kept_seq, tokens_before, session_id, reason, instructions, "
+    "created_at"
+)
+
+
+def _compaction(row: sqlite3.Row | tuple[Any, ...]) -> Compaction:
+    id_, agent, summary, first_kept, tokens, session_id, reason, instructions, created = row
+    return Compaction(
+        int(id_),
+        agent,
+        summary,
+        int(first_kept),
+        int(tokens),
+        session_id,
+        reason,
+        instructions,
+        datetime.fromisoformat(created),
+    )
 
 
 def validate_member(name: str, role: str) -> None:
@@ -682,10 +701,10 @@ class Praetorium:
         instructions: str | None = None,
     ) -> Compaction:
         """Store a compaction record; it becomes the agent's current one."""
-        created = _now()
         async with self._db.execute(
             "INSERT INTO compactions (agent, summary, first_kept_seq, tokens_before, session_id, "
-            "reason, instructions, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            "reason, instructions, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            f"RETURNING {COMPACTION_COLUMNS}",
             (
                 agent,
                 summary,
@@ -694,45 +713,22 @@ class Praetorium:
                 session_id,
                 reason,
                 instructions,
-                created.isoformat(),
+                _now().isoformat(),
             ),
         ) as cursor:
             row = await cursor.fetchone()
         assert row is not None
-        return Compaction(
-            int(row[0]),
-            agent,
-            summary,
-            first_kept_seq,
-            tokens_before,
-            session_id,
-            reason,
-            instructions,
-            created,
-        )
+        return _compaction(row)
 
     async def latest_compaction(self, agent: str) -> Compaction | None:
         """The agent's current compaction record (the newest one not cleared by a reset)."""
         async with self._db.execute(
-            "SELECT id, agent, summary, first_kept_seq, tokens_before, session_id, reason, "
-            "instructions, created_at FROM compactions WHERE agent = ? AND cleared_at IS NULL "
-            "ORDER BY id DESC LIMIT 1",
+            f"SELECT {COMPACTION_COLUMNS} FROM compactions WHERE agent = ? "
+            "AND cleared_at IS NULL ORDER BY id DESC LIMIT 1",
             (agent,),
         ) as cursor:
             row = await cursor.fetchone()
-        if row is None:
-            return None
-        return Compaction(
-            int(row[0]),
-            row[1],
-            row[2],
-            int(row[3]),
-            int(row[4]),
-            row[5],
-            row[6],
-            row[7],
-            datetime.fromisoformat(row[8]),
-        )
+        return _compaction(row) if row is not None else None
 
     async def clear_compactions(self, agent: str) -> int:
         """Stop giving the agent its summaries (a reset); the records are kept."""
