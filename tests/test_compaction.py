@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from legio.admin import Admin
+from legio.admin import Admin, context_lines
 from legio.compaction import format_compaction_summary, is_context_overflow
 from legio.legatus import Legatus
 from legio.praetorium import Compaction, Nuntius
@@ -50,6 +50,13 @@ async def test_ceiling_summary_is_stored_and_the_next_session_starts_from_it(
         await legion.say(["vorenus"], "the bridge code is 4711")
         await legion.say(["vorenus"], "we ship on Friday")
         await legion.say(["vorenus"], "USAGE 10 5000 0")  # the session now holds 5,010 tokens
+        report = await legion.manager.context_report("vorenus")
+        assert report.session == "live" and report.compacts_first
+        assert report.rebuild_reason == "its context passed 1,000 tokens"
+        assert (
+            "Session: live, but its context passed 1,000 tokens: it will first sum up its "
+            "conversation, then start a new session" in context_lines(report)
+        )
         before = await everything(legion)
         replies = await legion.say(["vorenus"], "what is the bridge code?")
         assert replies == {"vorenus": "ECHO: what is the bridge code?"}

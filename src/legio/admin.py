@@ -132,7 +132,12 @@ def context_lines(report: ContextReport, roster_tokens: int = 0) -> list[str]:
             f"({fill:.0f}% of the {report.max_input_tokens:,} ceiling)"
         )
     elif report.session == "live":
-        lines.append(f"Session: live, but {report.rebuild_reason}: the next message starts anew")
+        then = (
+            "it will first sum up its conversation, then start a new session"
+            if report.compacts_first
+            else "the next message starts a new session"
+        )
+        lines.append(f"Session: live, but {report.rebuild_reason}: {then}")
     elif report.session == "resumable":
         lines.append("Session: saved; the next message resumes it (it remembers its conversation)")
     else:

@@ -170,6 +170,7 @@ class ContextReport:
     name: str
     session: str  # "live", "resumable" or "new"
     rebuild_reason: str | None
+    compacts_first: bool  # the next message first asks for a summary (the token ceiling)
     system_prompt_tokens: int
     prefix_tokens: int
     tools: int

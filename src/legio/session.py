@@ -983,6 +983,7 @@ class SessionManager:
             name=name,
             session=state,
             rebuild_reason=rebuild,
+            compacts_first=bool(session and not session.broken and session.tracker.should_reset()),
             system_prompt_tokens=estimate_tokens(spec.system_prompt),
             prefix_tokens=estimate_tokens(prefix) if prefix else 0,
             tools=sum(len(tools) for _, tools in servers.values()) + len(spec.tools),
