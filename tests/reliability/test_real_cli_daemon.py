@@ -7,7 +7,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from tests.fakes.bot_api import FakeBotApi
+from tests.fakes.bot_api import Call, FakeBotApi
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.reliability.daemon import Daemon, write_daemon_config
 
@@ -15,9 +15,12 @@ from tests.reliability.daemon import Daemon, write_daemon_config
 async def ask(api: FakeBotApi, text: str, expect: str) -> str:
     start = len(api.calls)
     api.add_message(text)
-    call = await api.wait_for_call(
-        "sendMessage", lambda c: expect in str(c.params["text"]), start=start, timeout=60
-    )
+
+    def answer(call: Call) -> bool:  # not the status message, which may preview the answer
+        text = str(call.params["text"])
+        return expect in text and not text.startswith("⏳")
+
+    call = await api.wait_for_call("sendMessage", answer, start=start, timeout=60)
     return str(call.params["text"])
 
 
