@@ -3,9 +3,10 @@
 ``SessionManager.dispatch(name, nuntius)`` runs one query for an agent, one at a time
 per agent (a FIFO lock), different agents in parallel. What the agent is sent:
 
-- a **fresh** SDK session: the last ``history_window`` nuntii it may see (never the
-  nuntius being answered: that is the message itself), then ``<context_notice>``
-  when there was any history, then the text;
+- a **fresh** SDK session: its ``<compaction_summary>`` if it has one, then the nuntii
+  it may see (from the summary's first kept seq, else the last ``history_window``;
+  within ``history_token_budget``; never the nuntius being answered: that is the
+  message itself), then ``<context_notice>`` when there was any, then the text;
 - a **continuing** session (live, or resumed after a restart or an idle reap): only
   the nuntii it may see with a seq between its checkpoint and this nuntius, minus its
   own answers (it wrote them in this session), then the text.
@@ -16,7 +17,9 @@ if the daemon dies meanwhile, so a resumed session must not be sent it again. Fr
 sessions get their id from us (``--session-id``), so it is known before the first turn.
 
 A session is rebuilt as a new SDK session when its prompt changes, when its context
-passes ``max_input_tokens``, or on ``reset``. An idle session is closed by the reaper
+passes ``max_input_tokens`` (after the agent has written a summary: compaction, see
+``legio.compaction``), when the model refuses a query as too long (compaction, then
+the query once more), or on ``reset``. An idle session is closed by the reaper
 and resumed (``--resume``) on its next dispatch; if resuming fails it falls back to a
 fresh session with history. A CLI that crashed or spoke garbage is marked broken and
 replaced (resumed) on the next dispatch.
@@ -720,10 +723,10 @@ class SessionManager:
     ) -> ContextPlan:
         """What a query before nuntius ``before_seq`` carries ahead of its text.
 
-        A fresh session: the agent's compaction summary, if it has one, then the nuntii it
-        may see from the summary's first kept seq on (else the newest ``history_window``),
-        within the token budget (the newest win). A continuing one: what it has not been given since
-        ``last_seq``, minus its own answers.
+        A fresh session: the agent's compaction summary, if it has one, then the nuntii
+        it may see from the summary's first kept seq on (else the newest
+        ``history_window``), within the token budget (the newest win). A continuing
+        one: what it has not been given since ``last_seq``, minus its own answers.
         """
         name, window, budget = spec.name, spec.history_window, spec.history_token_budget
         compaction: Compaction | None = None
