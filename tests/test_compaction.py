@@ -408,3 +408,19 @@ async def test_context_after_a_restart_says_the_session_will_be_resumed(
         assert "Claude's own count" not in view  # no CLI is running to ask
     finally:
         await legatus.close()
+
+
+async def test_the_legatus_compacts_like_a_centurio(legatus: Legatus, fake_cli: FakeCli) -> None:
+    admin = Admin(legatus)
+    await legatus.handle_message("the legion marches at dawn")
+    [page] = (await admin.run("/compact legatus"))[:1]
+    assert page.startswith("Compacted legatus: ")
+    [reply] = await legatus.handle_message("when do we march?")
+    assert reply.text == "ECHO: when do we march?"
+    _old, new = processes_of(fake_cli, "legatus")
+    [first] = new.prompts
+    assert first.startswith('<compaction_summary agent="legatus"')
+    assert "the legion marches at dawn" in first[: first.index("</compaction_summary>")]
+    assert blocks_in_order(first, SUMMARY, "<praetorium", NOTICE, "<centurio_status>")
+    assert first.endswith("</centurio_status>\n\nwhen do we march?")
+    assert new.system_prompt is not None and "<centuriones>" in new.system_prompt
