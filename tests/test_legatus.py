@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,30 @@ async def test_roster_in_system_prompt_and_status_in_each_message(
         '  <centurio name="vorenus" status="idle"/>\n'
         "</centurio_status>\n\nhello"
     )
+
+
+async def until(condition: Callable[[], bool], seconds: float = 20) -> None:
+    for _ in range(int(seconds / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the condition never held")
+
+
+async def test_a_queued_request_carries_the_status_of_when_its_turn_comes(
+    legatus: Legatus, fake_cli: FakeCli
+) -> None:
+    busy = asyncio.create_task(legatus.handle_message("SLEEP 30"))
+    centurio = asyncio.create_task(legatus.handle_message("@vorenus SLEEP 0.5"))
+    await until(lambda: legatus.sessions.state("vorenus") == "working")
+    queued = asyncio.create_task(legatus.handle_message("and now?"))  # vorenus still works
+    await centurio
+    await until(lambda: any(p.prompts for p in processes_of(fake_cli, "legatus")))
+    assert await legatus.sessions.interrupt("legatus")  # its turn ends; the queued one runs
+    await asyncio.gather(busy, queued)
+    prompts = [p for proc in processes_of(fake_cli, "legatus") for p in proc.prompts]
+    [last] = [p for p in prompts if p.endswith("and now?")]
+    assert '<centurio name="vorenus" status="idle"/>' in last  # not "working"
 
 
 async def test_roster_and_prompt_changes_rebuild_the_legatus(

@@ -282,7 +282,7 @@ class Legatus:
                 LEGATUS,
                 nuntius,
                 on_status,
-                prefix=self.status_xml(roster),
+                prefix=self.status_xml,  # made when its turn comes, not while it queues
                 ticket=tickets.get(LEGATUS),
                 deliver=lambda outcome: deliver(LEGATUS, outcome),
             )

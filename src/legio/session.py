@@ -89,6 +89,7 @@ TAIL_ROWS_MAX = 1000  # nuntii read after a compaction's first kept seq (then th
 StatusCallback = Callable[[str, str], Awaitable[None]]  # (agent, "⏳ …" line)
 ClientFactory = Callable[[ClaudeAgentOptions], ClaudeSDKClient]
 Deliver = Callable[["Outcome"], Awaitable[None]]
+Prefix = str | Callable[[], str]  # text, or made when the agent's turn comes
 
 
 class AgentError(LegioError):
@@ -564,13 +565,15 @@ class SessionManager:
         nuntius: Nuntius,
         on_status: StatusCallback | None = None,
         *,
-        prefix: str = "",
+        prefix: Prefix = "",
         ticket: asyncio.Future[None] | None = None,
     ) -> str:
         """Ask agent ``name`` to answer ``nuntius``; return its answer text.
 
-        ``prefix`` (e.g. the Legatus's ``<centurio_status>``) goes between the history
-        and the text. Raises ``AgentError`` (``AgentInterrupted``) or ``CastraError``.
+        ``prefix`` (e.g. the Legatus's ``<centurio_status>``) goes between the history and
+        the text; a callable is called when the turn comes, so a request that queued
+        carries the state of that moment. Raises ``AgentError`` (``AgentInterrupted``) or
+        ``CastraError``.
         """
         await self._wait_turn(name, ticket, on_status)
         try:
@@ -584,7 +587,7 @@ class SessionManager:
         nuntius: Nuntius,
         on_status: StatusCallback | None = None,
         *,
-        prefix: str = "",
+        prefix: Prefix = "",
         ticket: asyncio.Future[None] | None = None,
         deliver: Deliver | None = None,
     ) -> Outcome:
@@ -666,9 +669,11 @@ class SessionManager:
             raise
 
     async def _turn(
-        self, name: str, nuntius: Nuntius, on_status: StatusCallback | None, prefix: str
+        self, name: str, nuntius: Nuntius, on_status: StatusCallback | None, prefix: Prefix
     ) -> str:
         """One query, with the agent's turn held by the caller."""
+        if callable(prefix):
+            prefix = prefix()
         spec = await self._spec(name)
         self._state[name] = "working"
         self._on_status[name] = on_status
