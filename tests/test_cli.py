@@ -86,6 +86,22 @@ def test_check_passes_with_token_and_caesar(tmp_path: Path) -> None:
     assert result.stdout.rstrip().endswith("legio check: all good")
 
 
+def test_check_warns_when_the_cli_would_compact_before_legio(tmp_path: Path) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    path = tmp_path / "demo" / "legio.toml"
+    quiet = check_config(load_config(path), is_root=False)
+    assert not [line for line in quiet.lines if "max_input_tokens" in line]
+    path.write_text(
+        path.read_text().replace("max_input_tokens = 150000", "max_input_tokens = 180000")
+    )
+    [warning] = [
+        line
+        for line in check_config(load_config(path), is_root=False).lines
+        if "max_input_tokens" in line
+    ]
+    assert "max_input_tokens is 180,000: the Claude CLI compacts a session itself" in warning
+
+
 def test_check_finds_the_config_through_legio_config(tmp_path: Path) -> None:
     legio("init", "demo", cwd=tmp_path)
     result = legio("check", cwd=tmp_path, env={"LEGIO_CONFIG": "demo/legio.toml"})

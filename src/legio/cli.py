@@ -144,6 +144,9 @@ def root_refusal(config: Config, is_root: bool) -> str | None:
     return None
 
 
+CLI_AUTOCOMPACT_TOKENS = 167_000  # CLI 2.1.330's autoCompactThreshold for a 200k window
+
+
 def check_config(config: Config, *, is_root: bool | None = None) -> Report:
     """Everything ``legio check`` verifies about a loaded config."""
     report = Report()
@@ -186,6 +189,12 @@ def check_config(config: Config, *, is_root: bool | None = None) -> Report:
     if config.telegram.base_url:
         report.ok(f"Telegram Bot API server: {config.telegram.base_url}")
 
+    if config.max_input_tokens >= CLI_AUTOCOMPACT_TOKENS:
+        report.warn(
+            f"max_input_tokens is {config.max_input_tokens:,}: the Claude CLI compacts a "
+            f"session itself at about {CLI_AUTOCOMPACT_TOKENS:,} tokens (of 200,000), before "
+            "Legio would ask the agent for its summary; 150000 (the default) leaves room"
+        )
     cli, where = find_claude_cli(config)
     if cli is None:
         report.bad(f"Claude CLI: {where}")
