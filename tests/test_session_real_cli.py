@@ -3,114 +3,97 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi, latest_prompt
 from tests.legion import Legion
 
-
-async def test_memoria_tool_call_then_restart_and_resume(
-    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
-) -> None:
-    with FakeMessagesApi() as api:
-        legion = await Legion(
-            castra_dir,
-            fake_cli,
-            cli_path="",
-            model=PINNED_MODEL,
-            env=api.safe_cli_env(tmp_path / "cli"),
-        ).start()
-        try:
-            call = {"title": "Eagle", "body": "The eagle is kept in the tent."}
-            replies = await legion.say(
-                ["vorenus"], f"CALL_TOOL mcp__memoria_vorenus__publish_actum {json.dumps(call)}"
-            )
-            assert replies["vorenus"].startswith("TOOL_RESULT: Published actum 'eagle'.")
-            actum = legion.memoria.read_actum("eagle")
-            assert (actum.author, actum.body) == ("vorenus", "The eagle is kept in the tent.")
-            first_request = api.requests[0]
-            tool_names = [t["name"] for t in first_request["tools"]]
-            assert "mcp__memoria_vorenus__publish_actum" in tool_names  # not deferred
-            assert "ToolSearch" not in tool_names
-            assert {r["model"] for r in api.requests} == {PINNED_MODEL}
-
-            checkpoint = await legion.praetorium.get_checkpoint("vorenus")
-            assert checkpoint is not None
-            await legion.restart()
-            seen = len(api.requests)
-            replies = await legion.say(["vorenus"], "REPLY resumed")
-            assert replies == {"vorenus": "resumed"}
-            after = api.requests[seen:]
-            context = json.dumps(after[0]["messages"])
-            assert "The eagle is kept in the tent." in context  # the resumed thread
-            assert "context_notice" not in context
-            again = await legion.praetorium.get_checkpoint("vorenus")
-            assert again is not None
-            assert again.session_id == checkpoint.session_id
-        finally:
-            await legion.stop()
+RealCli = tuple[Legion, FakeMessagesApi]
 
 
-async def test_the_real_cli_obeys_the_path_guard(
-    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
-) -> None:
+@pytest.fixture
+async def real_cli(castra_dir: Path, fake_cli: FakeCli, tmp_path: Path) -> AsyncIterator[RealCli]:
+    """Agents on the real bundled CLI, which talks only to a fake Messages API."""
     with FakeMessagesApi() as api:
         env = api.safe_cli_env(tmp_path / "cli")
         legion = await Legion(
             castra_dir, fake_cli, cli_path="", model=PINNED_MODEL, env=env
         ).start()
         try:
-            await legion.post("a secret only the praetorium holds", ["legatus"])
-            wal = castra_dir.resolve() / "praetorium.db-wal"
-            assert wal.exists()
-            replies = await legion.say(
-                ["vorenus"], f"CALL_TOOL Read {json.dumps({'file_path': str(wal)})}"
-            )
-            answer = replies["vorenus"]
-            assert (
-                "Legio's policy: the praetorium (Legio's message store) is not for agents" in answer
-            )
-            assert "a secret only the praetorium holds" not in answer
-            db = castra_dir.resolve() / "praetorium.db"
-            replies = await legion.say(
-                ["vorenus"], f"CALL_TOOL Read {json.dumps({'file_path': str(db)})}"
-            )
-            assert "a secret only the praetorium holds" not in replies["vorenus"]
-            sent_back = json.dumps(api.requests[-1]["messages"][-1])
-            assert "tool_result" in sent_back
+            yield legion, api
         finally:
             await legion.stop()
 
 
-async def test_the_real_cli_overflow_is_compacted_and_retried_once(
-    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
-) -> None:
-    with FakeMessagesApi() as api:
-        env = api.safe_cli_env(tmp_path / "cli")
-        legion = await Legion(
-            castra_dir, fake_cli, cli_path="", model=PINNED_MODEL, env=env
-        ).start()
-        try:
-            await legion.say(["vorenus"], "REPLY the bridge code is 4711")
-            # refused twice by the API: the CLI's own compaction and retry do not help,
-            # so it reports "Prompt is too long"; Legio's compaction and retry then do
-            replies = await legion.say(["vorenus"], "TOO_LONG 2\nREPLY made it")
-            assert replies == {"vorenus": "made it"}
-            record = await legion.praetorium.latest_compaction("vorenus")
-            assert record is not None and record.reason == "overflow"
-            asked = [r for r in api.requests if "<compaction_request>" in latest_prompt(r)]
-            assert len(asked) == 1
-            assert "TOO_LONG 2" in json.dumps(asked[0]["messages"])  # asked in the old session
-            retried = json.dumps(api.requests[-1]["messages"])
-            assert "<compaction_summary" in retried
-            assert "context_notice" in retried
+async def test_memoria_tool_call_then_restart_and_resume(real_cli: RealCli) -> None:
+    legion, api = real_cli
+    call = {"title": "Eagle", "body": "The eagle is kept in the tent."}
+    replies = await legion.say(
+        ["vorenus"], f"CALL_TOOL mcp__memoria_vorenus__publish_actum {json.dumps(call)}"
+    )
+    assert replies["vorenus"].startswith("TOOL_RESULT: Published actum 'eagle'.")
+    actum = legion.memoria.read_actum("eagle")
+    assert (actum.author, actum.body) == ("vorenus", "The eagle is kept in the tent.")
+    first_request = api.requests[0]
+    tool_names = [t["name"] for t in first_request["tools"]]
+    assert "mcp__memoria_vorenus__publish_actum" in tool_names  # not deferred
+    assert "ToolSearch" not in tool_names
+    assert {r["model"] for r in api.requests} == {PINNED_MODEL}
 
-            report = await legion.manager.context_report("vorenus")
-            assert report.session == "live"
-            assert report.sdk_usage is not None  # the real CLI answers get_context_usage
-            assert report.sdk_usage.max_tokens == 200_000
-            assert report.sdk_usage.total_tokens > 0
-            assert all(name.lower() != "free space" for name, _ in report.sdk_usage.categories)
-        finally:
-            await legion.stop()
+    checkpoint = await legion.praetorium.get_checkpoint("vorenus")
+    assert checkpoint is not None
+    await legion.restart()
+    seen = len(api.requests)
+    replies = await legion.say(["vorenus"], "REPLY resumed")
+    assert replies == {"vorenus": "resumed"}
+    after = api.requests[seen:]
+    context = json.dumps(after[0]["messages"])
+    assert "The eagle is kept in the tent." in context  # the resumed thread
+    assert "context_notice" not in context
+    again = await legion.praetorium.get_checkpoint("vorenus")
+    assert again is not None
+    assert again.session_id == checkpoint.session_id
+
+
+async def test_the_real_cli_obeys_the_path_guard(real_cli: RealCli, castra_dir: Path) -> None:
+    legion, api = real_cli
+    await legion.post("a secret only the praetorium holds", ["legatus"])
+    wal = castra_dir.resolve() / "praetorium.db-wal"
+    assert wal.exists()
+    replies = await legion.say(["vorenus"], f"CALL_TOOL Read {json.dumps({'file_path': str(wal)})}")
+    answer = replies["vorenus"]
+    assert "Legio's policy: the praetorium (Legio's message store) is not for agents" in answer
+    assert "a secret only the praetorium holds" not in answer
+    db = castra_dir.resolve() / "praetorium.db"
+    replies = await legion.say(["vorenus"], f"CALL_TOOL Read {json.dumps({'file_path': str(db)})}")
+    assert "a secret only the praetorium holds" not in replies["vorenus"]
+    sent_back = json.dumps(api.requests[-1]["messages"][-1])
+    assert "tool_result" in sent_back
+
+
+async def test_the_real_cli_overflow_is_compacted_and_retried_once(real_cli: RealCli) -> None:
+    legion, api = real_cli
+    await legion.say(["vorenus"], "REPLY the bridge code is 4711")
+    # refused twice by the API: the CLI's own compaction and retry do not help,
+    # so it reports "Prompt is too long"; Legio's compaction and retry then do
+    replies = await legion.say(["vorenus"], "TOO_LONG 2\nREPLY made it")
+    assert replies == {"vorenus": "made it"}
+    record = await legion.praetorium.latest_compaction("vorenus")
+    assert record is not None and record.reason == "overflow"
+    asked = [r for r in api.requests if "<compaction_request>" in latest_prompt(r)]
+    assert len(asked) == 1
+    assert "TOO_LONG 2" in json.dumps(asked[0]["messages"])  # asked in the old session
+    retried = json.dumps(api.requests[-1]["messages"])
+    assert "<compaction_summary" in retried
+    assert "context_notice" in retried
+
+    report = await legion.manager.context_report("vorenus")
+    assert report.session == "live"
+    assert report.sdk_usage is not None  # the real CLI answers get_context_usage
+    assert report.sdk_usage.max_tokens == 200_000
+    assert report.sdk_usage.total_tokens > 0
+    assert all(name.lower() != "free space" for name, _ in report.sdk_usage.categories)
