@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +35,24 @@ def blocks_in_order(prompt: str, *markers: str) -> bool:
     return positions == sorted(positions)
 
 
+LegionWith = Callable[..., AbstractAsyncContextManager[Legion]]
+
+
+@pytest.fixture
+def legion_with(castra_dir: Path, fake_cli: FakeCli) -> LegionWith:
+    """``async with legion_with(**settings) as legion``: a Legion started and stopped."""
+
+    @contextlib.asynccontextmanager
+    async def start(**settings: Any) -> AsyncIterator[Legion]:
+        legion = await Legion(castra_dir, fake_cli, **settings).start()
+        try:
+            yield legion
+        finally:
+            await legion.stop()
+
+    return start
+
+
 @pytest.fixture
 async def legatus(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[Legatus]:
     legatus = await Legatus.open(fake_cli_config(castra_dir, fake_cli))
@@ -43,10 +64,9 @@ async def legatus(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[Legatus]
 
 
 async def test_ceiling_summary_is_stored_and_the_next_session_starts_from_it(
-    castra_dir: Path, fake_cli: FakeCli
+    legion_with: LegionWith,
 ) -> None:
-    legion = await Legion(castra_dir, fake_cli, max_input_tokens=1000, history_window=2).start()
-    try:
+    async with legion_with(max_input_tokens=1000, history_window=2) as legion:
         await legion.say(["vorenus"], "the bridge code is 4711")
         await legion.say(["vorenus"], "we ship on Friday")
         await legion.say(["vorenus"], "USAGE 10 5000 0")  # the session now holds 5,010 tokens
@@ -97,15 +117,12 @@ async def test_ceiling_summary_is_stored_and_the_next_session_starts_from_it(
             "what is the bridge code?",
             "ECHO: what is the bridge code?",
         ]
-    finally:
-        await legion.stop()
 
 
 async def test_a_failed_summary_falls_back_to_the_window_and_says_so(
-    castra_dir: Path, fake_cli: FakeCli, caplog: pytest.LogCaptureFixture
+    legion_with: LegionWith, caplog: pytest.LogCaptureFixture
 ) -> None:
-    legion = await Legion(castra_dir, fake_cli, max_input_tokens=1000).start()
-    try:
+    async with legion_with(max_input_tokens=1000) as legion:
         await legion.say(["vorenus"], "ON_COMPACT ERROR overloaded")
         await legion.say(["vorenus"], "USAGE 10 5000 0")
         with caplog.at_level(logging.WARNING, logger="legio.session"):
@@ -125,15 +142,12 @@ async def test_a_failed_summary_falls_back_to_the_window_and_says_so(
             "compaction failed" in r.getMessage() and "overloaded" in r.getMessage()
             for r in caplog.records
         )
-    finally:
-        await legion.stop()
 
 
 async def test_a_cli_crash_while_summing_up_still_gives_a_new_session(
-    castra_dir: Path, fake_cli: FakeCli
+    legion_with: LegionWith,
 ) -> None:
-    legion = await Legion(castra_dir, fake_cli, max_input_tokens=1000).start()
-    try:
+    async with legion_with(max_input_tokens=1000) as legion:
         await legion.say(["vorenus"], "ON_COMPACT EXIT 3")
         await legion.say(["vorenus"], "USAGE 10 5000 0")
         replies = await legion.say(["vorenus"], "next")
@@ -143,8 +157,6 @@ async def test_a_cli_crash_while_summing_up_still_gives_a_new_session(
         assert NOTICE in new.prompts[0]
         [status] = legion.manager.status(["vorenus"])
         assert status.compaction_failure and "exited with code 3" in status.compaction_failure
-    finally:
-        await legion.stop()
 
 
 # ------------------------------------------------------------------ /compact
@@ -211,10 +223,9 @@ async def test_compact_answers_bad_requests_clearly(legatus: Legatus) -> None:
 
 
 async def test_compaction_survives_a_restart_and_reset_forgets_it(
-    castra_dir: Path, fake_cli: FakeCli
+    legion_with: LegionWith, castra_dir: Path
 ) -> None:
-    legion = await Legion(castra_dir, fake_cli).start()
-    try:
+    async with legion_with() as legion:
         await legion.say(["vorenus"], "the eagle is in the north tower")
         await legion.restart()  # the session is resumed to write its summary
         record = await legion.manager.compact("vorenus")
@@ -237,30 +248,20 @@ async def test_compaction_survives_a_restart_and_reset_forgets_it(
         with sqlite3.connect(castra_dir / "praetorium.db") as db:
             kept = db.execute("SELECT id, summary FROM compactions").fetchall()
         assert kept == [(record.id, record.summary)]  # the record itself is kept
-    finally:
-        await legion.stop()
 
 
-async def test_compact_on_an_agent_without_a_conversation_raises(
-    castra_dir: Path, fake_cli: FakeCli
-) -> None:
-    legion = await Legion(castra_dir, fake_cli).start()
-    try:
+async def test_compact_on_an_agent_without_a_conversation_raises(legion_with: LegionWith) -> None:
+    async with legion_with() as legion:
         with pytest.raises(NothingToCompact):
             await legion.manager.compact("vorenus")
         assert legion.processes("vorenus") == []
-    finally:
-        await legion.stop()
 
 
 # ------------------------------------------------------------------ overflow
 
 
-async def test_context_overflow_is_compacted_and_retried_once(
-    castra_dir: Path, fake_cli: FakeCli
-) -> None:
-    legion = await Legion(castra_dir, fake_cli).start()
-    try:
+async def test_context_overflow_is_compacted_and_retried_once(legion_with: LegionWith) -> None:
+    async with legion_with() as legion:
         await legion.say(["vorenus"], "the bridge code is 4711")
         # refused while the session holds more than 5 tokens: the old one does, a new one not
         replies = await legion.say(["vorenus"], "OVERFLOW 5\nwhat is the code?")
@@ -275,26 +276,18 @@ async def test_context_overflow_is_compacted_and_retried_once(
         assert retried.endswith("OVERFLOW 5\nwhat is the code?")
         totals = (await legion.praetorium.usage_totals())["vorenus"]
         assert (totals.turns, totals.errors) == (4, 1)  # answer, refused, summary, retry
-    finally:
-        await legion.stop()
 
 
-async def test_overflow_is_retried_only_once(castra_dir: Path, fake_cli: FakeCli) -> None:
-    legion = await Legion(castra_dir, fake_cli).start()
-    try:
+async def test_overflow_is_retried_only_once(legion_with: LegionWith) -> None:
+    async with legion_with() as legion:
         replies = await legion.say(["vorenus"], "OVERFLOW")  # refused however short
         assert replies["vorenus"].startswith("[vorenus] An error occurred during processing.")
         assert "too long" in replies["vorenus"]
         assert len(legion.processes("vorenus")) == 2
-    finally:
-        await legion.stop()
 
 
-async def test_overflow_with_a_failed_summary_still_answers(
-    castra_dir: Path, fake_cli: FakeCli
-) -> None:
-    legion = await Legion(castra_dir, fake_cli).start()
-    try:
+async def test_overflow_with_a_failed_summary_still_answers(legion_with: LegionWith) -> None:
+    async with legion_with() as legion:
         await legion.say(["vorenus"], "ON_COMPACT ERROR overloaded")
         replies = await legion.say(["vorenus"], "OVERFLOW 5\nstill there?")
         assert replies == {"vorenus": "ECHO: OVERFLOW 5\nstill there?"}
@@ -303,8 +296,6 @@ async def test_overflow_with_a_failed_summary_still_answers(
         assert "ON_COMPACT ERROR overloaded" in new.prompts[0]  # the window instead
         [status] = legion.manager.status(["vorenus"])
         assert status.compaction_failure and "overloaded" in status.compaction_failure
-    finally:
-        await legion.stop()
 
 
 def test_what_counts_as_a_context_overflow() -> None:
@@ -377,17 +368,14 @@ async def test_status_shows_the_last_compaction(legatus: Legatus) -> None:
 
 
 async def test_the_summary_request_failing_on_the_cli_keeps_the_session_usable(
-    castra_dir: Path, fake_cli: FakeCli
+    legion_with: LegionWith,
 ) -> None:
-    legion = await Legion(castra_dir, fake_cli).start()
-    try:
+    async with legion_with() as legion:
         await legion.say(["vorenus"], "ON_COMPACT EXIT 3")
         with pytest.raises(AgentError):
             await legion.manager.compact("vorenus")
         replies = await legion.say(["vorenus"], "after the crash")
         assert replies == {"vorenus": "ECHO: after the crash"}
-    finally:
-        await legion.stop()
 
 
 async def test_context_after_a_restart_says_the_session_will_be_resumed(
