@@ -509,6 +509,11 @@ class SessionManager:
             return f"its context passed {self.config.max_input_tokens:,} tokens"
         return None
 
+    @staticmethod
+    def _compacts_first(session: AgentSession) -> bool:
+        """Whether the session's rebuild begins with a summary (the token ceiling)."""
+        return not session.broken and session.tracker.should_reset()
+
     async def _ensure(
         self, spec: AgentSpec, on_status: StatusCallback | None = None
     ) -> AgentSession:
@@ -520,7 +525,7 @@ class SessionManager:
                 return session
             logger.info("%s: rebuilding the session because %s", name, reason)
             crashed = session.broken  # a crashed CLI's session is resumed; the rest start anew
-            if not crashed and session.tracker.should_reset():
+            if self._compacts_first(session):
                 await self._compact_or_fall_back(session, spec, "ceiling", on_status)
             await self._close(name, "rebuild")
             if not crashed:
@@ -991,12 +996,14 @@ class SessionManager:
             name=name,
             session=state,
             rebuild_reason=rebuild,
-            compacts_first=bool(session and not session.broken and session.tracker.should_reset()),
+            compacts_first=session is not None and self._compacts_first(session),
             system_prompt_tokens=estimate_tokens(spec.system_prompt),
             prefix_tokens=estimate_tokens(prefix) if prefix else 0,
             tools=sum(len(tools) for _, tools in servers.values()) + len(spec.tools),
             plan=plan,
-            latest_compaction=plan.compaction or await self.praetorium.latest_compaction(name),
+            latest_compaction=(
+                plan.compaction if plan.fresh else await self.praetorium.latest_compaction(name)
+            ),
             context_tokens=session.tracker.context_tokens if session else 0,
             turns=session.tracker.turns if session else 0,
             max_input_tokens=self.config.max_input_tokens,
