@@ -401,6 +401,11 @@ class Praetorium:
             raise
         return cls(db, path)
 
+    @property
+    def connection(self) -> aiosqlite.Connection:
+        """The one aiosqlite connection, for the store's sibling tables (jobs, attachments…)."""
+        return self._db
+
     async def close(self) -> None:
         """Finish pending writes, then close the connection (idempotent)."""
         if self._writer is not None:
