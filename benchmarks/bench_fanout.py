@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from _report import make_castra, table, update_section
 
+from legio.app import LegioApp
 from legio.config import load_config
-from legio.legatus import Legatus
 from tests.fakes.cli_log import FAKE_CLI
 
 NAMES = [f"c{i}" for i in range(8)]
@@ -28,7 +28,7 @@ NAMES = [f"c{i}" for i in range(8)]
 async def run(root: Path) -> list[list[str]]:
     make_castra(root, NAMES)
     (root / "legio.toml").write_text(f'[claude]\ncli_path = "{FAKE_CLI}"\n')
-    legatus = await Legatus.open(load_config(root / "legio.toml"))
+    legatus = await LegioApp.open(load_config(root / "legio.toml"))
     rows = []
     try:
         for count in (1, 2, 4, 8):

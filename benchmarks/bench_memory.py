@@ -20,8 +20,8 @@ from _report import make_castra, table, update_section
 
 from legio.config import load_config
 from legio.memoria import MemoriaStore
-from legio.praetorium import Praetorium
-from legio.session import SessionManager
+from legio.sessions.manager import SessionManager
+from legio.store.praetorium import Praetorium
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 
 NAMES = [f"c{i}" for i in range(8)]
@@ -74,7 +74,7 @@ async def run(root: Path) -> list[list[str]]:
             for target in (1, 4, 8):
                 while live < target:
                     nuntius = await praetorium.post("caesar", "REPLY hi", [NAMES[live]])
-                    await manager.dispatch(NAMES[live], nuntius)
+                    await manager.answer(NAMES[live], nuntius)
                     live += 1
                 await asyncio.sleep(1)
                 daemon, kids, count = measure()

@@ -27,8 +27,8 @@ from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
 from telegram import Update
 from telegram.ext import ApplicationBuilder, ContextTypes, MessageHandler, filters
 
-from legio.history import format_history_xml
-from legio.praetorium import Praetorium
+from legio.sessions.history import format_history_xml
+from legio.store.praetorium import Praetorium
 from tests.botbench import CAESAR, running_bot
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import FakeBotApi

@@ -30,7 +30,7 @@ import aiosqlite
 sys.path.insert(0, str(Path(__file__).parent))
 from _report import ms_stats, table, update_section
 
-from legio.praetorium import Praetorium
+from legio.store.praetorium import Praetorium
 
 CENTURIONES = [f"c{i:02d}" for i in range(20)]
 COMMON, RARE = "c00", "c19"

@@ -43,10 +43,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from _report import table, update_section
 
+from legio.app import LegioApp
 from legio.config import load_config
-from legio.history import estimate_tokens, fit_to_budget, format_context_notice, format_history_xml
-from legio.legatus import Legatus
-from legio.praetorium import Nuntius
+from legio.sessions.history import (
+    estimate_tokens,
+    fit_to_budget,
+    format_context_notice,
+    format_history_xml,
+)
+from legio.store.praetorium import Nuntius
 from tests.fakes.cli_log import FAKE_CLI, read_cli_logs
 
 CENTURIONES = ["vorenus", "pullo", "brutus", "cato"]
@@ -111,12 +116,12 @@ async def run_conversation(root: Path) -> tuple[Path, list[Nuntius]]:
     config_path = root / "legio.toml"
     config_path.write_text(f'max_input_tokens = 150000\n[claude]\ncli_path = "{FAKE_CLI}"\n')
     config = load_config(config_path)
-    legatus = await Legatus.open(config)
+    legatus = await LegioApp.open(config)
     try:
         for i, text in enumerate(script(random.Random(7))):
             if i in RESTARTS:
                 await legatus.close()
-                legatus = await Legatus.open(config)
+                legatus = await LegioApp.open(config)
             if i == PROMPT_EDIT:
                 prompt = castra / "centuriones" / "vorenus" / "prompt.md"
                 prompt.write_text(prompt.read_text() + "\nBe brief.\n")

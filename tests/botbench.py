@@ -8,9 +8,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from legio.bot import serve
+from legio.app import LegioApp
 from legio.config import Config
-from legio.legatus import Legatus
+from legio.frontends.telegram import serve
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import Call, FakeBotApi
 from tests.legion import fake_cli_config
@@ -22,7 +22,7 @@ CAESAR = 1001
 class Running:
     api: FakeBotApi
     config: Config
-    legatus: Legatus
+    app: LegioApp
     fake_cli: FakeCli
 
     async def ask(self, text: str, *, user_id: int = CAESAR) -> int:
@@ -59,10 +59,10 @@ async def running_bot(
             f"shutdown_grace_seconds = 2\n{extra}\n[telegram]\n"
             f'caesar_ids = [{CAESAR}]\nbase_url = "{server.base_url}"',
         )
-        opened: list[Legatus] = []
+        opened: list[LegioApp] = []
 
-        async def factory() -> Legatus:
-            opened.append(await Legatus.open(config))
+        async def factory() -> LegioApp:
+            opened.append(await LegioApp.open(config))
             return opened[-1]
 
         stop = asyncio.Event()

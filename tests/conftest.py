@@ -1,14 +1,16 @@
-"""Shared fixtures: a castra in a tmp folder, and the fake Claude CLI's environment."""
+"""Shared fixtures: a castra in a tmp folder, the fake Claude CLI's environment, and a
+``LegioApp`` whose agents run the fake CLI."""
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
+from legio.app import LegioApp
 from legio.cli import default_castra_source
 from tests.fakes.cli_log import FAKE_CLI, CliProcess, read_cli_logs
 
@@ -63,3 +65,13 @@ class FakeCli:
 
     def processes(self) -> list[CliProcess]:
         return read_cli_logs(self.log_dir) if self.log_dir.exists() else []
+
+
+@pytest.fixture
+async def app(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[LegioApp]:
+    """The engine, opened on a fresh castra with the fake CLI; closed after the test."""
+    from tests.legion import fake_cli_config  # tests.legion imports this module
+
+    opened = await LegioApp.open(fake_cli_config(castra_dir, fake_cli))
+    yield opened
+    await opened.close()

@@ -12,8 +12,8 @@ from typing import Any
 
 from legio.config import Config, load_config
 from legio.memoria import MemoriaStore
-from legio.praetorium import Nuntius, Praetorium
-from legio.session import SessionManager
+from legio.sessions.manager import SessionManager
+from legio.store.praetorium import Nuntius, Praetorium
 from tests.conftest import FakeCli
 from tests.fakes.cli_log import CliProcess
 

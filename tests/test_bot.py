@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from telegramify_markdown import convert
 
-from legio.bot import render
+from legio.frontends.sending import render
 from tests.botbench import CAESAR, Running, running_bot
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import utf16_len
@@ -29,7 +29,7 @@ async def test_a_plain_message_is_answered_by_the_legatus(bot: Running) -> None:
     assert call.params["text"] == "ECHO: hello legatus"
     assert int(call.params["chat_id"]) == CAESAR
     assert call.params["reply_parameters"]["message_id"] > 0
-    assert await bot.legatus.praetorium.count() == 2
+    assert await bot.app.praetorium.count() == 2
 
 
 async def test_two_mentions_give_two_attributed_messages(bot: Running) -> None:
@@ -96,7 +96,7 @@ async def test_admin_commands_and_bad_arguments(bot: Running, command: str, expe
     start = await bot.ask(command)
     call = await bot.answer(start)
     assert expected in call.params["text"]
-    assert await bot.legatus.praetorium.count() == 0
+    assert await bot.app.praetorium.count() == 0
 
 
 async def test_history_search_and_reset_after_a_conversation(bot: Running) -> None:
@@ -118,7 +118,7 @@ async def test_history_search_and_reset_after_a_conversation(bot: Running) -> No
 async def test_a_stranger_is_ignored_and_logged_once(
     bot: Running, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="legio.bot")
+    caplog.set_level(logging.WARNING, logger="legio.frontends.telegram")
     bot.api.add_message("let me in", user_id=666)
     bot.api.add_message("/status", user_id=666)
     bot.api.add_message("hello from a group", user_id=667, chat_id=-100, chat_type="group")
@@ -127,7 +127,7 @@ async def test_a_stranger_is_ignored_and_logged_once(
     assert call.params["text"] == "No messages yet."
     assert bot.api.sent_texts(666) == []
     assert bot.api.sent_texts(-100) == []
-    assert await bot.legatus.praetorium.count() == 0
+    assert await bot.app.praetorium.count() == 0
     refusals = [
         r.getMessage() for r in caplog.records if "not in telegram.caesar_ids" in r.getMessage()
     ]

@@ -13,11 +13,14 @@ from typing import Any
 
 import pytest
 
-from legio.admin import Admin, context_lines
-from legio.compaction import format_compaction_summary, is_context_overflow
-from legio.legatus import Legatus
-from legio.praetorium import Compaction, Nuntius
-from legio.session import AgentError, NothingToCompact
+from legio.admin import Admin
+from legio.app import LegioApp
+from legio.errors import AgentError, NothingToCompact
+from legio.frontends.views import context_lines
+from legio.sessions.compaction import format_compaction_summary
+from legio.sessions.turn import is_context_overflow
+from legio.store.praetorium import Nuntius
+from legio.store.records import Compaction
 from tests.conftest import FakeCli
 from tests.legion import Legion, fake_cli_config, history_ids, processes_of
 
@@ -26,7 +29,7 @@ SUMMARY = "<compaction_summary"
 NOTICE = "<context_notice>"
 
 
-async def everything(legion: Legion | Legatus) -> list[Nuntius]:
+async def everything(legion: Legion | LegioApp) -> list[Nuntius]:
     return list(reversed(await legion.praetorium.get_history(10_000)))
 
 
@@ -51,13 +54,6 @@ def legion_with(castra_dir: Path, fake_cli: FakeCli) -> LegionWith:
             await legion.stop()
 
     return start
-
-
-@pytest.fixture
-async def legatus(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[Legatus]:
-    legatus = await Legatus.open(fake_cli_config(castra_dir, fake_cli))
-    yield legatus
-    await legatus.close()
 
 
 # ------------------------------------------------------------------ the token ceiling
@@ -125,7 +121,7 @@ async def test_a_failed_summary_falls_back_to_the_window_and_says_so(
     async with legion_with(max_input_tokens=1000) as legion:
         await legion.say(["vorenus"], "ON_COMPACT ERROR overloaded")
         await legion.say(["vorenus"], "USAGE 10 5000 0")
-        with caplog.at_level(logging.WARNING, logger="legio.session"):
+        with caplog.at_level(logging.WARNING, logger="legio.sessions"):
             replies = await legion.say(["vorenus"], "next")
         assert replies == {"vorenus": "ECHO: next"}
         assert await legion.praetorium.latest_compaction("vorenus") is None
@@ -163,15 +159,15 @@ async def test_a_cli_crash_while_summing_up_still_gives_a_new_session(
 
 
 async def test_compact_command_with_instructions_and_memoria(
-    legatus: Legatus, fake_cli: FakeCli
+    app: LegioApp, fake_cli: FakeCli
 ) -> None:
-    admin = Admin(legatus)
-    await legatus.handle_message("@vorenus the bridge code is 4711")
-    await legatus.handle_message(
+    admin = Admin(app)
+    await app.handle_message("@vorenus the bridge code is 4711")
+    await app.handle_message(
         "@vorenus ON_COMPACT CALL_TOOL memoria_vorenus write_commentarium "
         '{"title": "bridge", "body": "code 4711"}'
     )
-    before = await everything(legatus)
+    before = await everything(app)
 
     pages = await admin.run("/compact vorenus keep the bridge code, drop the small talk")
     text = "\n".join(pages)
@@ -188,38 +184,38 @@ async def test_compact_command_with_instructions_and_memoria(
         in request
     )
     # it saved durable facts to its own memoria before answering
-    [note] = legatus.memoria.list_commentarii("vorenus").documents
+    [note] = app.memoria.list_commentarii("vorenus").documents
     assert (note.title, note.body, note.author) == ("bridge", "code 4711", "vorenus")
 
-    record = await legatus.praetorium.latest_compaction("vorenus")
+    record = await app.praetorium.latest_compaction("vorenus")
     assert record is not None
     assert (record.reason, record.instructions) == (
         "command",
         "keep the bridge code, drop the small talk",
     )
-    assert await legatus.praetorium.get_checkpoint("vorenus") is None
-    assert await everything(legatus) == before  # /compact writes no nuntius
+    assert await app.praetorium.get_checkpoint("vorenus") is None
+    assert await everything(app) == before  # /compact writes no nuntius
 
-    await legatus.handle_message("@vorenus and now?")
+    await app.handle_message("@vorenus and now?")
     _old, new = processes_of(fake_cli, "vorenus")
     assert new.prompts[0].startswith(SUMMARY)
     assert "the bridge code is 4711" in new.prompts[0]
 
 
-async def test_compact_answers_bad_requests_clearly(legatus: Legatus) -> None:
-    admin = Admin(legatus)
+async def test_compact_answers_bad_requests_clearly(app: LegioApp) -> None:
+    admin = Admin(app)
     [usage] = await admin.run("/compact")
     assert usage.startswith("Use /compact <name> [instructions], with one of: legatus, ")
     [unknown] = await admin.run("/compact brutus")
     assert unknown.startswith("No agent named 'brutus'. Use /compact <name>")
     [nothing] = await admin.run("/compact pullo")
     assert nothing == "Nothing to compact: pullo has no conversation to compact yet."
-    await legatus.handle_message("@pullo ON_COMPACT ERROR overloaded")
+    await app.handle_message("@pullo ON_COMPACT ERROR overloaded")
     [failed] = await admin.run("/compact pullo")
     assert failed.startswith("Could not compact pullo: API Error: overloaded")
     assert failed.endswith("Its conversation is unchanged.")
-    assert await legatus.praetorium.get_checkpoint("pullo") is not None
-    assert await legatus.praetorium.latest_compaction("pullo") is None
+    assert await app.praetorium.get_checkpoint("pullo") is not None
+    assert await app.praetorium.latest_compaction("pullo") is None
 
 
 async def test_compaction_survives_a_restart_and_reset_forgets_it(
@@ -327,10 +323,10 @@ def test_a_summary_longer_than_its_share_is_shortened_with_a_marker() -> None:
 # ------------------------------------------------------------------ /context
 
 
-async def test_context_for_a_fresh_and_a_live_agent(legatus: Legatus) -> None:
-    admin = Admin(legatus)
-    await legatus.handle_message("@all muster at dawn")
-    await legatus.sessions.reset("pullo")
+async def test_context_for_a_fresh_and_a_live_agent(app: LegioApp) -> None:
+    admin = Admin(app)
+    await app.handle_message("@all muster at dawn")
+    await app.sessions.reset("pullo")
     fresh = "\n".join(await admin.run("/context pullo"))
     assert fresh.startswith("🧭 Context of pullo: what its next message carries")
     assert "Session: none; the next message starts a new one" in fresh
@@ -358,9 +354,9 @@ async def test_context_for_a_fresh_and_a_live_agent(legatus: Legatus) -> None:
     assert unknown.startswith("No agent named 'brutus'. Use /context <name>, one of: legatus")
 
 
-async def test_status_shows_the_last_compaction(legatus: Legatus) -> None:
-    admin = Admin(legatus)
-    await legatus.handle_message("@vorenus remember the eagle")
+async def test_status_shows_the_last_compaction(app: LegioApp) -> None:
+    admin = Admin(app)
+    await app.handle_message("@vorenus remember the eagle")
     await admin.run("/compact vorenus")
     status = "\n".join(await admin.run("/status"))
     assert "last compaction #1 of " in status
@@ -382,28 +378,28 @@ async def test_context_after_a_restart_says_the_session_will_be_resumed(
     castra_dir: Path, fake_cli: FakeCli
 ) -> None:
     config = fake_cli_config(castra_dir, fake_cli)
-    legatus = await Legatus.open(config)
+    app = await LegioApp.open(config)
     try:
-        await legatus.handle_message("@vorenus hello")
+        await app.handle_message("@vorenus hello")
     finally:
-        await legatus.close()
-    legatus = await Legatus.open(config)
+        await app.close()
+    app = await LegioApp.open(config)
     try:
-        await legatus.praetorium.post("caesar", "@all news", ["all"])
-        view = "\n".join(await Admin(legatus).run("/context vorenus"))
+        await app.praetorium.post("caesar", "@all news", ["all"])
+        view = "\n".join(await Admin(app).run("/context vorenus"))
         assert "Session: saved; the next message resumes it" in view
         assert "New history since its last message: 1 nuntius (#" in view
         assert "Claude's own count" not in view  # no CLI is running to ask
     finally:
-        await legatus.close()
+        await app.close()
 
 
-async def test_the_legatus_compacts_like_a_centurio(legatus: Legatus, fake_cli: FakeCli) -> None:
-    admin = Admin(legatus)
-    await legatus.handle_message("the legion marches at dawn")
+async def test_the_legatus_compacts_like_a_centurio(app: LegioApp, fake_cli: FakeCli) -> None:
+    admin = Admin(app)
+    await app.handle_message("the legion marches at dawn")
     [page] = (await admin.run("/compact legatus"))[:1]
     assert page.startswith("Compacted legatus: ")
-    [reply] = await legatus.handle_message("when do we march?")
+    [reply] = await app.handle_message("when do we march?")
     assert reply.text == "ECHO: when do we march?"
     _old, new = processes_of(fake_cli, "legatus")
     [first] = new.prompts

@@ -17,7 +17,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from legio.praetorium import Nuntius
+from legio.store.praetorium import Nuntius
 from tests.conftest import CASTRA_TEMPLATE, FakeCli
 from tests.fakes.cli_log import FAKE_CLI
 from tests.legion import Legion, history_ids

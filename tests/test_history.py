@@ -7,8 +7,8 @@ from pathlib import Path
 
 from lxml import etree
 
-from legio.history import estimate_tokens, fit_to_budget, format_history_xml
-from legio.praetorium import Nuntius
+from legio.sessions.history import estimate_tokens, fit_to_budget, format_history_xml
+from legio.store.praetorium import Nuntius
 from tests.conftest import FakeCli
 from tests.legion import Legion, history_ids
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from legio.app import LegioApp
 from legio.castra import Castra
-from legio.legatus import Legatus
 from legio.memoria import MemoriaStore
 from legio.policy import PathGuard, denied_env_names
 from tests.conftest import FakeCli
@@ -28,15 +28,15 @@ def give_tools(castra_dir: Path, name: str, tools: str) -> None:
 
 
 @pytest.fixture
-async def legatus(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[Legatus]:
+async def app(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[LegioApp]:
     give_tools(castra_dir, "vorenus", "Read, Write, Bash, Glob, Grep")
-    legatus = await Legatus.open(fake_cli_config(castra_dir, fake_cli))
-    yield legatus
-    await legatus.close()
+    app = await LegioApp.open(fake_cli_config(castra_dir, fake_cli))
+    yield app
+    await app.close()
 
 
-async def use(legatus: Legatus, tool: str, args: dict[str, object], who: str = "vorenus") -> str:
-    [reply] = await legatus.handle_message(f"@{who} TOOL {tool} {json.dumps(args)}")
+async def use(app: LegioApp, tool: str, args: dict[str, object], who: str = "vorenus") -> str:
+    [reply] = await app.handle_message(f"@{who} TOOL {tool} {json.dumps(args)}")
     return reply.text.split("━━━━━━━━━━━━\n", 1)[-1]
 
 
@@ -53,11 +53,11 @@ async def test_agents_never_see_the_telegram_token_or_denied_variables(
     )
     from legio.config import load_config
 
-    legatus = await Legatus.open(load_config(path))
+    app = await LegioApp.open(load_config(path))
     try:
-        await legatus.handle_message('@vorenus TOOL Bash {"command": "env"}')
+        await app.handle_message('@vorenus TOOL Bash {"command": "env"}')
     finally:
-        await legatus.close()
+        await app.close()
     [process] = processes_of(fake_cli, "vorenus")
     assert "TELEGRAM_BOT_TOKEN" not in process.env
     assert "OTHER_BOT_TOKEN" not in process.env
@@ -80,44 +80,44 @@ def test_denied_names_follow_patterns_but_keep_claude_credentials(
 
 
 async def test_reading_another_centurios_commentarium_is_denied(
-    legatus: Legatus, castra_dir: Path
+    app: LegioApp, castra_dir: Path
 ) -> None:
     note = MemoriaStore(castra_dir).write_commentarium("pullo", "Secret", "pullo's secret", "pullo")
     path = castra_dir / "centuriones" / "pullo" / "commentarii" / f"{note.name}.xml"
-    text = await use(legatus, "Read", {"file_path": str(path)})
+    text = await use(app, "Read", {"file_path": str(path)})
     assert text.startswith(
         "TOOL_RESULT: " + DENIED.format(tool="Read") + "pullo's folder is not yours"
     )
     assert "pullo's secret" not in text
-    relative = await use(legatus, "Read", {"file_path": f"../../pullo/commentarii/{note.name}.xml"})
+    relative = await use(app, "Read", {"file_path": f"../../pullo/commentarii/{note.name}.xml"})
     assert "pullo's folder is not yours" in relative
 
 
-async def test_writing_in_its_own_workspace_is_allowed(legatus: Legatus, castra_dir: Path) -> None:
-    text = await use(legatus, "Write", {"file_path": "review.md", "content": "LGTM"})
+async def test_writing_in_its_own_workspace_is_allowed(app: LegioApp, castra_dir: Path) -> None:
+    text = await use(app, "Write", {"file_path": "review.md", "content": "LGTM"})
     assert text.startswith("TOOL_RESULT: File created successfully")
     assert (
         castra_dir / "centuriones" / "vorenus" / "workspace" / "review.md"
     ).read_text() == "LGTM"
     outside = castra_dir.parent / "project" / "notes.txt"
     outside.parent.mkdir()
-    text = await use(legatus, "Write", {"file_path": str(outside), "content": "ok"})
+    text = await use(app, "Write", {"file_path": str(outside), "content": "ok"})
     assert outside.read_text() == "ok"
 
 
-async def test_bash_reading_the_praetorium_is_denied(legatus: Legatus) -> None:
-    text = await use(legatus, "Bash", {"command": "cat ../../../praetorium.db"})
+async def test_bash_reading_the_praetorium_is_denied(app: LegioApp) -> None:
+    text = await use(app, "Bash", {"command": "cat ../../../praetorium.db"})
     assert "the praetorium (Legio's message store) is not for agents" in text
-    text = await use(legatus, "Bash", {"command": "cd ../../.. && sqlite3 praetorium.db .dump"})
+    text = await use(app, "Bash", {"command": "cd ../../.. && sqlite3 praetorium.db .dump"})
     assert DENIED.format(tool="Bash") in text
-    text = await use(legatus, "Bash", {"command": "echo hi > ../prompt.md"})
+    text = await use(app, "Bash", {"command": "echo hi > ../prompt.md"})
     assert "prompts are Caesar's to edit" in text
-    text = await use(legatus, "Bash", {"command": "echo fine"})
+    text = await use(app, "Bash", {"command": "echo fine"})
     assert text == "TOOL_RESULT: fine"
 
 
 async def test_protected_files_and_tricks(
-    legatus: Legatus, castra_dir: Path, caplog: pytest.LogCaptureFixture
+    app: LegioApp, castra_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="legio.policy")
     castra = castra_dir.resolve()
@@ -151,36 +151,36 @@ async def test_protected_files_and_tricks(
         ("Glob", {"pattern": "**/*", "path": "/"}, "contains Legio's castra"),
     ]
     for tool, args, expected in cases:
-        text = await use(legatus, tool, args)
+        text = await use(app, tool, args)
         assert DENIED.format(tool=tool) in text, (tool, args, text)
         assert expected in text, (tool, args, text)
     link = castra / "centuriones" / "vorenus" / "workspace" / "innocent.txt"
     link.symlink_to(castra / "praetorium.db")
-    text = await use(legatus, "Read", {"file_path": str(link)})
+    text = await use(app, "Read", {"file_path": str(link)})
     assert "the praetorium" in text
     denials = [r.getMessage() for r in caplog.records if r.getMessage().startswith("denied ")]
     assert denials[0].startswith(f"denied Read for vorenus on {castra / 'praetorium.db-wal'}: ")
 
 
 async def test_reading_its_own_notes_and_shared_memoria_is_allowed(
-    legatus: Legatus, castra_dir: Path
+    app: LegioApp, castra_dir: Path
 ) -> None:
     store = MemoriaStore(castra_dir)
     store.publish_actum("stack", "Stack", "Python and SQLite", "pullo")
     mine = store.write_commentarium("vorenus", "Mine", "my own note", "vorenus")
-    text = await use(legatus, "Read", {"file_path": str(castra_dir / "acta" / "stack.xml")})
+    text = await use(app, "Read", {"file_path": str(castra_dir / "acta" / "stack.xml")})
     assert "Python and SQLite" in text
-    text = await use(legatus, "Read", {"file_path": f"../commentarii/{mine.name}.xml"})
+    text = await use(app, "Read", {"file_path": f"../commentarii/{mine.name}.xml"})
     assert "my own note" in text
 
 
-async def test_tools_outside_the_agents_set_do_not_exist(legatus: Legatus) -> None:
-    text = await use(legatus, "Bash", {"command": "echo hi"}, who="pullo")
+async def test_tools_outside_the_agents_set_do_not_exist(app: LegioApp) -> None:
+    text = await use(app, "Bash", {"command": "echo hi"}, who="pullo")
     assert text == "TOOL_RESULT: No such tool available: Bash"
 
 
-async def test_memoria_tools_stay_usable_beside_the_guard(legatus: Legatus) -> None:
-    [reply] = await legatus.handle_message("@vorenus CALL_TOOL memoria_vorenus list_acta {}")
+async def test_memoria_tools_stay_usable_beside_the_guard(app: LegioApp) -> None:
+    [reply] = await app.handle_message("@vorenus CALL_TOOL memoria_vorenus list_acta {}")
     assert reply.text.endswith("TOOL_RESULT: No acta yet.")
 
 

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from legio.praetorium import DuplicateOrigin, Praetorium, PraetoriumError, SearchQueryError, Turn
+from legio.errors import DuplicateOrigin, PraetoriumError, SearchQueryError
+from legio.store.praetorium import Praetorium
+from legio.store.records import Turn
 
 
 @pytest.fixture

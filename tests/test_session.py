@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,9 +12,8 @@ from pathlib import Path
 import pytest
 from claude_agent_sdk import ResultMessage
 
-from legio.errors import CastraError
-from legio.history import CONTEXT_NOTICE
-from legio.session import AgentError, AgentInterrupted, SessionTokenTracker
+from legio.sessions.history import CONTEXT_NOTICE
+from legio.sessions.turn import SessionTokenTracker
 from tests.conftest import FakeCli
 from tests.legion import Legion, history_ids
 
@@ -116,7 +116,7 @@ async def test_failed_resume_falls_back_to_a_fresh_session_with_window_and_notic
     legion: Legion, fake_cli: FakeCli
 ) -> None:
     first = await legion.post("remember the eagle", ["vorenus"])
-    await legion.manager.dispatch("vorenus", first)
+    await legion.manager.answer("vorenus", first)
     await legion.restart()
     shutil.rmtree(fake_cli.state_dir)  # the CLI's transcripts are gone
     replies = await legion.say(["vorenus"], "what did I say?")
@@ -231,11 +231,11 @@ async def test_two_dispatches_to_one_centurio_run_in_arrival_order(legion: Legio
     async def on_status(agent: str, line: str) -> None:
         statuses.append(f"{agent}: {line}")
 
-    a = asyncio.create_task(legion.manager.dispatch("vorenus", first))
+    a = asyncio.create_task(legion.manager.answer("vorenus", first))
     await asyncio.sleep(0)
-    b = asyncio.create_task(legion.manager.dispatch("vorenus", second, on_status))
-    assert await a == "ECHO: SLEEP 0.3\nfirst"
-    assert await b == "ECHO: second"
+    b = asyncio.create_task(legion.manager.answer("vorenus", second, on_status))
+    assert (await a).text == "ECHO: SLEEP 0.3\nfirst"
+    assert (await b).text == "ECHO: second"
     assert legion.prompts("vorenus")[0] == "SLEEP 0.3\nfirst"
     assert legion.prompts("vorenus")[1] == "second"
     assert statuses[0] == "vorenus: ⏳ Queued: vorenus is finishing an earlier request..."
@@ -243,8 +243,9 @@ async def test_two_dispatches_to_one_centurio_run_in_arrival_order(legion: Legio
 
 async def test_cli_crash_mid_answer_then_the_next_dispatch_works(legion: Legion) -> None:
     crash = await legion.post("STDERR out of memory\nEXIT 3", ["vorenus"])
-    with pytest.raises(AgentError, match=r"the Claude CLI failed: .*out of memory"):
-        await legion.manager.dispatch("vorenus", crash)
+    outcome = await legion.manager.answer("vorenus", crash)
+    assert outcome.kind == "error"
+    assert re.search(r"the Claude CLI failed: .*out of memory", outcome.text)
     replies = await legion.say(["vorenus"], "still there?")
     assert replies == {"vorenus": "ECHO: still there?"}
     crashed, resumed = legion.processes("vorenus")
@@ -254,16 +255,20 @@ async def test_cli_crash_mid_answer_then_the_next_dispatch_works(legion: Legion)
 
 async def test_broken_json_marks_the_session_broken(legion: Legion) -> None:
     bad = await legion.post("BROKEN_JSON", ["vorenus"])
-    with pytest.raises(AgentError, match="the Claude CLI sent output that is not JSON"):
-        await legion.manager.dispatch("vorenus", bad)
+    outcome = await legion.manager.answer("vorenus", bad)
+    assert outcome.kind == "error"
+    assert "the Claude CLI sent output that is not JSON" in outcome.text
     assert await legion.say(["vorenus"], "ok?") == {"vorenus": "ECHO: ok?"}
     assert len(legion.processes("vorenus")) == 2
 
 
 async def test_error_result_is_an_agent_error_and_is_recorded(legion: Legion) -> None:
     failing = await legion.post("ERROR overloaded", ["vorenus"])
-    with pytest.raises(AgentError, match="API Error: overloaded"):
-        await legion.manager.dispatch("vorenus", failing)
+    outcome = await legion.manager.answer("vorenus", failing)
+    assert (outcome.kind, outcome.text) == (
+        "error",
+        "[vorenus] An error occurred during processing. (API Error: overloaded)",
+    )
     await legion.say(["vorenus"], "fine now")
     assert len(legion.processes("vorenus")) == 1
     totals = (await legion.praetorium.usage_totals())["vorenus"]
@@ -283,8 +288,8 @@ async def test_status_lines_and_unparseable_messages(legion: Legion) -> None:
         "THINK hmm\nMALFORMED\nCALL_TOOL memoria_vorenus list_acta {}\nREPLY " + "x" * 100,
         ["vorenus"],
     )
-    text = await legion.manager.dispatch("vorenus", nuntius, on_status)
-    assert text == "x" * 100
+    outcome = await legion.manager.answer("vorenus", nuntius, on_status)
+    assert outcome.text == "x" * 100
     assert lines == [
         "⏳ Thinking...",
         "⏳ Calling list_acta.",
@@ -296,12 +301,12 @@ async def test_status_lines_and_unparseable_messages(legion: Legion) -> None:
 
 async def test_interrupt_answers_as_interrupted_and_the_agent_goes_on(legion: Legion) -> None:
     slow = await legion.post("SLEEP 30\nslow", ["vorenus"])
-    task = asyncio.create_task(legion.manager.dispatch("vorenus", slow))
+    task = asyncio.create_task(legion.manager.answer("vorenus", slow))
     await until_asked(legion, "vorenus")
     assert legion.manager.state("vorenus") == "working"
     assert await legion.manager.interrupt("vorenus")
-    with pytest.raises(AgentInterrupted):
-        await asyncio.wait_for(task, 10)
+    outcome = await asyncio.wait_for(task, 10)
+    assert (outcome.kind, outcome.text) == ("interrupted", "[vorenus] Interrupted.")
     assert legion.manager.state("vorenus") == "idle"
     assert not await legion.manager.interrupt("vorenus")
     replies = await legion.say(["vorenus"], "after")
@@ -310,18 +315,17 @@ async def test_interrupt_answers_as_interrupted_and_the_agent_goes_on(legion: Le
 
 async def test_reset_during_a_query_interrupts_it(legion: Legion) -> None:
     slow = await legion.post("SLEEP 30", ["vorenus"])
-    task = asyncio.create_task(legion.manager.dispatch("vorenus", slow))
+    task = asyncio.create_task(legion.manager.answer("vorenus", slow))
     await until_asked(legion, "vorenus")
     await legion.manager.reset("vorenus")
-    with pytest.raises(AgentInterrupted, match="reset"):
-        await asyncio.wait_for(task, 10)
+    outcome = await asyncio.wait_for(task, 10)
+    assert (outcome.kind, outcome.text) == ("interrupted", "[vorenus] Interrupted.")
+    assert legion.manager.state("vorenus") == "idle"
 
 
 async def test_a_deleted_centurio_is_a_clear_error(legion: Legion, castra_dir: Path) -> None:
     shutil.rmtree(castra_dir / "centuriones" / "pullo")
     nuntius = await legion.post("@pullo hello", ["pullo"])
-    with pytest.raises(CastraError, match="prompt file not found"):
-        await legion.manager.dispatch("pullo", nuntius)
     [outcome] = (await legion.manager.dispatch_many(["pullo"], nuntius)).values()
     assert outcome.kind == "error"
     assert outcome.text.startswith("[pullo] cannot answer: ")

@@ -20,7 +20,6 @@ centuriones (bad or reserved names, no prompt, broken frontmatter) are reported 
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,9 +28,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from legio.errors import CastraError
+from legio.names import LEGATUS, NAME, NAME_RULE, RESERVED_NAMES
 
-CENTURIO_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}\Z")
-RESERVED_NAMES = frozenset({"caesar", "legatus", "all"})
 PROMPT_FILE = "prompt.md"
 DESCRIPTION_MAX = 200
 
@@ -79,11 +77,8 @@ def validate_centurio_name(name: str) -> str | None:
     """Why ``name`` cannot be a centurio, or None if it can."""
     if name in RESERVED_NAMES:
         return f"'{name}' is reserved ({', '.join(sorted(RESERVED_NAMES))} cannot be centuriones)"
-    if not CENTURIO_NAME.match(name):
-        return (
-            f"'{name}' is not a valid centurio name: use 1-32 characters, a lowercase "
-            "letter first, then lowercase letters, digits, '-' or '_'"
-        )
+    if not NAME.match(name):
+        return f"'{name}' is not a valid centurio name: use {NAME_RULE}"
     return None
 
 
@@ -148,7 +143,7 @@ class Castra:
 
     @property
     def legatus_prompt_path(self) -> Path:
-        return self.root / "legatus" / PROMPT_FILE
+        return self.root / LEGATUS / PROMPT_FILE
 
     @property
     def centuriones_dir(self) -> Path:
@@ -174,7 +169,7 @@ class Castra:
 
     def read_legatus(self) -> AgentPrompt:
         """The Legatus's prompt; a missing file is a ``CastraError``."""
-        return read_prompt("legatus", self.legatus_prompt_path)
+        return read_prompt(LEGATUS, self.legatus_prompt_path)
 
     def legatus_mtime_ns(self) -> int:
         """Modification time of the Legatus prompt (0 if it is missing)."""

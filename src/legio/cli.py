@@ -304,8 +304,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     os.environ.pop(config.telegram.token_env, None)  # agents' CLIs inherit os.environ
     setup_logging()
 
-    from legio.bot import serve
-    from legio.legatus import Legatus
+    from legio.app import LegioApp
+    from legio.frontends.telegram import serve
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -315,7 +315,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         await serve(
             config,
             token,
-            lambda: Legatus.open(config),
+            lambda: LegioApp.open(config),
             stop,
             grace_s=config.shutdown_grace_seconds,
         )
@@ -332,11 +332,11 @@ def cmd_console(args: argparse.Namespace) -> int:
         return _refuse("console", problems)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
-    from legio.console import run_console
-    from legio.legatus import Legatus
+    from legio.app import LegioApp
+    from legio.frontends.console import run_console
 
     try:
-        asyncio.run(run_console(lambda: Legatus.open(config)))
+        asyncio.run(run_console(lambda: LegioApp.open(config)))
     except KeyboardInterrupt:
         print("\nLegio console closed.")
     return 0

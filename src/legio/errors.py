@@ -2,10 +2,29 @@
 
 Every error a user can cause (a bad config, a bad name, a bad search query) is a
 ``LegioError`` subclass with a message that names the problem and the fix, so the
-front-ends can show ``str(error)`` as it is and never a traceback.
+front-ends can show ``str(error)`` as it is and never a traceback. Every exception
+Legio defines lives here; so does the one import of the SDK's private parse error.
 """
 
 from __future__ import annotations
+
+# The SDK raises MessageParseError but does not export it from its package root.
+from claude_agent_sdk._errors import MessageParseError
+
+__all__ = [
+    "AgentError",
+    "AgentInterrupted",
+    "CastraError",
+    "ConfigError",
+    "ContextOverflow",
+    "DuplicateOrigin",
+    "LegioError",
+    "MemoriaError",
+    "MessageParseError",
+    "NothingToCompact",
+    "PraetoriumError",
+    "SearchQueryError",
+]
 
 
 class LegioError(Exception):
@@ -24,3 +43,44 @@ class ConfigError(LegioError):
 
 class CastraError(LegioError):
     """The castra folder or one of its prompt files is unusable."""
+
+
+class PraetoriumError(LegioError):
+    """A request the praetorium cannot carry out, explained for a person."""
+
+
+class SearchQueryError(PraetoriumError):
+    """A search query that FTS5 cannot parse."""
+
+
+class DuplicateOrigin(PraetoriumError):
+    """A nuntius from this origin (e.g. this Telegram message) is already stored."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        super().__init__(f"a nuntius from {origin} is already stored")
+
+
+class MemoriaError(LegioError):
+    """A memoria request that cannot be carried out, worded for the agent or Caesar."""
+
+
+class AgentError(LegioError):
+    """An agent could not answer; ``reason`` says why (for logs and Caesar)."""
+
+    def __init__(self, agent: str, reason: str) -> None:
+        self.agent = agent
+        self.reason = reason
+        super().__init__(f"{agent}: {reason}")
+
+
+class AgentInterrupted(AgentError):
+    """The agent's query was interrupted (``/stop``, ``/reset``, shutdown)."""
+
+
+class ContextOverflow(AgentError):
+    """The model refused the query: the session's context is too long."""
+
+
+class NothingToCompact(AgentError):
+    """``/compact`` for an agent that has no conversation yet."""

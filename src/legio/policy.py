@@ -31,6 +31,7 @@ from typing import Any
 
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
+from legio.names import LEGATUS
 
 logger = logging.getLogger(__name__)
 
@@ -78,11 +79,11 @@ def builtin_tools(prompt: AgentPrompt) -> list[str]:
     """The built-in Claude tools this agent may use."""
     if prompt.settings.tools is not None:
         return list(prompt.settings.tools)
-    return list(DEFAULT_LEGATUS_TOOLS if prompt.name == "legatus" else DEFAULT_CENTURIO_TOOLS)
+    return list(DEFAULT_LEGATUS_TOOLS if prompt.name == LEGATUS else DEFAULT_CENTURIO_TOOLS)
 
 
 def agent_home(castra: Castra, name: str) -> Path:
-    return castra.root / "legatus" if name == "legatus" else castra.centurio_dir(name)
+    return castra.root / LEGATUS if name == LEGATUS else castra.centurio_dir(name)
 
 
 def working_dir(castra: Castra, prompt: AgentPrompt, *, create: bool = True) -> Path:
@@ -117,7 +118,7 @@ class PathGuard:
         items = [f"{self.root}/praetorium.db* (no access)", f"{self.root}/legio.lock (no access)"]
         if self.config_path:
             items.append(f"{self.config_path} (no access)")
-        if self.agent == "legatus":
+        if self.agent == LEGATUS:
             items.append(f"{self.centuriones}/ (read only)")
         else:
             items.append(
@@ -155,7 +156,7 @@ class PathGuard:
                 "given to you with each message"
                 + (
                     "; the Legatus has get_history and search_history"
-                    if self.agent == "legatus"
+                    if self.agent == LEGATUS
                     else ""
                 )
             )
@@ -163,8 +164,8 @@ class PathGuard:
             return "Legio's lock file is not for agents"
         if self.config_path and path == self.config_path:
             return "Legio's configuration is not for agents"
-        if self.agent != "legatus":
-            if parts and parts[0] == "legatus":
+        if self.agent != LEGATUS:
+            if parts and parts[0] == LEGATUS:
                 return "the Legatus's folder is not yours"
             if len(parts) >= 2 and parts[0] == "centuriones" and parts[1] != self.agent:
                 return f"{parts[1]}'s folder is not yours; its notes are its own"

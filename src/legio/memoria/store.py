@@ -33,7 +33,7 @@ from pathlib import Path
 from lxml import etree
 
 from legio.castra import PROMPT_FILE, Castra, validate_centurio_name
-from legio.errors import LegioError
+from legio.errors import MemoriaError
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
 DEFAULT_MAX_BYTES = 64 * 1024
@@ -41,10 +41,6 @@ TITLE_MAX = 200
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 LAYERS = {"edicta": "edictum", "acta": "actum", "commentarii": "commentarium"}
-
-
-class MemoriaError(LegioError):
-    """A memoria request that cannot be carried out, worded for the agent or Caesar."""
 
 
 @dataclass(frozen=True)

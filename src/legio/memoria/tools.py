@@ -24,9 +24,10 @@ from typing import Any
 
 from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_server, tool
 
-from legio.memoria.store import Document, Listing, MemoriaError, MemoriaStore, slugify
+from legio.errors import MemoriaError
+from legio.memoria.store import Document, Listing, MemoriaStore, slugify
+from legio.names import LEGATUS
 
-LEGATUS = "legatus"
 Result = dict[str, Any]
 Handler = Callable[[dict[str, Any]], Awaitable[Result]]
 
@@ -40,7 +41,8 @@ class MemoriaServer:
     config: McpSdkServerConfig
 
 
-def _text(text: str, *, error: bool = False) -> Result:
+def tool_result(text: str, *, error: bool = False) -> Result:
+    """An MCP tool result: one text block, marked as an error if ``error``."""
     result: Result = {"content": [{"type": "text", "text": text}]}
     if error:
         result["is_error"] = True
@@ -55,7 +57,7 @@ def _guarded(func: Handler) -> Handler:
         try:
             return await func(args)
         except MemoriaError as e:
-            return _text(f"Error: {e}", error=True)
+            return tool_result(f"Error: {e}", error=True)
 
     return run
 
@@ -123,7 +125,7 @@ def _edicta_read_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
     @_guarded
     async def list_edicta(args: dict[str, Any]) -> Result:
         listing = await asyncio.to_thread(store.list_edicta)
-        return _text(_format_listing(listing, "edicta", show_revoked=True))
+        return tool_result(_format_listing(listing, "edicta", show_revoked=True))
 
     @tool(
         "read_edictum",
@@ -133,7 +135,7 @@ def _edicta_read_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
     @_guarded
     async def read_edictum(args: dict[str, Any]) -> Result:
         doc = await asyncio.to_thread(store.read_edictum, args["name"])
-        return _text(_format_document(doc, "Edictum"))
+        return tool_result(_format_document(doc, "Edictum"))
 
     return [list_edicta, read_edictum]
 
@@ -149,7 +151,7 @@ def _acta_tools(store: MemoriaStore, author: str | None) -> list[SdkMcpTool[Any]
     )
     @_guarded
     async def list_acta(args: dict[str, Any]) -> Result:
-        return _text(_format_listing(await asyncio.to_thread(store.list_acta), "acta"))
+        return tool_result(_format_listing(await asyncio.to_thread(store.list_acta), "acta"))
 
     @tool(
         "read_actum",
@@ -159,7 +161,7 @@ def _acta_tools(store: MemoriaStore, author: str | None) -> list[SdkMcpTool[Any]
     @_guarded
     async def read_actum(args: dict[str, Any]) -> Result:
         doc = await asyncio.to_thread(store.read_actum, args["name"])
-        return _text(_format_document(doc, "Actum"))
+        return tool_result(_format_document(doc, "Actum"))
 
     @tool(
         "publish_actum",
@@ -173,7 +175,7 @@ def _acta_tools(store: MemoriaStore, author: str | None) -> list[SdkMcpTool[Any]
         doc = await asyncio.to_thread(
             store.publish_actum, name, args["title"], args["body"], author or LEGATUS
         )
-        return _text(f"Published actum '{doc.name}'.")
+        return tool_result(f"Published actum '{doc.name}'.")
 
     return [list_acta, read_actum, publish_actum]
 
@@ -195,7 +197,7 @@ def _commentarii_tools(store: MemoriaStore, owner: str | None) -> list[SdkMcpToo
     @_guarded
     async def list_commentarii(args: dict[str, Any]) -> Result:
         listing = await asyncio.to_thread(store.list_commentarii, centurio(args))
-        return _text(_format_listing(listing, "commentarii"))
+        return tool_result(_format_listing(listing, "commentarii"))
 
     @tool(
         "read_commentarium",
@@ -205,7 +207,7 @@ def _commentarii_tools(store: MemoriaStore, owner: str | None) -> list[SdkMcpToo
     @_guarded
     async def read_commentarium(args: dict[str, Any]) -> Result:
         doc = await asyncio.to_thread(store.read_commentarium, centurio(args), args["name"])
-        return _text(_format_document(doc, "Commentarium"))
+        return tool_result(_format_document(doc, "Commentarium"))
 
     @tool(
         "write_commentarium",
@@ -219,7 +221,7 @@ def _commentarii_tools(store: MemoriaStore, owner: str | None) -> list[SdkMcpToo
         doc = await asyncio.to_thread(
             store.write_commentarium, name, args["title"], args["body"], owner or LEGATUS
         )
-        return _text(f"Added commentarium '{doc.name}'" + ("." if owner else f" for {name}."))
+        return tool_result(f"Added commentarium '{doc.name}'" + ("." if owner else f" for {name}."))
 
     return [list_commentarii, read_commentarium, write_commentarium]
 
@@ -237,7 +239,7 @@ def _legatus_only_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
         doc = await asyncio.to_thread(
             store.publish_edictum, name, args["title"], args["body"], LEGATUS
         )
-        return _text(f"Published edictum '{doc.name}'; it is in force.")
+        return tool_result(f"Published edictum '{doc.name}'; it is in force.")
 
     @tool(
         "revoke_edictum",
@@ -247,7 +249,7 @@ def _legatus_only_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
     @_guarded
     async def revoke_edictum(args: dict[str, Any]) -> Result:
         doc = await asyncio.to_thread(store.revoke_edictum, args["name"], LEGATUS)
-        return _text(f"Revoked edictum '{doc.name}'.")
+        return tool_result(f"Revoked edictum '{doc.name}'.")
 
     @tool(
         "search_memoria",
@@ -262,9 +264,9 @@ def _legatus_only_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
 
         found = await asyncio.to_thread(run)
         if not found:
-            return _text(f"Nothing in memoria matches {args['query']!r}.")
+            return tool_result(f"Nothing in memoria matches {args['query']!r}.")
         lines = [f"- {d.layer}/{d.name}: {d.title} (by {d.author}, {_day(d)})" for d in found[:30]]
-        return _text("\n".join(lines))
+        return tool_result("\n".join(lines))
 
     return [publish_edictum, revoke_edictum, search_memoria]
 

@@ -3,7 +3,9 @@
 - ``<praetorium recent="true" viewer="…">`` with one ``<nuntius>`` per message (seed
   000's format, plus ``to``, the audience, so an agent knows who was addressed);
 - ``<context_notice>``: the session was restored from the praetorium (seed 001);
-- ``<centurio_status>`` (per Legatus query) and ``<centuriones>`` (its system prompt).
+- ``<centurio_status>`` (per Legatus query) and ``<centuriones>`` (its system prompt);
+- the token-budgeted window (``fit_to_budget``), and ``format_line``: one nuntius on one
+  line, for ``/history`` and the Legatus's ``get_history``.
 
 A nuntius's text is escaped by the serializer: ``</nuntius>`` or ``<context_notice>``
 written by Caesar reaches an agent as text. Characters XML cannot hold (control
@@ -19,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from lxml import etree
 
-from legio.praetorium import Nuntius
+from legio.store.praetorium import Nuntius
 
 CONTEXT_NOTICE = (
     "Session restored from praetorium.\nAsk Caesar for clarification if context is unclear."
@@ -111,3 +113,14 @@ def format_roster_xml(descriptions: Mapping[str, str]) -> str:
         element = etree.SubElement(root, "centurio", name=name)
         element.text = xml_safe(description)
     return _render(root)
+
+
+LINE_PREVIEW = 500
+
+
+def format_line(n: Nuntius, preview: int = LINE_PREVIEW) -> str:
+    """One nuntius on one line: seq, time, sender → audience, text shortened."""
+    text = " ".join(n.text.split())
+    if len(text) > preview:
+        text = text[:preview] + "…"
+    return f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}: {text}"

@@ -8,38 +8,31 @@
   addressed to the Legatus;
 - ``list_centuriones()``: roster, state and usage; ``reset_centurio(name)``.
 
-Failures are tool errors with a message the model can act on.
+Failures are tool errors with a message the model can act on. The tools get what they
+use passed in (the praetorium, the castra, the sessions, the dispatcher): they never
+reach back into the Legatus.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from claude_agent_sdk import SdkMcpTool, tool
 
-from legio.praetorium import BROADCAST, Nuntius, PraetoriumError
+from legio.castra import Castra
+from legio.errors import PraetoriumError
+from legio.memoria.tools import Result
+from legio.memoria.tools import tool_result as _text
+from legio.names import BROADCAST, LEGATUS
+from legio.sessions.history import format_line
+from legio.sessions.manager import SessionManager
+from legio.sessions.turn import Outcome
+from legio.store.praetorium import Praetorium
 
-if TYPE_CHECKING:
-    from legio.legatus import Legatus
-
-Result = dict[str, Any]
-TEXT_PREVIEW = 500
 HISTORY_MAX = 200
 
-
-def _text(text: str, *, error: bool = False) -> Result:
-    result: Result = {"content": [{"type": "text", "text": text}]}
-    if error:
-        result["is_error"] = True
-    return result
-
-
-def format_line(n: Nuntius, preview: int = TEXT_PREVIEW) -> str:
-    """One nuntius on one line: seq, time, sender → audience, text shortened."""
-    text = " ".join(n.text.split())
-    if len(text) > preview:
-        text = text[:preview] + "…"
-    return f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}: {text}"
+Dispatch = Callable[[list[str], str], Awaitable[dict[str, Outcome]]]
 
 
 def _limit(args: dict[str, Any], default: int) -> int:
@@ -50,9 +43,10 @@ def _limit(args: dict[str, Any], default: int) -> int:
     return max(1, min(HISTORY_MAX, value))
 
 
-def legatus_tools(legatus: Legatus) -> list[SdkMcpTool[Any]]:
-    """The six Legatus tools, bound to ``legatus``."""
-    praetorium = legatus.praetorium
+def legatus_tools(
+    praetorium: Praetorium, castra: Castra, sessions: SessionManager, dispatch_to: Dispatch
+) -> list[SdkMcpTool[Any]]:
+    """The six Legatus tools; ``dispatch_to(names, text)`` asks centuriones for it."""
 
     @tool(
         "get_history",
@@ -88,7 +82,7 @@ def legatus_tools(legatus: Legatus) -> list[SdkMcpTool[Any]]:
     )
     async def search_history(args: dict[str, Any]) -> Result:
         try:
-            hits = await praetorium.search(args["query"], "legatus", _limit(args, 10))
+            hits = await praetorium.search(args["query"], LEGATUS, _limit(args, 10))
         except PraetoriumError as e:
             return _text(f"Error: {e}", error=True)
         if not hits:
@@ -115,7 +109,7 @@ def legatus_tools(legatus: Legatus) -> list[SdkMcpTool[Any]]:
         },
     )
     async def post_nuntius(args: dict[str, Any]) -> Result:
-        roster = legatus.castra.roster()
+        roster = castra.roster()
         audience = [str(a).lower() for a in args["audience"]]
         unknown = [a for a in audience if a not in roster.centuriones and a != BROADCAST]
         if unknown or not audience:
@@ -124,7 +118,7 @@ def legatus_tools(legatus: Legatus) -> list[SdkMcpTool[Any]]:
                 f"Error: unknown audience {unknown}; centuriones: {valid}, or 'all'", error=True
             )
         try:
-            nuntius = await praetorium.post("legatus", args["text"], audience)
+            nuntius = await praetorium.post(LEGATUS, args["text"], audience)
         except PraetoriumError as e:
             return _text(f"Error: {e}", error=True)
         return _text(f"Posted nuntius #{nuntius.seq} to {', '.join(audience)}.")
@@ -149,7 +143,7 @@ def legatus_tools(legatus: Legatus) -> list[SdkMcpTool[Any]]:
         },
     )
     async def dispatch(args: dict[str, Any]) -> Result:
-        roster = legatus.castra.roster()
+        roster = castra.roster()
         names = list(dict.fromkeys(str(n).lower().lstrip("@") for n in args["centuriones"]))
         unknown = [n for n in names if n not in roster.centuriones]
         if unknown or not names:
@@ -159,7 +153,7 @@ def legatus_tools(legatus: Legatus) -> list[SdkMcpTool[Any]]:
             )
         if not str(args["text"]).strip():
             return _text("Error: the request text is empty", error=True)
-        outcomes = await legatus.dispatch_for_legatus(names, args["text"])
+        outcomes = await dispatch_to(names, args["text"])
         parts = [f"## {name}\n{outcomes[name].text}" for name in names]
         failed = all(o.kind != "answer" for o in outcomes.values())
         return _text("\n\n".join(parts), error=failed)
@@ -170,10 +164,10 @@ def legatus_tools(legatus: Legatus) -> list[SdkMcpTool[Any]]:
         {"type": "object", "properties": {}, "additionalProperties": False},
     )
     async def list_centuriones(args: dict[str, Any]) -> Result:
-        roster = legatus.castra.roster()
+        roster = castra.roster()
         totals = await praetorium.usage_totals()
         lines = []
-        for status in legatus.sessions.status(roster.names):
+        for status in sessions.status(roster.names):
             usage = totals.get(status.name)
             spent = f", {usage.turns} turns, ${usage.cost_usd:.4f}" if usage else ""
             description = roster.centuriones[status.name].description
@@ -195,13 +189,13 @@ def legatus_tools(legatus: Legatus) -> list[SdkMcpTool[Any]]:
     )
     async def reset_centurio(args: dict[str, Any]) -> Result:
         name = str(args["name"]).lower()
-        roster = legatus.castra.roster()
+        roster = castra.roster()
         if name not in roster.centuriones:
             return _text(
                 f"Error: no centurio named {name!r}; centuriones: {', '.join(roster.names)}",
                 error=True,
             )
-        await legatus.sessions.reset(name)
+        await sessions.reset(name)
         return _text(f"Reset {name}: its next request starts a fresh session.")
 
     return [get_history, search_history, post_nuntius, dispatch, list_centuriones, reset_centurio]

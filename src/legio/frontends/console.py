@@ -1,4 +1,4 @@
-"""The terminal front-end: the same Legatus and admin commands, without Telegram.
+"""The terminal front-end: the same ``LegioApp`` and admin commands, without Telegram.
 
 Reads one message per line from standard input (a terminal or a pipe), shows the
 agents' ``⏳`` status lines while they work, prints each reply, and exits cleanly on
@@ -12,8 +12,10 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from legio.admin import Admin, interruption_notice, is_command
-from legio.legatus import Legatus, Reply
+from legio.admin import Admin, is_command
+from legio.app import LegioApp, Reply
+from legio.frontends.views import interruption_notice
+from legio.names import LEGATUS
 
 BANNER = (
     "Legio console: write to the Legatus, @name for a centurio, /help for commands, Ctrl-D to quit."
@@ -28,14 +30,14 @@ async def _lines(stream: TextIO) -> asyncio.StreamReader:
 
 
 async def run_console(
-    legatus_factory: Callable[[], Awaitable[Legatus]],
+    app_factory: Callable[[], Awaitable[LegioApp]],
     *,
     stdin: TextIO = sys.stdin,
     out: TextIO = sys.stdout,
 ) -> None:
-    """Chat until end of input; always close the Legatus."""
-    legatus = await legatus_factory()
-    admin = Admin(legatus)
+    """Chat until end of input; always close the engine."""
+    app = await app_factory()
+    admin = Admin(app)
     interactive = stdin.isatty()
 
     def show(text: str) -> None:
@@ -46,11 +48,11 @@ async def run_console(
         show(f"  [{agent}] {line}")
 
     async def print_reply(reply: Reply) -> None:
-        show(reply.text if reply.agent != "legatus" else f"legatus: {reply.text}")
+        show(reply.text if reply.agent != LEGATUS else f"legatus: {reply.text}")
 
     try:
         show(BANNER)
-        for nuntius, agents in await legatus.notice_interruptions():
+        for nuntius, agents in await app.notice_interruptions():
             show(interruption_notice(nuntius.seq, nuntius.text, agents))
         reader = await _lines(stdin)
         while True:
@@ -67,7 +69,7 @@ async def run_console(
                 for page in await admin.run(text):
                     show(page)
                 continue
-            await legatus.handle_message(text, on_status, on_reply=print_reply)
+            await app.handle_message(text, on_status, on_reply=print_reply)
     finally:
-        await legatus.close()
+        await app.close()
         show("Legio console closed.")

@@ -1,6 +1,7 @@
 """The Legatus: routes Caesar's messages, keeps the books, and is the orchestrator agent.
 
-``handle_message(text)`` is all a front-end calls. Without an @mention the message
+``handle_message(text)`` answers one message of Caesar's (``LegioApp`` is the front-ends'
+door to it). Without an @mention the message
 goes to the Legatus's own session; with @mentions of centuriones (``@all``: every
 one) it goes to them in parallel and each answers under an attribution header.
 Caesar's nuntius is stored before any agent is asked, and every answer is stored
@@ -27,25 +28,19 @@ from claude_agent_sdk import McpSdkServerConfig, create_sdk_mcp_server
 
 from legio.castra import Castra, Roster
 from legio.config import Config
-from legio.history import format_roster_xml, format_status_xml
-from legio.legatus_tools import legatus_tools
-from legio.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
+from legio.errors import DuplicateOrigin
+from legio.legatus.tools import legatus_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
-from legio.policy import scrub_environment
-from legio.praetorium import BROADCAST, DuplicateOrigin, Nuntius, Praetorium
-from legio.session import (
-    AgentSpec,
-    ClientFactory,
-    Outcome,
-    SessionManager,
-    StatusCallback,
-)
+from legio.names import BROADCAST, CAESAR, LEGATUS
+from legio.sessions.history import format_roster_xml, format_status_xml
+from legio.sessions.manager import SessionManager
+from legio.sessions.spec import AgentSpec, spec_from_prompt
+from legio.sessions.turn import Outcome, StatusCallback
+from legio.store.praetorium import Nuntius, Praetorium
 
 logger = logging.getLogger(__name__)
 
-LEGATUS = "legatus"
-CAESAR = "caesar"
 TOOLS_KEY = "legatus_tools"
 RULE = "━━━━━━━━━━━━"
 # @name not glued to a word before it (e-mail addresses) nor followed by more of a name
@@ -130,56 +125,8 @@ class Legatus:
         self.praetorium = praetorium
         self.memoria = memoria
         self.sessions = sessions
-        self._lock: CastraLock | None = None
         self._intake = asyncio.Lock()
         sessions.register(LEGATUS, self._spec)
-
-    @classmethod
-    async def open(
-        cls,
-        config: Config,
-        *,
-        client_factory: ClientFactory | None = None,
-        env: dict[str, str] | None = None,
-        reap_interval_s: float = 60.0,
-    ) -> Legatus:
-        """Lock the castra, end CLIs an earlier run left, open the praetorium and memoria,
-        and set up the sessions (none started yet). ``LegioError`` if the castra is taken."""
-        lock = CastraLock(config.castra)
-        lock.acquire()
-        scrub_environment(config)  # before any agent's CLI inherits os.environ
-        try:
-            run_id = new_run_id()
-            await asyncio.to_thread(reap_orphans, config.castra, run_id)
-            praetorium = await Praetorium.open(Castra(config.castra).praetorium_path)
-        except BaseException:
-            lock.release()
-            raise
-        memoria = MemoriaStore(config.castra, config.memoria.max_document_bytes)
-        extra = {"client_factory": client_factory} if client_factory else {}
-        agent_environment = {**(env or {}), **agent_env(config.castra, run_id)}
-        sessions = SessionManager(
-            config,
-            praetorium,
-            memoria,
-            env=agent_environment,
-            reap_interval_s=reap_interval_s,
-            **extra,
-        )
-        sessions.start()
-        legatus = cls(config, praetorium, memoria, sessions)
-        legatus._lock = lock
-        return legatus
-
-    async def close(self) -> None:
-        """Disconnect every agent, then close the praetorium (the seed's shutdown order)."""
-        try:
-            await self.sessions.shutdown()
-            await self.praetorium.close()
-        finally:
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
 
     # ---------------------------------------------------------- the Legatus's session
 
@@ -190,12 +137,17 @@ class Legatus:
         key = f"{prompt.sha256}:{roster.hash}:{prompt.mtime_ns}"
 
         def servers() -> dict[str, tuple[McpSdkServerConfig, list[str]]]:
-            tools = legatus_tools(self) + memoria_full_tools(self.memoria)
+            own = legatus_tools(
+                self.praetorium, self.castra, self.sessions, self.dispatch_for_legatus
+            )
+            tools = own + memoria_full_tools(self.memoria)
             server = create_sdk_mcp_server(TOOLS_KEY, tools=tools)
             return {TOOLS_KEY: (server, [t.name for t in tools])}
 
         rebuild_key = hashlib.sha256(key.encode()).hexdigest()
-        return self.sessions.spec_from_prompt(prompt, system_prompt, rebuild_key, servers)
+        return spec_from_prompt(
+            self.config, self.castra, prompt, system_prompt, rebuild_key, servers
+        )
 
     def roster_xml(self, roster: Roster | None = None) -> str:
         """``<centuriones>``: the roster in the Legatus's system prompt."""

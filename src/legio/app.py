@@ -1,0 +1,209 @@
+"""``LegioApp``: the running Legio, and the one door the front-ends use.
+
+``LegioApp.open(config)`` brings the engine up in the documented order: lock the
+castra (one daemon per castra), keep secrets out of the agents' environment, end
+agent CLIs an earlier run left, open the praetorium and memoria, set up the sessions
+and start their idle reaper, then the Legatus. ``close()`` takes it down the other
+way: every agent (centuriones, then the Legatus), then the praetorium, then the lock.
+
+A front-end hands it Caesar's messages (``handle_message``, ``retry``) and asks it
+typed questions (history, search, status rows, context, usage) or to act (stop,
+reset, compact). It never sees SQLite or the SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from legio.castra import Castra, Roster
+from legio.config import Config
+from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
+from legio.memoria import MemoriaStore
+from legio.names import CAESAR, LEGATUS
+from legio.policy import scrub_environment
+from legio.sessions.context import ContextReport
+from legio.sessions.history import estimate_tokens, format_line
+from legio.sessions.manager import SessionManager
+from legio.sessions.slot import AgentStatus
+from legio.sessions.turn import StatusCallback
+from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
+from legio.store.praetorium import Nuntius, Praetorium, SearchHit
+from legio.store.records import Compaction, UsageTotals
+
+__all__ = [
+    "AgentStatus",
+    "Compaction",
+    "ContextReport",
+    "ContextView",
+    "LegioApp",
+    "Nuntius",
+    "Reply",
+    "ReplyCallback",
+    "SearchHit",
+    "StatusCallback",
+    "StatusRow",
+    "estimate_tokens",
+    "format_line",
+]
+
+
+@dataclass(frozen=True)
+class StatusRow:
+    """One agent in ``/status``: its session, its latest summary, its usage so far."""
+
+    status: AgentStatus
+    compaction: Compaction | None
+    usage: UsageTotals | None
+
+
+@dataclass(frozen=True)
+class ContextView:
+    """``/context``: the report, and for the Legatus the size of its roster."""
+
+    report: ContextReport
+    roster_tokens: int
+
+
+class LegioApp:
+    """The engine, opened and closed in lifecycle order; see the module docstring."""
+
+    def __init__(
+        self,
+        config: Config,
+        praetorium: Praetorium,
+        memoria: MemoriaStore,
+        sessions: SessionManager,
+        legatus: Legatus,
+        lock: CastraLock,
+    ) -> None:
+        self.config = config
+        self.castra = Castra(config.castra)
+        self.praetorium = praetorium
+        self.memoria = memoria
+        self.sessions = sessions
+        self.legatus = legatus
+        self._lock: CastraLock | None = lock
+
+    @classmethod
+    async def open(
+        cls,
+        config: Config,
+        *,
+        env: dict[str, str] | None = None,
+        reap_interval_s: float = 60.0,
+    ) -> LegioApp:
+        """Open the engine (no agent started yet); ``LegioError`` if the castra is taken.
+
+        ``env`` adds variables to every agent's CLI (tests point it at a fake API).
+        """
+        lock = CastraLock(config.castra)
+        lock.acquire()
+        scrub_environment(config)  # before any agent's CLI inherits os.environ
+        try:
+            run_id = new_run_id()
+            await asyncio.to_thread(reap_orphans, config.castra, run_id)
+            praetorium = await Praetorium.open(Castra(config.castra).praetorium_path)
+        except BaseException:
+            lock.release()
+            raise
+        memoria = MemoriaStore(config.castra, config.memoria.max_document_bytes)
+        sessions = SessionManager(
+            config,
+            praetorium,
+            memoria,
+            env={**(env or {}), **agent_env(config.castra, run_id)},
+            reap_interval_s=reap_interval_s,
+        )
+        sessions.start()
+        legatus = Legatus(config, praetorium, memoria, sessions)
+        return cls(config, praetorium, memoria, sessions, legatus, lock)
+
+    async def close(self) -> None:
+        """Disconnect every agent, then close the praetorium and release the castra."""
+        try:
+            await self.sessions.shutdown()
+            await self.praetorium.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    # ---------------------------------------------------------- Caesar's messages
+
+    async def handle_message(
+        self,
+        text: str,
+        on_status: StatusCallback | None = None,
+        *,
+        origin: str | None = None,
+        on_reply: ReplyCallback | None = None,
+    ) -> list[Reply]:
+        """Answer one message from Caesar (see ``Legatus.handle_message``)."""
+        return await self.legatus.handle_message(text, on_status, origin=origin, on_reply=on_reply)
+
+    async def retry(
+        self,
+        seq: int | None = None,
+        on_status: StatusCallback | None = None,
+        on_reply: ReplyCallback | None = None,
+    ) -> list[Reply]:
+        """Run interrupted requests again (all pending, or the one numbered ``seq``)."""
+        return await self.legatus.retry(seq, on_status, on_reply)
+
+    async def notice_interruptions(self) -> list[tuple[Nuntius, list[str]]]:
+        """Requests the last run never answered, recorded as told to Caesar (once)."""
+        return await self.legatus.notice_interruptions()
+
+    # ---------------------------------------------------------- questions
+
+    def roster(self) -> Roster:
+        return self.castra.roster()
+
+    def agents(self) -> list[str]:
+        """The Legatus, then every centurio."""
+        return [LEGATUS, *self.roster().names]
+
+    async def history(self, count: int) -> list[Nuntius]:
+        """The latest ``count`` nuntii, newest first."""
+        return await self.praetorium.get_history(count)
+
+    async def search(self, query: str, limit: int) -> list[SearchHit]:
+        """Full-text search over every nuntius (``SearchQueryError`` for a bad query)."""
+        return await self.praetorium.search(query, CAESAR, limit)
+
+    async def status_rows(self) -> list[StatusRow]:
+        """Every agent's state, latest summary and usage, for ``/status``."""
+        totals = await self.praetorium.usage_totals()
+        rows = []
+        for status in self.sessions.status(self.agents()):
+            compaction = None
+            if not status.compaction_failure:
+                compaction = await self.praetorium.latest_compaction(status.name)
+            rows.append(StatusRow(status, compaction, totals.get(status.name)))
+        return rows
+
+    async def context(self, name: str) -> ContextView:
+        """What agent ``name``'s next message carries (``CastraError`` if it is unusable)."""
+        if name == LEGATUS:
+            report = await self.sessions.context_report(name, self.legatus.status_xml())
+            return ContextView(report, estimate_tokens(self.legatus.roster_xml()))
+        return ContextView(await self.sessions.context_report(name), 0)
+
+    # ---------------------------------------------------------- actions
+
+    async def compact(self, name: str, instructions: str | None = None) -> Compaction:
+        """Have agent ``name`` sum up its conversation now (waits for its turn)."""
+        return await self.sessions.compact(name, instructions)
+
+    async def reset(self, name: str) -> bool:
+        """Forget agent ``name``'s conversation; whether there was one."""
+        return await self.sessions.reset(name)
+
+    async def stop(self, names: list[str]) -> list[str]:
+        """Interrupt what ``names`` are doing; the ones that were working."""
+        return [n for n in names if await self.sessions.interrupt(n)]
+
+    async def stop_all(self) -> list[str]:
+        """Interrupt every agent that is working."""
+        return await self.stop(self.agents())

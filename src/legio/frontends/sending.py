@@ -1,0 +1,115 @@
+"""Sending to Telegram: Markdown rendered and split, retries, per-agent order.
+
+- ``render``: Markdown converted to text + entities by telegramify-markdown, split under
+  4096 UTF-16 units (entities clipped at the cut), at most 100 entities a message.
+- ``send_with_retries``: sendMessage retried with backoff on network errors and 5xx
+  (``AIORateLimiter`` retries 429s).
+- ``SendChains``: one agent's answers go out in the order it gave them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from telegram import Bot, MessageEntity
+from telegram.error import BadRequest, NetworkError, TimedOut
+from telegramify_markdown import convert, split_entities
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+logger = logging.getLogger(__name__)
+
+MAX_UTF16 = 4096
+MAX_ENTITIES = 100
+SEND_ATTEMPTS = 6
+
+Chunk = tuple[str, list[MessageEntity]]
+
+
+def render(markdown: str) -> list[Chunk]:
+    """Telegram messages (text + entities) for a Markdown answer, each within the limits."""
+    try:
+        text, entities = convert(markdown)
+    except Exception:  # a converter bug must not cost Caesar the answer
+        logger.warning("Markdown conversion failed; sending plain text", exc_info=True)
+        text, entities = markdown, []
+    chunks: list[Chunk] = []
+    pending = split_entities(text, entities, MAX_UTF16)
+    while pending:
+        part_text, part_entities = pending.pop(0)
+        if len(part_entities) > MAX_ENTITIES and len(part_text) > 1:
+            smaller = split_entities(part_text, part_entities, max(1, len(part_text) // 2))
+            if len(smaller) > 1:
+                pending[:0] = smaller
+                continue
+            part_entities = []
+        converted = [MessageEntity(**e.to_dict()) for e in part_entities]
+        chunks.append((part_text, converted))
+    if not chunks and markdown.strip():
+        chunks = [(markdown[: MAX_UTF16 // 2], [])]
+    return chunks
+
+
+def plain_pages(text: str) -> list[str]:
+    """Plain text cut into pieces Telegram accepts (UTF-16 length, at line breaks)."""
+    return [t for t, _ in split_entities(text, [], MAX_UTF16)] or ["(empty)"]
+
+
+def _transient(error: BaseException) -> bool:
+    """Worth sending again: network trouble or a 5xx (not a refusal like 400 or 403)."""
+    return isinstance(error, (NetworkError, TimedOut)) and not isinstance(error, BadRequest)
+
+
+async def send_with_retries(bot: Bot, chat_id: int, text: str, **kwargs: Any) -> None:
+    """sendMessage, retried with backoff on network errors (429s: AIORateLimiter)."""
+    async for attempt in AsyncRetrying(
+        retry=retry_if_exception(_transient),
+        stop=stop_after_attempt(SEND_ATTEMPTS),
+        wait=wait_exponential(multiplier=0.5, max=8),
+        reraise=True,
+    ):
+        with attempt:
+            await bot.send_message(chat_id, text, **kwargs)
+
+
+def origin_of(chat_id: int, message_id: int) -> str:
+    return f"telegram:{chat_id}:{message_id}"
+
+
+def chat_of(origin: str | None) -> int | None:
+    """The chat a nuntius came from, for a ``telegram:<chat>:<message>`` origin."""
+    if origin and origin.startswith("telegram:"):
+        try:
+            return int(origin.split(":")[1])
+        except (IndexError, ValueError):
+            return None
+    return None
+
+
+class SendChains:
+    """Sends queued per (chat, agent): one agent's answers go out in the order it gave them,
+    without the agent waiting for Telegram."""
+
+    def __init__(self) -> None:
+        self._tails: dict[tuple[int, str], asyncio.Task[None]] = {}
+
+    def enqueue(
+        self, chat_id: int, agent: str, send: Callable[[], Awaitable[None]]
+    ) -> asyncio.Task[None]:
+        previous = self._tails.get((chat_id, agent))
+
+        async def run() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            await send()
+
+        task = asyncio.create_task(run())
+        self._tails[(chat_id, agent)] = task
+        task.add_done_callback(lambda t: self._forget((chat_id, agent), t))
+        return task
+
+    def _forget(self, key: tuple[int, str], task: asyncio.Task[None]) -> None:
+        if self._tails.get(key) is task:
+            del self._tails[key]

@@ -1,0 +1,156 @@
+"""What Caesar sees while agents work: the typing action and one status message.
+
+``StatusBoard``: once a request takes over a second, one message with the agents'
+``⏳`` lines, edited at most about once a second, never with unchanged text, deleted at
+the end. ``Typing``: the typing action in a chat while any request there runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from types import TracebackType
+
+from telegram import Bot
+from telegram.constants import ChatAction
+from telegram.error import BadRequest, TelegramError
+
+from legio.frontends.sending import MAX_UTF16
+
+logger = logging.getLogger(__name__)
+
+STATUS_INTERVAL_S = 1.0
+STOP_WAIT_S = 10.0
+TYPING_EVERY_S = 4.5
+
+
+class Typing:
+    """The typing action in a chat while any request there is being worked on."""
+
+    def __init__(self, bot: Bot) -> None:
+        self.bot = bot
+        self._active: dict[int, int] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+
+    @contextlib.asynccontextmanager
+    async def shown(self, chat_id: int) -> AsyncIterator[None]:
+        self._active[chat_id] = self._active.get(chat_id, 0) + 1
+        if chat_id not in self._tasks or self._tasks[chat_id].done():
+            self._tasks[chat_id] = asyncio.create_task(self._loop(chat_id))
+        try:
+            yield
+        finally:
+            self._active[chat_id] -= 1
+
+    async def _loop(self, chat_id: int) -> None:
+        while self._active.get(chat_id, 0) > 0:
+            with contextlib.suppress(TelegramError):
+                await self.bot.send_chat_action(chat_id, ChatAction.TYPING)
+            for _ in range(int(TYPING_EVERY_S / 0.1)):
+                if self._active.get(chat_id, 0) <= 0:
+                    return
+                await asyncio.sleep(0.1)
+
+
+class StatusBoard:
+    """One status message per request while agents work (after the first second)."""
+
+    def __init__(self, bot: Bot, chat_id: int, *, interval_s: float = STATUS_INTERVAL_S) -> None:
+        self.bot = bot
+        self.chat_id = chat_id
+        self.interval_s = interval_s
+        self.lines: dict[str, str] = {}
+        self.message_id: int | None = None
+        self.shown = ""
+        self._changed = asyncio.Event()
+        self._done = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def update(self, agent: str, line: str) -> None:
+        """A status callback for ``Legatus.handle_message``."""
+        self.lines[agent] = line
+        self._changed.set()
+
+    def done_with(self, agent: str) -> None:
+        """An agent has answered: its line leaves the status message."""
+        if self.lines.pop(agent, None) is not None:
+            self._changed.set()
+
+    def text(self) -> str:
+        if len(self.lines) == 1:
+            return next(iter(self.lines.values()))
+        return "\n".join(f"{agent}: {line}" for agent, line in self.lines.items())
+
+    async def __aenter__(self) -> StatusBoard:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._done.set()
+        if self._task is not None:
+            # Stop by flag, not by cancellation: on Python 3.11 asyncio.wait_for can swallow a
+            # cancel that coincides with its event, and the loop would never end.
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), STOP_WAIT_S)
+            except TimeoutError:
+                self._task.cancel()
+            except Exception:
+                logger.warning("status board failed", exc_info=True)
+        if self.message_id is not None:
+            try:
+                await self.bot.delete_message(self.chat_id, self.message_id)
+            except TelegramError as e:
+                logger.info("could not delete a status message: %s", e)
+
+    @staticmethod
+    async def _wait_any(events: list[asyncio.Event], seconds: float) -> None:
+        """Wait up to ``seconds`` for any of ``events``."""
+        waiters = [asyncio.ensure_future(event.wait()) for event in events]
+        try:
+            await asyncio.wait(
+                waiters, timeout=max(0.0, seconds), return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+    async def _run(self) -> None:
+        last_edit = time.monotonic()  # no status message for answers quicker than interval_s
+        while not self._done.is_set():
+            now = time.monotonic()
+            if self._changed.is_set() and now - last_edit >= self.interval_s:
+                self._changed.clear()
+                await self._show(self.text())
+                last_edit = time.monotonic()
+            if self._done.is_set():
+                return
+            if self._changed.is_set():  # a line is waiting: show it when the interval allows
+                await self._wait_any([self._done], last_edit + self.interval_s - time.monotonic())
+            else:
+                await self._wait_any([self._changed, self._done], 3600)
+
+    async def _show(self, text: str) -> None:
+        text = text[: MAX_UTF16 // 2]
+        if not text.strip() or text == self.shown:
+            return
+        try:
+            if self.message_id is None:
+                sent = await self.bot.send_message(self.chat_id, text)
+                self.message_id = sent.message_id
+            else:
+                await self.bot.edit_message_text(text, self.chat_id, self.message_id)
+            self.shown = text
+        except BadRequest as e:
+            if "not modified" in str(e).lower():
+                self.shown = text
+            elif "not found" in str(e).lower():
+                self.message_id = None
+            else:
+                logger.info("status message not updated: %s", e)
+        except TelegramError as e:
+            logger.info("status message not updated: %s", e)

@@ -1,0 +1,203 @@
+"""Pure text rendering of admin answers: pages, durations, status, context, history lines.
+
+Nothing here touches the engine: every function turns values ``legio.app`` hands out
+into lines of text for a person, so each is testable on its own. Pages stay under
+Telegram's 4096-character limit.
+"""
+
+from __future__ import annotations
+
+from legio.app import (
+    AgentStatus,
+    Compaction,
+    ContextReport,
+    Nuntius,
+    SearchHit,
+    StatusRow,
+    estimate_tokens,
+    format_line,
+)
+
+PAGE_LIMIT = 4000  # under Telegram's 4096, with room for a page marker
+LINE_PREVIEW = 200
+
+
+def paginate(lines: list[str], limit: int = PAGE_LIMIT) -> list[str]:
+    """Join lines into pages of at most ``limit`` characters (long lines are cut)."""
+    pages: list[str] = []
+    current = ""
+    for line in lines:
+        line = line if len(line) <= limit else line[: limit - 1] + "…"
+        if current and len(current) + 1 + len(line) > limit:
+            pages.append(current)
+            current = line
+        else:
+            current = f"{current}\n{line}" if current else line
+    if current:
+        pages.append(current)
+    return pages
+
+
+def duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def interruption_notice(seq: int, text: str, agents: list[str]) -> str:
+    """What Caesar is told, once, about a request a restart interrupted."""
+    preview = " ".join(text.split())
+    preview = preview if len(preview) <= 200 else preview[:200] + "…"
+    who = ", ".join(agents)
+    return (
+        f'⚠️ Interrupted by a restart: "{preview}" (#{seq}, no answer from {who}). '
+        f"Send /retry to run it again."
+    )
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
+def _when(compaction: Compaction) -> str:
+    return f"{compaction.created_at:%Y-%m-%d %H:%M} UTC"
+
+
+def compaction_line(compaction: Compaction) -> str:
+    """One compaction record, for /status and /context."""
+    return (
+        f"#{compaction.id} of {_when(compaction)} ({compaction.reason}): "
+        f"{compaction.tokens_before:,} tokens of conversation summed up in "
+        f"~{estimate_tokens(compaction.summary):,}; recent messages kept from "
+        f"#{compaction.first_kept_seq}"
+    )
+
+
+def context_lines(report: ContextReport, roster_tokens: int = 0) -> list[str]:
+    """/context: the breakdown of what an agent's next message carries."""
+    name, plan = report.name, report.plan
+    lines = [f"🧭 Context of {name}: what its next message carries"]
+    if report.session == "live" and not plan.fresh:
+        fill = 100 * report.context_tokens / report.max_input_tokens
+        lines.append(
+            f"Session: live, {_count(report.turns, 'turn', 'turns')}, "
+            f"context {report.context_tokens:,} tokens "
+            f"({fill:.0f}% of the {report.max_input_tokens:,} ceiling)"
+        )
+    elif report.session == "live":
+        then = (
+            "it will first sum up its conversation, then start a new session"
+            if report.compacts_first
+            else "the next message starts a new session"
+        )
+        lines.append(f"Session: live, but {report.rebuild_reason}: {then}")
+    elif report.session == "resumable":
+        lines.append("Session: saved; the next message resumes it (it remembers its conversation)")
+    else:
+        lines.append("Session: none; the next message starts a new one")
+    system = f"System prompt: ~{report.system_prompt_tokens:,} tokens"
+    if roster_tokens:
+        system += f" (of which the centuriones roster ~{roster_tokens:,})"
+    lines.append(system)
+    lines.append(f"Tools: {report.tools}")
+    if report.prefix_tokens:
+        lines.append(f"Status block with each message: ~{report.prefix_tokens:,} tokens")
+    latest = report.latest_compaction
+    if plan.fresh and plan.compaction is not None:
+        lines.append(
+            f"Compaction summary, given first: ~{estimate_tokens(plan.summary):,} tokens, "
+            + compaction_line(plan.compaction)
+        )
+    elif latest is not None:
+        lines.append(
+            "Latest compaction (a new session would start from it): " + compaction_line(latest)
+        )
+    else:
+        lines.append("Compaction summary: none")
+    if plan.nuntii:
+        first, last = plan.nuntii[0].seq, plan.nuntii[-1].seq
+        what = "History given" if plan.fresh else "New history since its last message"
+        tokens = plan.history_tokens()
+        count = _count(len(plan.nuntii), "nuntius", "nuntii")
+        line = f"{what}: {count} (#{first}–#{last}), ~{tokens:,} tokens"
+        if plan.truncated:
+            line += "; older ones left out to fit the history budget"
+        lines.append(line)
+    elif plan.fresh:
+        lines.append("History given: none (nothing it may see yet)")
+    else:
+        lines.append("New history since its last message: none")
+    if plan.fresh and (plan.nuntii or plan.summary):
+        lines.append("Then the <context_notice> saying the session was restored.")
+    if report.sdk_usage is not None:
+        usage = report.sdk_usage
+        parts = " · ".join(f"{n} {t:,}" for n, t in usage.categories if t)
+        lines.append(
+            f"Claude's own count: {usage.total_tokens:,} of {usage.max_tokens:,} tokens "
+            f"({usage.percentage:.1f}%)" + (f": {parts}" if parts else "")
+        )
+    elif report.sdk_usage_note:
+        lines.append(f"Claude's own count: unavailable ({report.sdk_usage_note})")
+    if report.compaction_failure:
+        lines.append(
+            f"⚠️ Last compaction failed, {report.compaction_failure}; "
+            "it was rebuilt from the recent history instead."
+        )
+    return lines
+
+
+def status_line(status: AgentStatus, limit: int) -> str:
+    """One agent's line in /status."""
+    icon = {"working": "⚙️", "error": "⚠️"}.get(status.state, "💤")
+    line = f"{icon} {status.name}: {status.state}"
+    if status.live and status.session_age_s is not None:
+        fill = 100 * status.context_tokens / limit if limit else 0
+        line += (
+            f" · session {duration(status.session_age_s)}, {status.turns} turns, "
+            f"context {status.context_tokens:,} tokens ({fill:.0f}% of {limit:,}), "
+            f"${status.cost_usd:.4f}"
+        )
+    else:
+        line += " · no live session"
+    return line
+
+
+def status_lines(rows: list[StatusRow], limit: int, problems: tuple[str, ...]) -> list[str]:
+    """/status: each agent's state, session, latest summary and usage."""
+    lines = []
+    for row in rows:
+        status, usage = row.status, row.usage
+        lines.append(status_line(status, limit))
+        if status.compaction_failure:
+            lines.append(
+                f"   ⚠️ compaction failed, {status.compaction_failure}; "
+                "rebuilt from the recent history instead"
+            )
+        elif row.compaction is not None:
+            lines.append("   last compaction " + compaction_line(row.compaction))
+        if usage:
+            tokens_in = usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens
+            lines.append(
+                f"   all time: {usage.turns} turns ({usage.errors} failed), {tokens_in:,} "
+                f"tokens in, {usage.output_tokens:,} out, ${usage.cost_usd:.4f}"
+            )
+    if problems:
+        lines.append("Not usable: " + "; ".join(problems))
+    return lines
+
+
+def history_lines(nuntii: list[Nuntius]) -> list[str]:
+    """/history: one line per nuntius, newest first."""
+    return [format_line(n, LINE_PREVIEW) for n in nuntii]
+
+
+def search_lines(hits: list[SearchHit]) -> list[str]:
+    """/search: each hit's header and its snippet."""
+    lines = []
+    for hit in hits:
+        n = hit.nuntius
+        lines.append(f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}")
+        lines.append(f"   {' '.join(hit.snippet.split())}")
+    return lines

@@ -1,0 +1,233 @@
+"""One agent's live SDK session: connecting (fresh or resumed), asking, closing.
+
+``AgentSession`` is a connected ``ClaudeSDKClient`` and what it has been given.
+``connect`` starts a CLI with an id we choose (``--session-id``) or resumes one
+(``--resume``); ``ask`` sends one query, reads the answer (``collect_response``) and
+records the turn's usage in the praetorium; a CLI that crashed or spoke garbage marks
+the session broken, and a session we closed ourselves (``/stop``, ``/reset``,
+shutdown) turns the failure into ``AgentInterrupted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from claude_agent_sdk import (
+    ClaudeSDKClient,
+    CLIConnectionError,
+    CLIJSONDecodeError,
+    ProcessError,
+    ResultMessage,
+)
+
+from legio.errors import AgentError, AgentInterrupted
+from legio.sessions.spec import AgentSpec
+from legio.sessions.turn import SessionTokenTracker, StatusCallback, collect_response
+from legio.store.praetorium import Praetorium
+from legio.store.records import Turn
+
+logger = logging.getLogger(__name__)
+
+STDERR_LINES = 20
+CONTEXT_USAGE_TIMEOUT = 5.0
+
+MakeClient = Callable[[deque[str], dict[str, Any]], ClaudeSDKClient]  # (stderr, extra options)
+
+
+@dataclass
+class AgentSession:
+    """A live SDK client and what it has been given."""
+
+    name: str
+    client: ClaudeSDKClient
+    session_id: str
+    rebuild_key: str
+    tracker: SessionTokenTracker
+    bootstrap: bool
+    last_seq: int = 0
+    created: float = field(default_factory=time.monotonic)
+    last_active: float = field(default_factory=time.monotonic)
+    cost_base: float = 0.0
+    cost: float = 0.0
+    broken: bool = False
+    closed_because: str | None = None
+    stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
+
+    def rebuild_reason(self, spec: AgentSpec) -> str | None:
+        """Why this session must be replaced before its next query (None: it goes on)."""
+        if self.broken:
+            return "its Claude CLI failed"
+        if self.rebuild_key != spec.rebuild_key:
+            return "its prompt changed"
+        if self.tracker.should_reset():
+            return f"its context passed {self.tracker.max_input_tokens:,} tokens"
+        return None
+
+    def compacts_first(self) -> bool:
+        """Whether its rebuild begins with a summary (the token ceiling)."""
+        return not self.broken and self.tracker.should_reset()
+
+
+async def connect(
+    spec: AgentSpec, *, resume: str | None, make_client: MakeClient, max_input_tokens: int
+) -> AgentSession:
+    """Start agent ``spec.name``'s CLI: a new session, or ``resume`` an earlier one."""
+    session_id = resume or str(uuid.uuid4())
+    stderr: deque[str] = deque(maxlen=STDERR_LINES)
+    extra: dict[str, Any] = {"resume": resume} if resume else {"session_id": session_id}
+    client = make_client(stderr, extra)
+    try:
+        await client.connect()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await client.disconnect()
+        raise
+    return AgentSession(
+        name=spec.name,
+        client=client,
+        session_id=session_id,
+        rebuild_key=spec.rebuild_key,
+        tracker=SessionTokenTracker(max_input_tokens),
+        bootstrap=resume is None,
+        stderr=stderr,
+    )
+
+
+async def close(session: AgentSession, why: str) -> None:
+    """Disconnect the session's CLI; a query it is running ends as interrupted."""
+    session.closed_because = why
+    try:
+        await session.client.disconnect()
+    except Exception:
+        logger.warning("%s: error while disconnecting its CLI", session.name, exc_info=True)
+
+
+def cli_failure(error: Exception, stderr: deque[str]) -> str:
+    """A readable reason for a CLI that crashed or spoke garbage (its stderr, if any)."""
+    if stderr:
+        return "the Claude CLI failed: " + " / ".join(list(stderr)[-3:])
+    if isinstance(error, CLIJSONDecodeError):
+        return "the Claude CLI sent output that is not JSON"
+    if isinstance(error, ProcessError) and error.exit_code is not None:
+        return f"the Claude CLI exited with code {error.exit_code}"
+    return f"the Claude CLI failed: {error}"
+
+
+async def ask(
+    session: AgentSession,
+    message: str,
+    on_status: StatusCallback | None,
+    *,
+    praetorium: Praetorium,
+    seq: int | None,
+) -> tuple[str, ResultMessage]:
+    """Send one query in ``session``; its answer, with the CLI's failures as ``AgentError``.
+
+    The turn's usage is recorded in the praetorium (for nuntius ``seq``), failed or not.
+    """
+    name = session.name
+    session.last_active = time.monotonic()
+    started = time.monotonic()
+    result: ResultMessage | None = None
+    try:
+        await session.client.query(message)
+        text, result = await collect_response(
+            session.client, session.tracker, on_status, agent=name
+        )
+    except (AgentError, ProcessError, CLIJSONDecodeError, CLIConnectionError) as e:
+        if session.closed_because:  # we closed it: /reset, /stop, shutdown
+            why = f"its session was closed ({session.closed_because})"
+            raise AgentInterrupted(name, why) from e
+        if isinstance(e, AgentError):
+            raise
+        session.broken = True
+        raise AgentError(name, cli_failure(e, session.stderr)) from e
+    finally:
+        session.last_active = time.monotonic()
+        await _record(praetorium, session, seq, result, started)
+    return text, result
+
+
+async def _record(
+    praetorium: Praetorium,
+    session: AgentSession,
+    seq: int | None,
+    result: ResultMessage | None,
+    started: float,
+) -> None:
+    usage = (result.usage if result else None) or {}
+    cost = 0.0
+    if result is not None and result.total_cost_usd is not None:
+        cost = max(0.0, result.total_cost_usd - session.cost_base)  # the CLI's is cumulative
+        session.cost_base = result.total_cost_usd
+        session.cost += cost
+    turn = Turn(
+        agent=session.name,
+        session_id=session.session_id,
+        nuntius_seq=seq,
+        input_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
+        cache_creation_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+        cost_usd=cost,
+        duration_ms=int((time.monotonic() - started) * 1000),
+        is_error=result is None or result.is_error,
+    )
+    try:
+        await praetorium.record_turn(turn)
+    except Exception:
+        logger.exception("%s: could not record the turn's usage", session.name)
+
+
+# ------------------------------------------------------------------ the CLI's own count
+
+
+@dataclass(frozen=True)
+class ContextUsage:
+    """The SDK's own account of a live session's context (``get_context_usage``)."""
+
+    total_tokens: int
+    max_tokens: int
+    percentage: float
+    categories: list[tuple[str, int]]
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> ContextUsage | None:
+        """From the CLI's answer; None if it holds no totals."""
+        try:
+            total = int(raw["totalTokens"])
+            most = int(raw.get("maxTokens") or 0)
+        except (KeyError, TypeError, ValueError):
+            return None
+        categories = []
+        for category in raw.get("categories") or []:
+            if not isinstance(category, dict) or not isinstance(category.get("name"), str):
+                continue
+            if category["name"].lower() != "free space":
+                try:
+                    categories.append((category["name"], int(category.get("tokens") or 0)))
+                except (TypeError, ValueError):
+                    continue
+        percentage = raw.get("percentage")
+        if not isinstance(percentage, int | float):
+            percentage = 100 * total / most if most else 0.0
+        return cls(total, most, float(percentage), categories)
+
+
+async def sdk_usage(client: ClaudeSDKClient, name: str) -> tuple[ContextUsage | None, str | None]:
+    """The CLI's own count of a session's context, or why there is none."""
+    try:
+        raw = await asyncio.wait_for(client.get_context_usage(), CONTEXT_USAGE_TIMEOUT)
+    except Exception as e:  # an older CLI, a busy one, a crashed one
+        logger.info("%s: no context usage from the CLI: %r", name, e)
+        return None, "the CLI did not say"
+    usage = ContextUsage.parse(dict(raw))
+    return usage, None if usage else "the CLI did not say"

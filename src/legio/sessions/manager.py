@@ -1,0 +1,407 @@
+"""Agent sessions: one long-lived ``ClaudeSDKClient`` per agent, each nuntius given once.
+
+``SessionManager.answer(name, nuntius)`` runs one query for an agent, one at a time per
+agent (its ``TicketLock``, held through ``turn_of``), different agents in parallel.
+What the query carries is planned by ``legio.sessions.context``: a fresh SDK session
+gets the agent's summary and window of history, a continuing one only what it has not
+seen. The checkpoint (SDK session id, last seq given, prompt hash) is saved in the
+praetorium *before* the query is sent: a CLI finishes a turn into its transcript even
+if the daemon dies meanwhile, so a resumed session must not be sent it again.
+
+A session is rebuilt as a new SDK session when its prompt changes, when its context
+passes ``max_input_tokens`` (after the agent has written a summary: compaction, see
+``legio.sessions.compaction``), when the model refuses a query as too long (compaction,
+then the query once more), or on ``reset``. An idle session is closed by the reaper
+and resumed (``--resume``) on its next request; if resuming fails it falls back to a
+fresh session with history. A CLI that crashed or spoke garbage is marked broken and
+replaced (resumed) on the next request.
+
+Centuriones are built in; other agents (the Legatus) register a spec factory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError
+
+from legio.castra import Castra
+from legio.config import Config
+from legio.errors import AgentError, AgentInterrupted, ContextOverflow
+from legio.memoria import MemoriaStore
+from legio.sessions.client import AgentSession, ask, connect
+from legio.sessions.compaction import compact, compact_or_fall_back, session_to_compact
+from legio.sessions.context import ContextReport, context_report, plan_context
+from legio.sessions.slot import AgentSlot, AgentStatus, ensure
+from legio.sessions.spec import AgentSpec, SpecFactory, build_options, centurio_spec
+from legio.sessions.turn import Outcome, StatusCallback, failure_outcome, notify
+from legio.store.praetorium import Nuntius, Praetorium
+from legio.store.records import Compaction
+
+logger = logging.getLogger(__name__)
+
+Deliver = Callable[[Outcome], Awaitable[None]]
+Prefix = str | Callable[[], str]  # text, or made when the agent's turn comes
+
+
+class SessionManager:
+    """Owns every agent's SDK session; see the module docstring."""
+
+    def __init__(
+        self,
+        config: Config,
+        praetorium: Praetorium,
+        memoria: MemoriaStore,
+        *,
+        reap_interval_s: float = 60.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        self.castra = Castra(config.castra)
+        self.praetorium = praetorium
+        self.memoria = memoria
+        self.reap_interval_s = reap_interval_s
+        self.idle_timeout_s = config.session_idle_timeout_minutes * 60
+        self.env = dict(env or {})
+        self._slots: dict[str, AgentSlot] = {}
+        self._specs: dict[str, SpecFactory] = {}
+        self._reaper: asyncio.Task[None] | None = None
+
+    def _slot(self, name: str) -> AgentSlot:
+        return self._slots.setdefault(name, AgentSlot(name))
+
+    # ---------------------------------------------------------- specs
+
+    def register(self, name: str, factory: SpecFactory) -> None:
+        """Serve agent ``name`` (not a centurio, e.g. the Legatus) with its own spec."""
+        self._specs[name] = factory
+
+    async def spec(self, name: str) -> AgentSpec:
+        """Agent ``name``'s spec, read now (``CastraError`` if its prompt is unusable)."""
+        factory = self._specs.get(name)
+        if factory is not None:
+            return await factory(name)
+        return centurio_spec(self.config, self.castra, self.memoria, name)
+
+    # ---------------------------------------------------------- sessions
+
+    async def _open(self, spec: AgentSpec, resume: str | None) -> AgentSession:
+        """Start the agent's CLI: resume ``resume``, or a new session."""
+
+        def make_client(stderr: deque[str], extra: dict[str, Any]) -> ClaudeSDKClient:
+            options = build_options(
+                self.config, self.castra, spec, env=self.env, stderr=stderr, **extra
+            )
+            return ClaudeSDKClient(options)
+
+        try:
+            return await connect(
+                spec,
+                resume=resume,
+                make_client=make_client,
+                max_input_tokens=self.config.max_input_tokens,
+            )
+        except CLIConnectionError as e:
+            raise AgentError(
+                spec.name,
+                f"cannot start the Claude CLI ({e}); `legio check` shows which CLI is used",
+            ) from e
+
+    async def _ensure(
+        self, slot: AgentSlot, spec: AgentSpec, on_status: StatusCallback | None
+    ) -> AgentSession:
+        async def summarise(session: AgentSession) -> None:
+            await compact_or_fall_back(self.praetorium, slot, session, spec, "ceiling", on_status)
+
+        return await ensure(
+            slot,
+            spec,
+            praetorium=self.praetorium,
+            open_session=lambda resume: self._open(spec, resume),
+            before_rebuild=summarise,
+        )
+
+    # ---------------------------------------------------------- turns
+
+    def reserve(self, name: str) -> asyncio.Future[None]:
+        """Take agent ``name``'s next place in line now; pass it as ``ticket=``."""
+        return self._slot(name).lock.ticket()
+
+    @contextlib.asynccontextmanager
+    async def turn_of(
+        self,
+        name: str,
+        ticket: asyncio.Future[None] | None = None,
+        on_status: StatusCallback | None = None,
+    ) -> AsyncIterator[AgentSlot]:
+        """Hold agent ``name``'s turn (its reserved ``ticket``, else the next place) for
+        the block; the turn always passes on when the block ends."""
+        slot = self._slot(name)
+        turn = ticket if ticket is not None else slot.lock.ticket()
+        if not turn.done():
+            await notify(on_status, name, f"⏳ Queued: {name} is finishing an earlier request...")
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                slot.lock.release()  # the turn came just as we were cancelled
+            raise
+        try:
+            yield slot
+        finally:
+            slot.lock.release()
+
+    async def answer(
+        self,
+        name: str,
+        nuntius: Nuntius,
+        on_status: StatusCallback | None = None,
+        *,
+        prefix: Prefix = "",
+        ticket: asyncio.Future[None] | None = None,
+        deliver: Deliver | None = None,
+    ) -> Outcome:
+        """Ask agent ``name`` to answer ``nuntius``; a failure becomes its error reply.
+
+        ``prefix`` (e.g. the Legatus's ``<centurio_status>``) goes between the history and
+        the text; a callable is called when the turn comes. ``deliver(outcome)`` runs
+        before the agent's turn ends: answers of one agent are delivered in the order it
+        took the requests, and each as soon as it is ready.
+        """
+        async with self.turn_of(name, ticket, on_status) as slot:
+            try:
+                outcome = Outcome(await self._turn(slot, nuntius, on_status, prefix))
+            except asyncio.CancelledError:
+                raise
+            except BaseException as e:
+                outcome = failure_outcome(name, nuntius.seq, e)
+            if deliver is not None:
+                try:
+                    await deliver(outcome)
+                except Exception:
+                    logger.exception("%s: delivering its answer to #%s failed", name, nuntius.seq)
+            return outcome
+
+    async def dispatch_many(
+        self,
+        names: list[str],
+        nuntius: Nuntius,
+        on_status: StatusCallback | None = None,
+        tickets: dict[str, asyncio.Future[None]] | None = None,
+        deliver: Callable[[str, Outcome], Awaitable[None]] | None = None,
+    ) -> dict[str, Outcome]:
+        """Several agents in parallel; one failing never blocks the others."""
+        tickets = tickets or {}
+
+        def delivery(name: str) -> Deliver | None:
+            if deliver is None:
+                return None
+            return lambda outcome: deliver(name, outcome)
+
+        results = await asyncio.gather(
+            *(
+                self.answer(n, nuntius, on_status, ticket=tickets.get(n), deliver=delivery(n))
+                for n in names
+            )
+        )
+        return dict(zip(names, results, strict=True))
+
+    async def _turn(
+        self, slot: AgentSlot, nuntius: Nuntius, on_status: StatusCallback | None, prefix: Prefix
+    ) -> str:
+        """One query, with the agent's turn held by the caller."""
+        if callable(prefix):
+            prefix = prefix()
+        name = slot.name
+        spec = await self.spec(name)
+        slot.state, slot.on_status = "working", on_status
+        try:
+            session = await self._ensure(slot, spec, on_status)
+            try:
+                text = await self._query(session, spec, nuntius, prefix, on_status)
+            except ContextOverflow as e:
+                logger.warning(
+                    "%s: the model refused nuntius %s as too long (%s); compacting and "
+                    "trying once more in a new session",
+                    name,
+                    nuntius.seq,
+                    e.reason,
+                )
+                await notify(on_status, name, f"⏳ {name}'s context is full: compacting...")
+                await compact_or_fall_back(
+                    self.praetorium, slot, session, spec, "overflow", on_status
+                )
+                await slot.close("rebuild")
+                await self.praetorium.clear_checkpoint(name)
+                session = await self._ensure(slot, spec, on_status)
+                text = await self._query(session, spec, nuntius, prefix, on_status)
+        except AgentInterrupted:
+            slot.state = "idle"
+            raise
+        except BaseException:
+            slot.state = "error"
+            raise
+        finally:
+            slot.on_status = None
+        slot.state = "idle"
+        return text
+
+    async def _query(
+        self,
+        session: AgentSession,
+        spec: AgentSpec,
+        nuntius: Nuntius,
+        prefix: str,
+        on_status: StatusCallback | None,
+    ) -> str:
+        plan = await plan_context(
+            self.praetorium,
+            spec,
+            fresh=session.bootstrap,
+            last_seq=session.last_seq,
+            before_seq=nuntius.seq,
+        )
+        message = "\n\n".join(part for part in (plan.text(), prefix, nuntius.text) if part)
+        session.last_seq = max(session.last_seq, nuntius.seq)
+        session.bootstrap = False
+        await self.praetorium.set_checkpoint(
+            spec.name, session.session_id, session.last_seq, session.rebuild_key
+        )
+        text, _ = await ask(
+            session, message, on_status, praetorium=self.praetorium, seq=nuntius.seq
+        )
+        return text
+
+    def current_status(self, name: str) -> StatusCallback | None:
+        """The status callback of the query agent ``name`` is running now, if any."""
+        slot = self._slots.get(name)
+        return slot.on_status if slot else None
+
+    # ---------------------------------------------------------- compaction
+
+    async def compact(
+        self,
+        name: str,
+        instructions: str | None = None,
+        on_status: StatusCallback | None = None,
+    ) -> Compaction:
+        """``/compact``: have agent ``name`` sum up its conversation now, in its turn.
+
+        Its session is closed afterwards; its next message starts a new one from the
+        summary. Raises ``NothingToCompact``, ``AgentError`` (the conversation is then
+        unchanged) or ``CastraError``.
+        """
+        async with self.turn_of(name, None, on_status) as slot:
+            try:
+                spec = await self.spec(name)
+                slot.state = "working"
+                session = await session_to_compact(
+                    self.praetorium, slot, spec, lambda resume: self._open(spec, resume)
+                )
+                record = await compact(
+                    self.praetorium, slot, session, spec, "command", on_status, instructions
+                )
+                await slot.close("compacted")
+                await self.praetorium.clear_checkpoint(name)
+                return record
+            finally:
+                slot.state = "idle"
+
+    async def context_report(self, name: str, prefix: str = "") -> ContextReport:
+        """``/context``: what agent ``name``'s next query would carry (nothing is sent).
+
+        ``prefix`` is what the caller adds to each query (the Legatus's status block).
+        Raises ``CastraError`` for an agent whose prompt cannot be read.
+        """
+        spec = await self.spec(name)
+        return await context_report(
+            self.praetorium, spec, self._slot(name), prefix, self.config.max_input_tokens
+        )
+
+    # ---------------------------------------------------------- control
+
+    async def interrupt(self, name: str) -> bool:
+        """Interrupt the query agent ``name`` is running; False if it is not working."""
+        slot = self._slots.get(name)
+        if slot is None or slot.session is None or slot.state != "working":
+            return False
+        try:
+            await slot.session.client.interrupt()
+        except Exception:
+            logger.warning("%s: interrupt failed; closing its session instead", name, exc_info=True)
+            await slot.close("stop")
+        return True
+
+    async def reset(self, name: str) -> bool:
+        """Forget agent ``name``'s SDK session and compaction summary; its next query
+        starts a fresh session from the recent history only.
+
+        Returns whether there was anything to forget. A running query is cut off. The
+        compaction records stay in the praetorium, no longer given to the agent.
+        """
+        slot = self._slot(name)
+        had_session = slot.session is not None
+        await slot.close("reset")
+        had_checkpoint = await self.praetorium.get_checkpoint(name) is not None
+        await self.praetorium.clear_checkpoint(name)
+        had_summary = await self.praetorium.clear_compactions(name) > 0
+        slot.compaction_failure = None
+        if not slot.lock.locked():
+            slot.state = "idle"
+        return had_session or had_checkpoint or had_summary
+
+    async def reap_idle(self) -> list[str]:
+        """Close sessions idle longer than the timeout (their checkpoints stay: they resume)."""
+        now = time.monotonic()
+        reaped = []
+        for slot in list(self._slots.values()):
+            if slot.session is None or slot.lock.locked():
+                continue
+            if now - slot.session.last_active > self.idle_timeout_s:
+                await slot.close("idle")
+                reaped.append(slot.name)
+        if reaped:
+            logger.info("reaped idle sessions: %s", ", ".join(reaped))
+        return reaped
+
+    async def _reap_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.reap_interval_s)
+            try:
+                await self.reap_idle()
+            except Exception:
+                logger.exception("idle reaper failed (will try again)")
+
+    def start(self) -> None:
+        """Start the idle reaper."""
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.create_task(self._reap_loop(), name="legio-reaper")
+
+    async def shutdown(self) -> None:
+        """Stop the reaper and disconnect every client: centuriones first, then the rest."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+            self._reaper = None
+        slots = list(self._slots.values())
+        centuriones = [s for s in slots if s.name not in self._specs]
+        await asyncio.gather(*(s.close("shutdown") for s in centuriones))
+        await asyncio.gather(*(s.close("shutdown") for s in slots))
+
+    # ---------------------------------------------------------- status
+
+    def state(self, name: str) -> str:
+        """idle, working or error."""
+        slot = self._slots.get(name)
+        return slot.state if slot else "idle"
+
+    def status(self, names: list[str]) -> list[AgentStatus]:
+        """The state of each named agent's session."""
+        return [AgentStatus.of(self._slots.get(name) or AgentSlot(name)) for name in names]

@@ -1,0 +1,120 @@
+"""What an agent is: its ``AgentSpec``, read from its prompt file, and its SDK options.
+
+A spec is read anew for every request (an edited prompt takes effect on the next
+message): the system prompt, the key whose change rebuilds the session, history
+settings (frontmatter, else ``legio.toml``), the model, the built-in tools and the
+workspace (``legio.policy``), and the in-process MCP servers. ``build_options`` turns
+a spec into ``ClaudeAgentOptions``: explicit tools, the path-guard hook, no user or
+project settings, the agents' environment.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, McpSdkServerConfig
+
+from legio.castra import AgentPrompt, Castra
+from legio.config import Config
+from legio.memoria import MemoriaStore
+from legio.memoria.tools import build_memoria_centurio_server
+from legio.policy import PathGuard, builtin_tools, path_guard_hook, working_dir
+
+logger = logging.getLogger(__name__)
+
+Servers = Callable[[], dict[str, tuple[McpSdkServerConfig, list[str]]]]
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """Everything needed to (re)build one agent's SDK session, read just now."""
+
+    name: str
+    system_prompt: str
+    rebuild_key: str
+    history_window: int
+    history_token_budget: int
+    model: str | None
+    tools: list[str]
+    cwd: Path
+    servers: Servers
+
+
+SpecFactory = Callable[[str], Awaitable[AgentSpec]]
+
+
+def spec_from_prompt(
+    config: Config,
+    castra: Castra,
+    prompt: AgentPrompt,
+    system_prompt: str,
+    rebuild_key: str,
+    servers: Servers,
+) -> AgentSpec:
+    """An agent's spec: its prompt's frontmatter settings, else the config's."""
+    settings = prompt.settings
+    return AgentSpec(
+        name=prompt.name,
+        system_prompt=system_prompt,
+        rebuild_key=rebuild_key,
+        history_window=settings.history_window or config.history_window,
+        history_token_budget=settings.history_token_budget or config.history_token_budget,
+        model=settings.model or config.model or None,
+        tools=builtin_tools(prompt),
+        cwd=working_dir(castra, prompt),
+        servers=servers,
+    )
+
+
+def centurio_spec(config: Config, castra: Castra, memoria: MemoriaStore, name: str) -> AgentSpec:
+    """The spec of centurio ``name`` from its prompt file (``CastraError`` if gone)."""
+    prompt = castra.read_centurio(name)
+
+    def servers() -> dict[str, tuple[McpSdkServerConfig, list[str]]]:
+        server = build_memoria_centurio_server(memoria, name)
+        return {server.name: (server.config, [t.name for t in server.tools])}
+
+    return spec_from_prompt(config, castra, prompt, prompt.body, prompt.sha256, servers)
+
+
+def build_options(
+    config: Config,
+    castra: Castra,
+    spec: AgentSpec,
+    *,
+    env: dict[str, str],
+    stderr: deque[str],
+    **extra: Any,
+) -> ClaudeAgentOptions:
+    """The SDK options of one agent's session; ``extra`` adds ``resume``/``session_id``."""
+    servers = spec.servers()
+    allowed = [f"mcp__{key}__{tool}" for key, (_, tools) in servers.items() for tool in tools]
+
+    def on_stderr(line: str) -> None:
+        logger.debug("%s CLI: %s", spec.name, line)
+        stderr.append(line)
+
+    guard = PathGuard(castra, spec.name, config.path)
+    hooks: dict[Any, list[HookMatcher]] = {
+        "PreToolUse": [HookMatcher(matcher=None, hooks=[path_guard_hook(guard)])]  # type: ignore[list-item]
+    }
+    return ClaudeAgentOptions(
+        hooks=hooks,
+        system_prompt=spec.system_prompt,
+        model=spec.model,
+        permission_mode=config.claude.permission_mode,
+        cli_path=config.claude.cli_path or None,
+        mcp_servers={key: server for key, (server, _) in servers.items()},
+        allowed_tools=allowed + spec.tools,
+        tools=spec.tools,
+        cwd=str(spec.cwd),
+        setting_sources=[],
+        env=env,
+        stderr=on_stderr,
+        **extra,
+    )

@@ -1,0 +1,251 @@
+"""One turn of an agent: reading its answer, tracking its context, showing its progress.
+
+- ``collect_response`` reads one turn's messages from a ``ClaudeSDKClient``: the answer
+  text and the ``ResultMessage``; error results become ``AgentError`` (an interrupt
+  ``AgentInterrupted``, a prompt too long for the model ``ContextOverflow``).
+- ``SessionTokenTracker``: how full a session's context window is.
+- ``status_line``: the ``⏳ …`` line a content block shows Caesar while an agent works.
+- ``Outcome`` and ``failure_outcome``: what an agent made of a request, failures included.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeSDKClient,
+    ResultMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
+
+from legio.errors import (
+    AgentError,
+    AgentInterrupted,
+    CastraError,
+    ContextOverflow,
+    MessageParseError,
+)
+
+logger = logging.getLogger(__name__)
+
+ERROR_REPLY = "[{name}] An error occurred during processing."
+INTERRUPTED_REPLY = "[{name}] Interrupted."
+STATUS_PREVIEW = 80
+REASON_MAX = 300
+
+StatusCallback = Callable[[str, str], Awaitable[None]]  # (agent, "⏳ …" line)
+
+
+# ------------------------------------------------------------------ token tracking
+
+
+class SessionTokenTracker:
+    """How full an SDK session's context window is.
+
+    With prompt caching most of the context is reported as ``cache_read_input_tokens``,
+    so the fill is the latest API call's input + cache read + cache creation — not a
+    sum over turns (which counts the same context again every turn) and not
+    ``input_tokens`` alone (which misses the cached part).
+    """
+
+    def __init__(self, max_input_tokens: int) -> None:
+        self.max_input_tokens = max_input_tokens
+        self.context_tokens = 0
+        self.turns = 0
+        self._seen_call = False
+
+    @staticmethod
+    def _fill(usage: dict[str, Any]) -> int:
+        keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        return sum(int(usage.get(k) or 0) for k in keys)
+
+    def observe_call(self, usage: dict[str, Any] | None) -> None:
+        """One API call's usage (an ``AssistantMessage``'s)."""
+        if usage:
+            self.context_tokens = self._fill(usage)
+            self._seen_call = True
+
+    def update(self, result: ResultMessage) -> None:
+        """End of a turn; without per-call usage, fall back on the result's."""
+        self.turns += 1
+        if not self._seen_call and result.usage:
+            self.context_tokens = self._fill(result.usage)
+        self._seen_call = False
+
+    def should_reset(self) -> bool:
+        return self.context_tokens > self.max_input_tokens
+
+
+# ------------------------------------------------------------------ status lines
+
+_TOOL_STATUS = {
+    "list_edicta": "Reading edicta",
+    "read_edictum": "Reading edicta",
+    "publish_edictum": "Publishing an edictum",
+    "revoke_edictum": "Revoking an edictum",
+    "list_acta": "Reading acta",
+    "read_actum": "Reading acta",
+    "publish_actum": "Publishing an actum",
+    "list_commentarii": "Reading commentarii",
+    "read_commentarium": "Reading commentarii",
+    "write_commentarium": "Writing commentarii",
+    "search_memoria": "Searching memoria",
+    "get_history": "Reading the praetorium",
+    "search_history": "Searching the praetorium",
+    "list_centuriones": "Checking the centuriones",
+    "reset_centurio": "Resetting a centurio",
+    "post_nuntius": "Posting a nuntius",
+}
+
+
+def status_line(block: object) -> str | None:
+    """The ``⏳ …`` line a content block shows Caesar while an agent works."""
+    if isinstance(block, ThinkingBlock):
+        return "⏳ Thinking..."
+    if isinstance(block, ToolUseBlock):
+        tool = block.name.rsplit("__", 1)[-1]
+        if tool == "dispatch":
+            names = block.input.get("centuriones") or []
+            if isinstance(names, str):
+                names = [names]
+            return f"⏳ Dispatching to {', '.join(str(n) for n in names)}..."
+        return f"⏳ {_TOOL_STATUS.get(tool, f'Using {tool}')}..."
+    if isinstance(block, TextBlock) and block.text.strip():
+        preview = " ".join(block.text.split())
+        if len(preview) > STATUS_PREVIEW:
+            preview = preview[:STATUS_PREVIEW] + "…"
+        return f"⏳ {preview}"
+    return None
+
+
+async def notify(on_status: StatusCallback | None, agent: str, line: str) -> None:
+    """Hand a status line to the front-end; its failure never fails the turn."""
+    if on_status is None:
+        return
+    try:
+        await on_status(agent, line)
+    except Exception:
+        logger.exception("status callback failed (ignored)")
+
+
+# ------------------------------------------------------------------ responses
+
+# What the Claude CLI says when the model refuses a prompt for its size. CLI 2.1.330
+# (after trying its own compaction) ends the turn with subtype "success", is_error true,
+# result "Prompt is too long" and terminal_reason "prompt_too_long"; other versions
+# have been seen to leave is_error false, or to pass the API's message on.
+_OVERFLOW = re.compile(
+    r"prompt is too long|prompt_too_long|context[ _-](?:window|length)[ _-]exceeded"
+    r"|exceeds? the (?:model'?s? )?(?:maximum )?context",
+    re.IGNORECASE,
+)
+_OVERFLOW_ANSWER_MAX = 300
+
+
+def is_context_overflow(text: str | None, *, is_error: bool) -> bool:
+    """Whether a turn's result says the context was too long for the model.
+
+    An error result is an overflow when it says so anywhere; a non-error result only
+    when its whole (short) text is that message, so an agent *talking about* long
+    prompts is never taken for one.
+    """
+    if not text:
+        return False
+    if is_error:
+        return _OVERFLOW.search(text) is not None
+    stripped = text.strip()
+    return len(stripped) <= _OVERFLOW_ANSWER_MAX and stripped.lower().startswith(
+        "prompt is too long"
+    )
+
+
+async def collect_response(
+    client: ClaudeSDKClient,
+    tracker: SessionTokenTracker | None = None,
+    on_status: StatusCallback | None = None,
+    *,
+    agent: str = "agent",
+) -> tuple[str, ResultMessage]:
+    """Read one turn's messages: the answer text and its ``ResultMessage``.
+
+    Status lines go to ``on_status`` (never the same line twice in a row). A message
+    the SDK cannot parse is logged and skipped. An error result raises ``AgentError``
+    (``AgentInterrupted`` for an interrupt); a stream that ends without a result raises
+    ``AgentError``; CLI crashes and broken JSON propagate as the SDK raised them.
+    """
+    texts: list[str] = []
+    result: ResultMessage | None = None
+    last_status: str | None = None
+    while True:
+        try:
+            async for message in client.receive_response():
+                if isinstance(message, AssistantMessage):
+                    if tracker is not None and message.parent_tool_use_id is None:
+                        tracker.observe_call(message.usage)
+                    for block in message.content:
+                        if isinstance(block, TextBlock):
+                            texts.append(block.text)
+                        line = status_line(block)
+                        if line and line != last_status:
+                            last_status = line
+                            await notify(on_status, agent, line)
+                elif isinstance(message, ResultMessage):
+                    result = message
+            break
+        except MessageParseError as e:
+            logger.warning("%s: skipped a message the SDK could not parse: %s", agent, e)
+    if result is None:
+        raise AgentError(agent, "the Claude CLI stopped before answering")
+    if tracker is not None:
+        tracker.update(result)
+    final = result.result if result.result is not None else "\n".join(texts)
+    said = final if not result.is_error else (final or "; ".join(result.errors or []))
+    if result.terminal_reason == "prompt_too_long" or is_context_overflow(
+        said, is_error=result.is_error
+    ):
+        raise ContextOverflow(agent, f"the conversation is too long for the model ({said[:120]})")
+    if result.is_error:
+        if result.subtype == "error_during_execution" and result.terminal_reason in (
+            "aborted_streaming",
+            "aborted_tools",
+            "interrupted",
+        ):
+            raise AgentInterrupted(agent, "interrupted")
+        reason = result.result or "; ".join(result.errors or []) or result.subtype
+        raise AgentError(agent, reason)
+    return final.strip(), result
+
+
+# ------------------------------------------------------------------ outcomes
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one agent made of a request: its answer, or why there is none."""
+
+    text: str
+    kind: Literal["answer", "error", "interrupted"] = "answer"
+
+
+def failure_outcome(name: str, seq: int, error: BaseException) -> Outcome:
+    """The reply that stands for an agent's failure to answer nuntius ``seq``, logged."""
+    if isinstance(error, AgentInterrupted):
+        return Outcome(INTERRUPTED_REPLY.format(name=name), "interrupted")
+    if isinstance(error, CastraError):
+        logger.warning("%s cannot answer nuntius %s: %s", name, seq, error)
+        return Outcome(f"[{name}] cannot answer: {error}", "error")
+    if isinstance(error, AgentError):
+        logger.error("%s failed to answer nuntius %s: %s", name, seq, error.reason)
+        reason = error.reason
+        if len(reason) > REASON_MAX:
+            reason = reason[:REASON_MAX] + "…"
+        return Outcome(f"{ERROR_REPLY.format(name=name)} ({reason})", "error")
+    logger.error("%s failed to answer nuntius %s", name, seq, exc_info=error)
+    return Outcome(ERROR_REPLY.format(name=name), "error")

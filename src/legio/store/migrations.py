@@ -1,0 +1,224 @@
+"""The praetorium's schema: an append-only list of migrations, applied once each.
+
+Each migration is a small function registered with ``@migration``, in the order it is
+defined; ``migrate`` applies the ones a database has not had yet, each in one
+transaction together with its record in ``_migrations`` (and ``PRAGMA user_version``).
+Never edit or reorder a migration that has shipped: append a new one. The first is
+the seed's own schema, written with ``IF NOT EXISTS``, so a database made by the seed
+system upgrades in place.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
+
+import aiosqlite
+
+from legio.errors import PraetoriumError
+
+logger = logging.getLogger(__name__)
+
+Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
+MIGRATIONS: list[tuple[str, Migration]] = []
+
+
+def migration(func: Migration) -> Migration:
+    """Register a migration; they run in the order they are defined, once each."""
+    MIGRATIONS.append((func.__name__, func))
+    return func
+
+
+async def _script(db: aiosqlite.Connection, statements: Iterable[str]) -> None:
+    for statement in statements:
+        await db.execute(statement)
+
+
+@migration
+async def m001_seed_nuntii(db: aiosqlite.Connection) -> None:
+    """The seed's schema, as it was; IF NOT EXISTS adopts a seed database."""
+    await _script(
+        db,
+        [
+            """CREATE TABLE IF NOT EXISTS nuntii (
+                id TEXT PRIMARY KEY,
+                sender TEXT NOT NULL,
+                text TEXT NOT NULL,
+                audience TEXT NOT NULL,
+                timestamp TEXT NOT NULL,
+                reply_to TEXT,
+                FOREIGN KEY (reply_to) REFERENCES nuntii(id)
+            )""",
+            "CREATE INDEX IF NOT EXISTS idx_nuntii_timestamp ON nuntii(timestamp)",
+            "CREATE INDEX IF NOT EXISTS idx_nuntii_sender ON nuntii(sender)",
+        ],
+    )
+
+
+@migration
+async def m002_seq_participants_fts(db: aiosqlite.Connection) -> None:
+    """Sequence numbers, the participants index, and full-text search."""
+    await _script(
+        db,
+        [
+            """CREATE TABLE nuntii_new (
+                seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                id TEXT NOT NULL UNIQUE,
+                sender TEXT NOT NULL,
+                text TEXT NOT NULL,
+                audience TEXT NOT NULL,
+                timestamp TEXT NOT NULL,
+                reply_to TEXT,
+                FOREIGN KEY (reply_to) REFERENCES nuntii(id)
+            )""",
+            """INSERT INTO nuntii_new (id, sender, text, audience, timestamp, reply_to)
+               SELECT id, sender, text, audience, timestamp, reply_to
+               FROM nuntii ORDER BY timestamp, rowid""",
+            "DROP TABLE nuntii",
+            "ALTER TABLE nuntii_new RENAME TO nuntii",
+            "CREATE INDEX idx_nuntii_timestamp ON nuntii(timestamp)",
+            "CREATE INDEX idx_nuntii_sender ON nuntii(sender)",
+            """CREATE TABLE participants (
+                member TEXT NOT NULL,
+                seq INTEGER NOT NULL REFERENCES nuntii(seq) ON DELETE CASCADE,
+                PRIMARY KEY (member, seq)
+            ) WITHOUT ROWID""",
+            """INSERT OR IGNORE INTO participants (member, seq)
+               SELECT j.value, n.seq FROM nuntii AS n, json_each(n.audience) AS j
+               UNION SELECT sender, seq FROM nuntii""",
+            """CREATE TRIGGER nuntii_participants AFTER INSERT ON nuntii BEGIN
+                INSERT OR IGNORE INTO participants (member, seq)
+                SELECT value, new.seq FROM json_each(new.audience)
+                UNION SELECT new.sender, new.seq;
+            END""",
+            """CREATE VIRTUAL TABLE nuntii_fts USING fts5(
+                text, content='nuntii', content_rowid='seq',
+                tokenize='unicode61 remove_diacritics 2'
+            )""",
+            "INSERT INTO nuntii_fts (nuntii_fts) VALUES ('rebuild')",
+            """CREATE TRIGGER nuntii_fts_insert AFTER INSERT ON nuntii BEGIN
+                INSERT INTO nuntii_fts (rowid, text) VALUES (new.seq, new.text);
+            END""",
+            """CREATE TRIGGER nuntii_fts_delete AFTER DELETE ON nuntii BEGIN
+                INSERT INTO nuntii_fts (nuntii_fts, rowid, text)
+                VALUES ('delete', old.seq, old.text);
+            END""",
+            """CREATE TRIGGER nuntii_fts_update AFTER UPDATE OF text ON nuntii BEGIN
+                INSERT INTO nuntii_fts (nuntii_fts, rowid, text)
+                VALUES ('delete', old.seq, old.text);
+                INSERT INTO nuntii_fts (rowid, text) VALUES (new.seq, new.text);
+            END""",
+        ],
+    )
+
+
+@migration
+async def m003_agent_sessions_and_turns(db: aiosqlite.Connection) -> None:
+    """Agents' SDK sessions and checkpoints; per-query token usage."""
+    await _script(
+        db,
+        [
+            """CREATE TABLE agent_sessions (
+                agent TEXT PRIMARY KEY,
+                session_id TEXT,
+                last_seq INTEGER NOT NULL DEFAULT 0,
+                prompt_hash TEXT,
+                updated_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE turns (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                agent TEXT NOT NULL,
+                session_id TEXT,
+                nuntius_seq INTEGER,
+                input_tokens INTEGER NOT NULL DEFAULT 0,
+                output_tokens INTEGER NOT NULL DEFAULT 0,
+                cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+                cache_creation_tokens INTEGER NOT NULL DEFAULT 0,
+                cost_usd REAL NOT NULL DEFAULT 0,
+                duration_ms INTEGER NOT NULL DEFAULT 0,
+                is_error INTEGER NOT NULL DEFAULT 0,
+                created_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX idx_turns_agent ON turns(agent, id)",
+        ],
+    )
+
+
+@migration
+async def m004_origins_and_interruptions(db: aiosqlite.Connection) -> None:
+    """Where a nuntius came from (one nuntius per Telegram message), and interrupted requests."""
+    await _script(
+        db,
+        [
+            "ALTER TABLE nuntii ADD COLUMN origin TEXT",
+            "CREATE UNIQUE INDEX idx_nuntii_origin ON nuntii(origin) WHERE origin IS NOT NULL",
+            "CREATE INDEX idx_nuntii_reply_to ON nuntii(reply_to) WHERE reply_to IS NOT NULL",
+            """CREATE TABLE interruptions (
+                seq INTEGER PRIMARY KEY REFERENCES nuntii(seq),
+                agents TEXT NOT NULL,
+                noticed_at TEXT NOT NULL,
+                retried_at TEXT
+            )""",
+        ],
+    )
+
+
+@migration
+async def m005_compactions(db: aiosqlite.Connection) -> None:
+    """Agents' compaction records (summaries of their conversations), never deleted."""
+    await _script(
+        db,
+        [
+            """CREATE TABLE compactions (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                agent TEXT NOT NULL,
+                summary TEXT NOT NULL,
+                first_kept_seq INTEGER NOT NULL,
+                tokens_before INTEGER NOT NULL DEFAULT 0,
+                session_id TEXT,
+                reason TEXT NOT NULL,
+                instructions TEXT,
+                created_at TEXT NOT NULL,
+                cleared_at TEXT
+            )""",
+            "CREATE INDEX idx_compactions_agent ON compactions(agent, id)",
+        ],
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+async def migrate(db: aiosqlite.Connection) -> None:
+    """Apply the migrations this database has not had yet, each in one transaction."""
+    await db.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    async with db.execute("SELECT name FROM _migrations") as cursor:
+        applied = {row[0] for row in await cursor.fetchall()}
+    known = {name for name, _ in MIGRATIONS}
+    unknown = applied - known
+    if unknown:
+        raise PraetoriumError(
+            f"the praetorium was written by a newer Legio (migrations {sorted(unknown)}); "
+            "upgrade Legio to open it"
+        )
+    for number, (name, func) in enumerate(MIGRATIONS, start=1):
+        if name in applied:
+            continue
+        await db.execute("PRAGMA foreign_keys = OFF")  # table rebuilds, as SQLite advises
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            await func(db)
+            await db.execute(
+                "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
+                (name, _now()),
+            )
+            await db.execute(f"PRAGMA user_version = {number}")
+            await db.execute("COMMIT")
+        except BaseException:
+            await db.execute("ROLLBACK")
+            raise
+        logger.info("praetorium: applied migration %s", name)
