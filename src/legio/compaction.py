@@ -22,11 +22,10 @@ from typing import Any
 from lxml import etree
 
 from legio.history import (
-    CHARS_PER_TOKEN,
-    SHORTENED,
     estimate_tokens,
     format_context_notice,
     format_history_xml,
+    shorten,
     xml_safe,
 )
 from legio.praetorium import Compaction, Nuntius
@@ -89,11 +88,9 @@ def format_compaction_request(instructions: str | None = None) -> str:
 
 
 def format_compaction_summary(compaction: Compaction, max_tokens: int) -> str:
-    """``<compaction_summary>`` for a fresh session, shortened to ``max_tokens`` if needed."""
-    text = compaction.summary
-    if estimate_tokens(text) > max_tokens:
-        marker = SHORTENED.format(total=len(text))
-        text = text[: max(0, max_tokens * CHARS_PER_TOKEN - len(marker))] + marker
+    """``<compaction_summary>`` for a fresh session; a summary longer than ``max_tokens``
+    keeps its head and tail around the ``OMITTED`` marker, as a long nuntius does."""
+    text = shorten(compaction.summary, max_tokens, "summary")
     root = etree.Element(
         "compaction_summary",
         agent=compaction.agent,

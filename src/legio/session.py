@@ -70,7 +70,7 @@ from legio.compaction import (
 )
 from legio.config import Config
 from legio.errors import CastraError, LegioError
-from legio.history import estimate_tokens, fit_to_budget
+from legio.history import estimate_tokens, fit_to_budget, nuntius_share
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
 from legio.policy import PathGuard, builtin_tools, path_guard_hook, working_dir
@@ -758,7 +758,8 @@ class SessionManager:
             )
             truncated = len(nuntii) > window
             nuntii = _unseen(nuntii[-window:], name)
-        nuntii, cut = fit_to_budget(nuntii, budget)
+        share = nuntius_share(spec.history_token_budget)  # as in the compaction's tail
+        nuntii, cut = fit_to_budget(nuntii, budget, share_tokens=share)
         return ContextPlan(name, fresh, compaction, summary, nuntii, truncated or cut)
 
     async def _query(
@@ -861,7 +862,8 @@ class SessionManager:
         tail = await self.praetorium.get_visible_nuntii(
             name, spec.history_window, before_seq=session.last_seq + 1
         )
-        tail, _ = fit_to_budget(tail, spec.history_token_budget // 2)
+        share = nuntius_share(spec.history_token_budget)  # as in the next session's window
+        tail, _ = fit_to_budget(tail, spec.history_token_budget // 2, share_tokens=share)
         first_kept = tail[0].seq if tail else session.last_seq + 1
         await _notify(on_status, name, f"⏳ {name} is writing a summary of its conversation...")
         logger.info(
