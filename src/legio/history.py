@@ -79,9 +79,12 @@ def fit_to_budget(
     costing more than its share (``share_tokens``, by default ``NUNTIUS_SHARE`` of the
     budget: a quarter) is shortened to that share, wherever it sits, with a visible
     marker in its middle saying how much was left out and that the praetorium holds
-    it whole (``get_history`` and ``/history`` show it); older nuntii that fit after
-    it still come in. Each nuntius costs its text's ``estimate_tokens`` plus
-    ``NUNTIUS_OVERHEAD_TOKENS``; the window's cost never passes ``budget_tokens``.
+    it whole; older nuntii that fit after it still come in. A quarter leaves room for
+    the conversation around a pasted file or log. Each nuntius costs its text's
+    ``estimate_tokens`` plus ``NUNTIUS_OVERHEAD_TOKENS``; the window's cost never
+    passes ``budget_tokens``. The one rule for every window: a fresh session's (a
+    centurio's or the Legatus's), a continuing one's, a compaction's kept tail, and
+    what ``/context`` counts.
     """
     share = nuntius_share(budget_tokens) if share_tokens is None else share_tokens
     kept: list[Nuntius] = []
