@@ -308,16 +308,18 @@ def test_what_counts_as_a_context_overflow() -> None:
 
 
 def test_a_summary_longer_than_its_share_is_shortened_with_a_marker() -> None:
-    record = Compaction(
-        1, "vorenus", "fact " * 5000, 10, 90_000, None, "ceiling", None, datetime.now(UTC)
-    )
+    summary = "Decisions: ship Friday. " + "fact " * 5000 + "Open: the auth review."
+    record = Compaction(1, "vorenus", summary, 10, 90_000, None, "ceiling", None, datetime.now(UTC))
     block = format_compaction_summary(record, max_tokens=1000)
-    assert block.startswith('<compaction_summary agent="vorenus"')
+    assert block.startswith('<compaction_summary agent="vorenus" written="') and block.endswith(
+        "Open: the auth review.</compaction_summary>"
+    )
     assert 'tokens_before="90000"' in block
-    assert "shortened for this context: 25,000 characters in all" in block
+    assert "characters omitted: the whole summary is in the praetorium …]" in block
+    assert "Decisions: ship Friday." in block
     assert len(block) < 1000 * 4 + 300
     whole = format_compaction_summary(record, max_tokens=100_000)
-    assert "shortened" not in whole
+    assert "omitted" not in whole
 
 
 # ------------------------------------------------------------------ /context

@@ -362,3 +362,54 @@ async def test_a_failing_legatus_answers_with_an_error_and_keeps_the_books(
     assert [r[0] for r in await stored(app)] == ["caesar", "legatus"]
     [reply] = await app.handle_message("better now?")
     assert reply.text == "ECHO: better now?"
+
+
+async def test_unanswered_requests_among_10000_nuntii_take_one_query(app: LegioApp) -> None:
+    """At start-up: Caesar's requests some addressed agent never answered, not yet noted."""
+    praetorium = app.praetorium
+    audiences = {7: ["vorenus", "pullo"], 13: ["all"], 21: ["legatus"], 29: ["vorenus", "brutus"]}
+    requests = await asyncio.gather(
+        *(
+            praetorium.post("caesar", f"request {i}", audiences.get(i % 50, ["vorenus"]))
+            for i in range(5000)
+        )
+    )
+
+    def answerers(i: int) -> list[str]:
+        if i % 50 == 7:
+            return ["vorenus"]  # pullo never answered
+        if i % 50 == 13:
+            return ["vorenus"]  # an @all request: pullo never answered
+        if i % 50 == 21:
+            return []  # the legatus never answered
+        if i % 50 == 29:
+            return ["vorenus"]  # brutus is not in the roster: nobody waits for it
+        return ["vorenus", "vorenus"] if i % 2 else ["vorenus"]  # answered, once or twice
+
+    await asyncio.gather(
+        *(
+            praetorium.post(name, f"answer {i}", ["caesar"], reply_to=request.id)
+            for i, request in enumerate(requests)
+            for name in answerers(i)
+        )
+    )
+    noted = [r for i, r in enumerate(requests) if i >= 4800 and i % 100 == 21]
+    for request in noted:
+        await praetorium.note_interruption(request.seq, ["legatus"])
+    assert await praetorium.count() >= 10_000
+
+    statements: list[str] = []
+    await praetorium.connection.set_trace_callback(statements.append)
+    try:
+        found = await app.legatus.unanswered()
+    finally:
+        await praetorium.connection.set_trace_callback(None)
+
+    assert len(statements) == 1 and statements[0].lstrip().startswith("SELECT")
+    assert len(found) == 10
+    missing = {7: ["pullo"], 13: ["pullo"], 21: ["legatus"]}
+    assert [(n.text, agents) for n, agents in found] == [
+        (f"request {i}", missing[i % 50])
+        for i in range(4800, 5000)  # the latest 200 of Caesar's
+        if i % 50 in missing and requests[i] not in noted
+    ]

@@ -364,24 +364,32 @@ async def test_one_nuntius_per_origin(store: Praetorium) -> None:
     )
     assert [type(r).__name__ for r in results] == ["Nuntius", "DuplicateOrigin", "Nuntius"]
     assert await store.count() == 3
-    assert await store.get_by_origin("telegram:5:10") == first
-    assert await store.get_by_origin("telegram:5:99") is None
+    assert [(n.text, n.origin) for n in reversed(await store.get_history(10))] == [
+        ("hi", "telegram:5:10"),
+        ("a", "telegram:5:11"),
+        ("b", "telegram:5:12"),
+    ]
+    assert (await store.get_history(10))[-1] == first
     await store.post("caesar", "no origin", ["legatus"])
     await store.post("caesar", "no origin either", ["legatus"])
     assert await store.count() == 5
 
 
-async def test_repliers_and_interruptions(store: Praetorium) -> None:
+async def test_requests_with_their_repliers_and_interruptions(store: Praetorium) -> None:
     asked = await store.post("caesar", "@vorenus @pullo report", ["vorenus", "pullo"])
     await store.post("vorenus", "done", ["caesar"], reply_to=asked.id)
-    assert await store.repliers(asked.id) == {"vorenus"}
+    await store.post("vorenus", "and more", ["caesar"], reply_to=asked.id)
+    later = await store.post("caesar", "@legatus hi", ["legatus"])
+    [first, second] = await store.requests_from("caesar", 5)
+    assert (first.nuntius, first.repliers, first.noted) == (asked, {"vorenus"}, False)
+    assert (second.nuntius, second.repliers, second.noted) == (later, set(), False)
+    assert [r.nuntius for r in await store.requests_from("caesar", 1)] == [later]
     await store.note_interruption(asked.seq, ["pullo"])
     await store.note_interruption(asked.seq, ["pullo"])
-    assert await store.is_noted(asked.seq)
+    assert [r.noted for r in await store.requests_from("caesar", 5)] == [True, False]
     [(nuntius, agents)] = await store.interruptions()
     assert (nuntius.id, agents) == (asked.id, ["pullo"])
     assert await store.mark_retried(asked.seq)
     assert not await store.mark_retried(asked.seq)
     assert await store.interruptions() == []
     assert len(await store.interruptions(pending_only=False)) == 1
-    assert [n.text for n in await store.recent_from("caesar", 5)] == ["@vorenus @pullo report"]

@@ -24,7 +24,7 @@ from claude_agent_sdk import (
 
 from tests.conftest import FakeCli
 
-FIXTURE = Path(__file__).parents[3] / "shared" / "fixtures" / "claude-cli-2.1.330"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "claude-cli-2.1.330"
 
 
 def make_calc(calls: list[dict[str, Any]]) -> Any:

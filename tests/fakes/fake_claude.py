@@ -3,7 +3,7 @@
 
 Give its path as ``ClaudeAgentOptions.cli_path``: the real ``ClaudeSDKClient`` then
 runs end to end against it, SDK MCP tools included. It mirrors the recorded session
-in ``shared/fixtures/claude-cli-2.1.330``: the MCP handshake with every SDK server
+in ``tests/fixtures/claude-cli-2.1.330``: the MCP handshake with every SDK server
 before answering ``initialize``; per turn ``session_state_changed`` running,
 ``system/init``, one ``assistant`` line per content block, ``user`` tool results,
 ``result`` (usage of the turn, cost cumulative for the process), then idle.

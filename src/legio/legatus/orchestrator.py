@@ -251,15 +251,15 @@ class Legatus:
         """
         roster_names = self.castra.roster().names
         found = []
-        for nuntius in await self.praetorium.recent_from(CAESAR, window):
-            if await self.praetorium.is_noted(nuntius.seq):
+        for request in await self.praetorium.requests_from(CAESAR, window):  # one query
+            if request.noted:
                 continue
+            nuntius = request.nuntius
             if nuntius.audience == (BROADCAST,):
                 expected = roster_names
             else:
                 expected = [a for a in nuntius.audience if a == LEGATUS or a in roster_names]
-            answered = await self.praetorium.repliers(nuntius.id)
-            missing = [a for a in expected if a not in answered]
+            missing = [a for a in expected if a not in request.repliers]
             if missing:
                 found.append((nuntius, missing))
         return found

@@ -24,10 +24,10 @@ from lxml import etree
 from legio.errors import AgentError, AgentInterrupted, NothingToCompact
 from legio.sessions.client import AgentSession, ask, sdk_usage
 from legio.sessions.history import (
-    CHARS_PER_TOKEN,
-    SHORTENED,
     estimate_tokens,
     fit_to_budget,
+    nuntius_share,
+    shorten,
     xml_safe,
 )
 from legio.sessions.slot import AgentSlot, OpenSession
@@ -68,11 +68,9 @@ def format_compaction_request(instructions: str | None = None) -> str:
 
 
 def format_compaction_summary(compaction: Compaction, max_tokens: int) -> str:
-    """``<compaction_summary>`` for a fresh session, shortened to ``max_tokens`` if needed."""
-    text = compaction.summary
-    if estimate_tokens(text) > max_tokens:
-        marker = SHORTENED.format(total=len(text))
-        text = text[: max(0, max_tokens * CHARS_PER_TOKEN - len(marker))] + marker
+    """``<compaction_summary>`` for a fresh session; a summary longer than ``max_tokens``
+    keeps its head and tail around the ``OMITTED`` marker, as a long nuntius does."""
+    text = shorten(compaction.summary, max_tokens, "summary")
     root = etree.Element(
         "compaction_summary",
         agent=compaction.agent,
@@ -106,7 +104,8 @@ async def compact(
     tail = await praetorium.get_visible_nuntii(
         name, spec.history_window, before_seq=session.last_seq + 1
     )
-    tail, _ = fit_to_budget(tail, spec.history_token_budget // 2)
+    share = nuntius_share(spec.history_token_budget)  # as in the next session's window
+    tail, _ = fit_to_budget(tail, spec.history_token_budget // 2, share_tokens=share)
     first_kept = tail[0].seq if tail else session.last_seq + 1
     await notify(on_status, name, f"⏳ {name} is writing a summary of its conversation...")
     logger.info(

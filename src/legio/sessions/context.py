@@ -21,6 +21,7 @@ from legio.sessions.history import (
     fit_to_budget,
     format_context_notice,
     format_history_xml,
+    nuntius_share,
 )
 from legio.sessions.slot import AgentSlot
 from legio.sessions.spec import AgentSpec
@@ -119,7 +120,8 @@ async def plan_context(
         )
         truncated = len(nuntii) > window
         nuntii = unseen(nuntii[-window:], name)
-    nuntii, cut = fit_to_budget(nuntii, budget)
+    share = nuntius_share(spec.history_token_budget)  # as in the compaction's tail
+    nuntii, cut = fit_to_budget(nuntii, budget, share_tokens=share)
     return ContextPlan(name, fresh, compaction, summary, nuntii, truncated or cut)
 
 

@@ -40,10 +40,11 @@ def _render(element: etree._Element) -> str:
 
 CHARS_PER_TOKEN = 4
 NUNTIUS_OVERHEAD_TOKENS = 40  # the <nuntius …> element around the text
-SHORTENED = (
-    "\n[… shortened for this context: {total:,} characters in all; "
-    "/history and get_history show it whole]"
-)
+# The most of a window's budget one nuntius may take, its element included: a quarter,
+# so a pasted file or log never crowds out the conversation around it (at the default
+# 40,000-token budget, 10,000 tokens: about 40,000 characters).
+NUNTIUS_SHARE = 0.25
+OMITTED = "\n[… {omitted:,} characters omitted: the whole {what} is in the praetorium …]\n"
 
 
 def estimate_tokens(text: str) -> int:
@@ -51,23 +52,52 @@ def estimate_tokens(text: str) -> int:
     return len(text) // CHARS_PER_TOKEN + 1
 
 
-def fit_to_budget(nuntii: Sequence[Nuntius], budget_tokens: int) -> tuple[list[Nuntius], bool]:
-    """The newest ``nuntii`` that fit in ``budget_tokens`` (oldest first), and whether any
-    were left out. A nuntius too long for the room left is shortened with a visible
-    marker rather than dropped, if it is the newest; older ones that do not fit are left out."""
+def nuntius_share(budget_tokens: int) -> int:
+    """The most one nuntius may take of a window of ``budget_tokens`` (``NUNTIUS_SHARE``)."""
+    return int(budget_tokens * NUNTIUS_SHARE)
+
+
+def shorten(text: str, max_tokens: int, what: str = "nuntius") -> str:
+    """``text`` if it fits ``max_tokens``; else its head and tail around the ``OMITTED``
+    marker (saying how many characters were left out), within ``max_tokens`` when
+    ``max_tokens`` can hold the marker at all."""
+    if estimate_tokens(text) <= max_tokens:
+        return text
+    longest = max(0, max_tokens * CHARS_PER_TOKEN - 1)  # the longest text that fits
+    keep = max(0, longest - len(OMITTED.format(omitted=len(text), what=what)))
+    marker = OMITTED.format(omitted=len(text) - keep, what=what)
+    tail = keep // 2
+    return text[: keep - tail] + marker + text[len(text) - tail :]
+
+
+def fit_to_budget(
+    nuntii: Sequence[Nuntius], budget_tokens: int, *, share_tokens: int | None = None
+) -> tuple[list[Nuntius], bool]:
+    """The window: the newest ``nuntii`` that fit in ``budget_tokens``, oldest first, and
+    whether older ones were left out.
+
+    The window is continuous: it is the newest nuntii up to the first (going back in
+    time) that does not fit, each one whole or shortened, never skipped. A nuntius
+    costing more than its share (``share_tokens``, by default ``NUNTIUS_SHARE`` of the
+    budget: a quarter) is shortened to that share, wherever it sits, with a visible
+    marker in its middle saying how much was left out and that the praetorium holds
+    it whole; older nuntii that fit after it still come in. A quarter leaves room for
+    the conversation around a pasted file or log. Each nuntius costs its text's
+    ``estimate_tokens`` plus ``NUNTIUS_OVERHEAD_TOKENS``; the window's cost never
+    passes ``budget_tokens``. The one rule for every window: a fresh session's (a
+    centurio's or the Legatus's), a continuing one's, a compaction's kept tail, and
+    what ``/context`` counts.
+    """
+    share = nuntius_share(budget_tokens) if share_tokens is None else share_tokens
     kept: list[Nuntius] = []
     left = budget_tokens
     for nuntius in reversed(nuntii):
-        cost = estimate_tokens(nuntius.text) + NUNTIUS_OVERHEAD_TOKENS
-        if cost <= left:
-            kept.append(nuntius)
-            left -= cost
-            continue
-        if not kept and left > NUNTIUS_OVERHEAD_TOKENS * 2:
-            marker = SHORTENED.format(total=len(nuntius.text))
-            room = (left - NUNTIUS_OVERHEAD_TOKENS) * CHARS_PER_TOKEN - len(marker)
-            kept.append(dataclasses.replace(nuntius, text=nuntius.text[: max(0, room)] + marker))
-        return list(reversed(kept)), True
+        text = shorten(nuntius.text, share - NUNTIUS_OVERHEAD_TOKENS)
+        cost = estimate_tokens(text) + NUNTIUS_OVERHEAD_TOKENS
+        if cost > left:
+            return list(reversed(kept)), True
+        kept.append(nuntius if text is nuntius.text else dataclasses.replace(nuntius, text=text))
+        left -= cost
     return list(reversed(kept)), False
 
 

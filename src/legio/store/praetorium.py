@@ -70,6 +70,15 @@ class Nuntius:
 
 
 @dataclass(frozen=True)
+class Request:
+    """A nuntius with who has answered it and whether Caesar was told it went unanswered."""
+
+    nuntius: Nuntius
+    repliers: frozenset[str]
+    noted: bool
+
+
+@dataclass(frozen=True)
 class SearchHit:
     nuntius: Nuntius
     snippet: str
@@ -337,28 +346,22 @@ class Praetorium(AgentRecords):
             raise
         return [SearchHit(_nuntius(r), r["snip"], float(r["rank"])) for r in rows]
 
-    async def get_by_origin(self, origin: str) -> Nuntius | None:
-        """The nuntius that came from ``origin``, if stored."""
-        async with self._db.execute(
-            f"SELECT {COLUMNS} FROM nuntii AS n WHERE n.origin = ?", (origin,)
-        ) as cursor:
-            row = await cursor.fetchone()
-        return _nuntius(row) if row else None
-
-    async def repliers(self, nuntius_id: str) -> set[str]:
-        """Who has answered the nuntius ``nuntius_id``."""
+    async def requests_from(self, sender: str, limit: int) -> list[Request]:
+        """The latest ``limit`` nuntii sent by ``sender``, oldest first, each with the set
+        of its repliers and whether an interruption was noted for it: one query."""
         rows = await self._db.execute_fetchall(
-            "SELECT DISTINCT sender FROM nuntii WHERE reply_to = ?", (nuntius_id,)
+            f"""SELECT {COLUMNS},
+                   (SELECT json_group_array(DISTINCT r.sender) FROM nuntii AS r
+                    WHERE r.reply_to = n.id) AS repliers,
+                   EXISTS (SELECT 1 FROM interruptions AS i WHERE i.seq = n.seq) AS noted
+               FROM (SELECT * FROM nuntii WHERE sender = ? ORDER BY seq DESC LIMIT ?) AS n
+               ORDER BY n.seq""",
+            (sender, max(0, limit)),
         )
-        return {row["sender"] for row in rows}
-
-    async def recent_from(self, sender: str, limit: int) -> list[Nuntius]:
-        """The latest ``limit`` nuntii sent by ``sender``, oldest first."""
-        rows = await self._db.execute_fetchall(
-            f"SELECT {COLUMNS} FROM nuntii AS n WHERE n.sender = ? ORDER BY n.seq DESC LIMIT ?",
-            (sender, limit),
-        )
-        return [_nuntius(r) for r in reversed(list(rows))]
+        return [
+            Request(_nuntius(r), frozenset(json.loads(r["repliers"])), bool(r["noted"]))
+            for r in rows
+        ]
 
     async def note_interruption(self, seq: int, agents: Sequence[str]) -> None:
         """Record that Caesar was told nuntius ``seq`` went unanswered by ``agents``."""
@@ -375,10 +378,6 @@ class Praetorium(AgentRecords):
             f"JOIN nuntii AS n ON n.seq = i.seq {where} ORDER BY i.seq"
         )
         return [(_nuntius(r), list(json.loads(r["agents"]))) for r in rows]
-
-    async def is_noted(self, seq: int) -> bool:
-        rows = await self._db.execute_fetchall("SELECT 1 FROM interruptions WHERE seq = ?", (seq,))
-        return bool(rows)
 
     async def mark_retried(self, seq: int) -> bool:
         """Mark an interrupted request as retried; False if it already was (or is unknown)."""
