@@ -20,10 +20,13 @@ from tests.legion import fake_cli_config, processes_of
 DENIED = "PreToolUse:{tool} hook error: Legio's policy: "
 
 
-def give_tools(castra_dir: Path, name: str, tools: str) -> None:
+def give_tools(castra_dir: Path, name: str, tools: str, more: str = "") -> None:
+    """Set frontmatter ``tools`` (and ``more`` YAML lines) in a centurio's prompt."""
     prompt = castra_dir / "centuriones" / name / "prompt.md"
     prompt.write_text(
-        prompt.read_text().replace("---\ndescription", f"---\ntools: [{tools}]\ndescription", 1)
+        prompt.read_text().replace(
+            "---\ndescription", f"---\ntools: [{tools}]\n{more}description", 1
+        )
     )
 
 
@@ -93,16 +96,28 @@ async def test_reading_another_centurios_commentarium_is_denied(
     assert "pullo's folder is not yours" in relative
 
 
-async def test_writing_in_its_own_workspace_is_allowed(legatus: Legatus, castra_dir: Path) -> None:
-    text = await use(legatus, "Write", {"file_path": "review.md", "content": "LGTM"})
-    assert text.startswith("TOOL_RESULT: File created successfully")
-    assert (
-        castra_dir / "centuriones" / "vorenus" / "workspace" / "review.md"
-    ).read_text() == "LGTM"
-    outside = castra_dir.parent / "project" / "notes.txt"
-    outside.parent.mkdir()
-    text = await use(legatus, "Write", {"file_path": str(outside), "content": "ok"})
-    assert outside.read_text() == "ok"
+async def test_writes_go_to_the_workspace_and_granted_folders_only(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    project = castra_dir.parent / "project"
+    project.mkdir()
+    give_tools(castra_dir, "vorenus", "Read, Write", f"add_dirs: [{project}]\n")
+    legatus = await Legatus.open(fake_cli_config(castra_dir, fake_cli))
+    try:
+        text = await use(legatus, "Write", {"file_path": "review.md", "content": "LGTM"})
+        assert text.startswith("TOOL_RESULT: File created successfully")
+        workspace = castra_dir / "centuriones" / "vorenus" / "workspace"
+        assert (workspace / "review.md").read_text() == "LGTM"
+        await use(legatus, "Write", {"file_path": str(project / "notes.txt"), "content": "ok"})
+        assert (project / "notes.txt").read_text() == "ok"
+        elsewhere = castra_dir.parent / "elsewhere.txt"
+        text = await use(legatus, "Write", {"file_path": str(elsewhere), "content": "no"})
+        assert "writes go to your workspace or a folder granted with add_dirs" in text
+        assert not elsewhere.exists()
+        [process] = processes_of(fake_cli, "vorenus")
+        assert process.option("--add-dir") == str(project.resolve())
+    finally:
+        await legatus.close()
 
 
 async def test_bash_reading_the_praetorium_is_denied(legatus: Legatus) -> None:
@@ -174,7 +189,10 @@ async def test_reading_its_own_notes_and_shared_memoria_is_allowed(
     assert "my own note" in text
 
 
-async def test_tools_outside_the_agents_set_do_not_exist(legatus: Legatus) -> None:
+async def test_tools_outside_the_agents_set_do_not_exist(
+    legatus: Legatus, castra_dir: Path
+) -> None:
+    give_tools(castra_dir, "pullo", "Read, WebSearch")
     text = await use(legatus, "Bash", {"command": "echo hi"}, who="pullo")
     assert text == "TOOL_RESULT: No such tool available: Bash"
 

@@ -17,6 +17,7 @@ from legio.errors import CastraError
 from legio.history import estimate_tokens
 from legio.legatus import LEGATUS, Legatus
 from legio.legatus_tools import format_line
+from legio.policy import sandbox_status_lines
 from legio.praetorium import Compaction, PraetoriumError
 from legio.session import AgentError, AgentInterrupted, AgentStatus, NothingToCompact
 
@@ -294,6 +295,7 @@ class Admin:
         problems = self.legatus.castra.roster().problems
         if problems:
             lines.append("Not usable: " + "; ".join(problems))
+        lines += sandbox_status_lines(self.legatus.config)
         return paginate(lines)
 
     @staticmethod

@@ -73,7 +73,14 @@ from legio.errors import CastraError, LegioError
 from legio.history import estimate_tokens, fit_to_budget
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
-from legio.policy import PathGuard, builtin_tools, path_guard_hook, working_dir
+from legio.policy import (
+    PathGuard,
+    agent_options,
+    effective_tools,
+    granted_dirs,
+    path_guard_hook,
+    working_dir,
+)
 from legio.praetorium import Compaction, Nuntius, Praetorium, Turn
 
 logger = logging.getLogger(__name__)
@@ -339,6 +346,7 @@ class AgentSpec:
     tools: list[str]
     cwd: Path
     servers: Callable[[], dict[str, tuple[McpSdkServerConfig, list[str]]]]
+    add_dirs: list[Path] = field(default_factory=list)
 
 
 SpecFactory = Callable[[str], Awaitable[AgentSpec]]
@@ -439,9 +447,10 @@ class SessionManager:
             history_window=settings.history_window or self.config.history_window,
             history_token_budget=settings.history_token_budget or self.config.history_token_budget,
             model=settings.model or self.config.model or None,
-            tools=builtin_tools(prompt),
+            tools=effective_tools(prompt, self.config),
             cwd=working_dir(self.castra, prompt),
             servers=servers,
+            add_dirs=granted_dirs(self.castra, prompt),
         )
 
     async def _spec(self, name: str) -> AgentSpec:
@@ -456,7 +465,10 @@ class SessionManager:
             logger.debug("%s CLI: %s", spec.name, line)
             stderr.append(line)
 
-        guard = PathGuard(self.castra, spec.name, self.config.path)
+        guard = PathGuard(
+            self.castra, spec.name, self.config.path, workspace=spec.cwd, granted=spec.add_dirs
+        )
+        confined = agent_options(self.castra, self.config, spec.name, spec.tools, spec.add_dirs)
         hooks: dict[Any, list[HookMatcher]] = {
             "PreToolUse": [HookMatcher(matcher=None, hooks=[path_guard_hook(guard)])]  # type: ignore[list-item]
         }
@@ -473,6 +485,7 @@ class SessionManager:
             setting_sources=[],
             env=self.env,
             stderr=on_stderr,
+            **confined,
             **extra,
         )
 
