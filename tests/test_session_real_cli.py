@@ -59,7 +59,9 @@ async def test_memoria_tool_call_then_restart_and_resume(real_cli: RealCli) -> N
     assert again.session_id == checkpoint.session_id
 
 
-async def test_the_real_cli_keeps_the_praetorium_from_agents(real_cli: RealCli, castra_dir: Path) -> None:
+async def test_the_real_cli_keeps_the_praetorium_from_agents(
+    real_cli: RealCli, castra_dir: Path
+) -> None:
     legion, api = real_cli
     await legion.post("a secret only the praetorium holds", ["legatus"])
     wal = castra_dir.resolve() / "praetorium.db-wal"
