@@ -304,3 +304,11 @@ def test_add_dirs_must_exist_and_be_absolute(tmp_path: Path) -> None:
     (tmp_path / "missing").mkdir()
     [problem] = startup_problems(config, telegram=False, is_root=False)
     assert problem.endswith("add_dirs 'code/app' is not an absolute path; write e.g. ~/code/myapp")
+
+
+def test_a_workspace_containing_the_castra_is_refused(tmp_path: Path) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    frontmatter(tmp_path / "demo" / "castra", "pullo", f"cwd: {tmp_path}")
+    result = legio("check", "-c", "demo/legio.toml", cwd=tmp_path, env={"IS_SANDBOX": "1"})
+    assert result.returncode == 1
+    assert f"cwd '{tmp_path}' contains Legio's castra" in result.stdout

@@ -1,21 +1,25 @@
-"""What an agent may touch: its environment, its built-in tools, its workspace, its paths.
+"""What an agent may touch: its environment, its tools, its folders, its shell.
 
 - **Environment.** A Claude CLI inherits the daemon's whole environment (``options.env``
   can add, not remove), so ``scrub_environment`` deletes the Telegram token variable and
   every variable matching ``[claude] env_deny`` from the daemon's own ``os.environ``
   before any CLI starts. Anthropic credentials, ``PATH``, ``HOME``… stay.
-- **Built-in tools.** Every agent gets an explicit list (frontmatter ``tools``, else a
-  read-only default). With the CLI's default set, CLI 2.1.330 defers SDK MCP tools
-  behind ``ToolSearch``, which would hide the memoria tools from the model.
-- **Workspace.** Frontmatter ``cwd`` (relative to the agent's folder), else a
-  ``workspace/`` folder of its own, created on first use.
-- **Paths.** A ``PreToolUse`` hook (it runs in every permission mode) checks the paths
-  of file tools, and, best effort, the words of Bash commands. The praetorium, the
-  config, the lock and other agents' folders are out of reach; prompts, edicta, acta
-  and commentarii can be read but change only through the memoria tools; searches may
-  not sweep a folder that contains the castra. A denial tells the model what to use
-  instead and is logged. A determined shell command can evade the Bash check:
-  ``docs/security.md`` says how to isolate Legio for real.
+- **Built-in tools.** Every agent gets an explicit list (frontmatter ``tools``, else the
+  coding set for centuriones and ``WebSearch, WebFetch`` for the Legatus). With the
+  CLI's default set, CLI 2.1.330 defers SDK MCP tools behind ``ToolSearch``.
+- **Folders.** Frontmatter ``cwd`` (relative to the agent's folder), else a
+  ``workspace/`` of its own; frontmatter ``add_dirs`` grants more folders, outside
+  the castra only. Writes go there and nowhere else.
+- **Protected paths.** ``protected_entries`` lists, for one agent, what it may not read
+  (the praetorium, the config, the lock, other agents' folders) or not write (prompts,
+  edicta, acta, commentarii). From that one list come both the CLI's
+  ``permissions.deny`` rules (``deny_rules``: they bind the file tools and, through the
+  sandbox, shell commands) and the ``PreToolUse`` hook (``PathGuard``), which also
+  confines writes and searches and tells the model why.
+- **Bash.** Runs only inside the CLI's OS sandbox (bubblewrap and socat on Linux), with
+  network limited to ``[sandbox] allowed_domains``; without a sandbox it is removed
+  from every agent, unless ``[sandbox] mode = "off"`` says otherwise. ``agent_options``
+  returns the ``ClaudeAgentOptions`` keywords for all this.
 """
 
 from __future__ import annotations
@@ -251,7 +255,11 @@ def deny_rules(entries: Sequence[Protected]) -> list[str]:
 
 def granted_dirs(castra: Castra, prompt: AgentPrompt) -> list[Path]:
     """The folders frontmatter ``add_dirs`` grants, resolved; ``CastraError`` if one is
-    not absolute, does not exist, or contains (or is inside) the castra."""
+    not absolute, does not exist, or contains (or is inside) the castra, or if the
+    agent's workspace itself is unusable (``workspace_problem``)."""
+    problem = workspace_problem(castra, prompt, None)
+    if problem:
+        raise CastraError(problem)
     root = castra.root.resolve()
     granted = []
     for raw in prompt.settings.add_dirs:
@@ -299,9 +307,6 @@ def policy_problems(config: Config, castra: Castra) -> list[str]:
             granted_dirs(castra, prompt)
         except CastraError as e:
             problems.append(str(e))
-        problem = workspace_problem(castra, prompt, config.path)
-        if problem:
-            problems.append(problem)
     return problems
 
 
