@@ -28,6 +28,7 @@ class Legion:
         self.reap_interval_s = float(settings.pop("reap_interval_s", 60.0))
         self.cli_path = str(settings.pop("cli_path", fake_cli.path))  # "" = the bundled CLI
         self.env: dict[str, str] = settings.pop("env", {})
+        self.toml_tail = str(settings.pop("toml_tail", ""))  # more TOML sections
         self.config: Config
         self.praetorium: Praetorium
         self.memoria: MemoriaStore
@@ -37,7 +38,7 @@ class Legion:
         lines = [f"{k} = {v!r}" for k, v in self.settings.items()]
         lines += ["[claude]", f'cli_path = "{self.cli_path}"']
         path = self.castra_dir.parent / "legio.toml"
-        path.write_text("\n".join(lines).replace("'", '"') + "\n")
+        path.write_text("\n".join(lines).replace("'", '"') + "\n" + self.toml_tail)
         return path
 
     async def start(self) -> Legion:

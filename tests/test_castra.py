@@ -35,7 +35,8 @@ def test_frontmatter_settings_are_read(castra_dir: Path) -> None:
         castra_dir,
         "brutus",
         "---\ndescription: Planner\nmodel: claude-x\nhistory_window: 12\n"
-        "tools: [Read, Grep]\ncwd: /srv/work\n---\n# Brutus\nPlan things.\n",
+        "tools: [Read, Grep]\ncwd: /srv/work\nadd_dirs: [~/code/app, /srv/data]\n"
+        "---\n# Brutus\nPlan things.\n",
     )
     brutus = Castra(castra_dir).roster().centuriones["brutus"]
     assert brutus.description == "Planner"
@@ -43,6 +44,8 @@ def test_frontmatter_settings_are_read(castra_dir: Path) -> None:
     assert brutus.settings.history_window == 12
     assert brutus.settings.tools == ["Read", "Grep"]
     assert brutus.settings.cwd == "/srv/work"
+    assert brutus.settings.add_dirs == ["~/code/app", "/srv/data"]
+    assert Castra(castra_dir).read_centurio("vorenus").settings.add_dirs == []
     assert brutus.body == "# Brutus\nPlan things."
 
 

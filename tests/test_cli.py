@@ -213,14 +213,20 @@ def test_packaged_default_castra_is_the_repository_castra() -> None:
     ]
 
 
-def test_check_prints_each_agents_policy_and_warns_about_bash_outside(tmp_path: Path) -> None:
+def frontmatter(castra: Path, name: str, lines: str) -> None:
+    prompt = castra / "centuriones" / name / "prompt.md"
+    text = prompt.read_text().replace("---\ndescription", f"---\n{lines}\ndescription", 1)
+    prompt.write_text(text)
+
+
+def test_check_prints_each_agents_tools_sandbox_folders_and_network(tmp_path: Path) -> None:
     legio("init", "demo", cwd=tmp_path)
-    prompt = tmp_path / "demo" / "castra" / "centuriones" / "pullo" / "prompt.md"
-    outside = tmp_path / "projects"
-    prompt.write_text(
-        prompt.read_text().replace(
-            "---\ndescription", f"---\ntools: [Read, Bash]\ncwd: {outside}\ndescription", 1
-        )
+    castra = tmp_path / "demo" / "castra"
+    myapp = tmp_path / "code" / "myapp"
+    myapp.mkdir(parents=True)
+    frontmatter(castra, "pullo", f"tools: [Read, Bash]\nadd_dirs: [{myapp}]")
+    (tmp_path / "demo" / "legio.toml").write_text(
+        '[sandbox]\nallowed_domains = ["pypi.org", "*.example.com"]\n'
     )
     result = legio(
         "check", "-c", "demo/legio.toml", cwd=tmp_path, env={"IS_SANDBOX": "1", "X_BOT_TOKEN": "s"}
@@ -228,8 +234,81 @@ def test_check_prints_each_agents_policy_and_warns_about_bash_outside(tmp_path: 
     out = result.stdout
     assert "Agent policy:" in out
     assert "hidden from agents: X_BOT_TOKEN" in out
-    assert f"pullo: tools Read, Bash; workspace {outside}" in out
-    assert "! pullo may run Bash with a workspace outside the castra" in out
-    assert "vorenus: tools Read, Glob, Grep, WebSearch, WebFetch; workspace" in out
+    assert "✓ shell sandbox: bubblewrap" in out
+    pullo = out[out.index("  pullo: ") :].splitlines()[:4]
+    assert pullo == [
+        "  pullo: tools Read, Bash",
+        "      sandbox: on (bubblewrap)",
+        f"      writable: {castra.resolve()}/centuriones/pullo/workspace, {myapp.resolve()}",
+        "      network for shell commands: pypi.org, *.example.com",
+    ]
+    vorenus = "  vorenus: tools Read, Write, Edit, Glob, Grep, Bash, WebSearch, WebFetch"
+    assert vorenus in out
+    assert "  legatus: tools WebSearch, WebFetch\n      sandbox: not needed (no Bash)" in out
     assert "praetorium.db* (no access)" in out
-    assert not (tmp_path / "demo" / "castra" / "centuriones" / "vorenus" / "workspace").exists()
+    assert not (castra / "centuriones" / "vorenus" / "workspace").exists()
+
+
+def test_check_without_bubblewrap_says_what_to_install_and_drops_bash(tmp_path: Path) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    empty = tmp_path / "no-tools"
+    empty.mkdir()
+    result = legio(
+        "check", "-c", "demo/legio.toml", cwd=tmp_path, env={"IS_SANDBOX": "1", "PATH": str(empty)}
+    )
+    out = result.stdout
+    assert (
+        "! Bash is off for every agent: no shell sandbox (bubblewrap and socat not installed); "
+        "install it with `apt install bubblewrap socat` and restart Legio"
+    ) in out
+    assert "  vorenus: tools Read, Write, Edit, Glob, Grep, WebSearch, WebFetch\n" in out
+    assert "      sandbox: Bash removed: no sandbox (bubblewrap and socat not installed)" in out
+
+
+def test_check_with_sandbox_off_warns_that_bash_is_unsandboxed(tmp_path: Path) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    config = tmp_path / "demo" / "legio.toml"
+    config.write_text('[sandbox]\nmode = "off"\n')
+    out = legio("check", "-c", str(config), cwd=tmp_path, env={"IS_SANDBOX": "1"}).stdout
+    assert '! Bash runs UNSANDBOXED ([sandbox] mode = "off")' in out
+    assert '      sandbox: OFF ([sandbox] mode = "off"): Bash runs unsandboxed' in out
+    assert "      network for shell commands: anything (unsandboxed)" in out
+
+
+@pytest.mark.parametrize("where", ["castra", "parent", "inside"])
+def test_add_dirs_touching_the_castra_are_refused_by_check_and_start_up(
+    tmp_path: Path, where: str
+) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    castra = tmp_path / "demo" / "castra"
+    target = {"castra": castra, "parent": tmp_path, "inside": castra / "acta"}[where]
+    target.mkdir(exist_ok=True)
+    frontmatter(castra, "vorenus", f"add_dirs: [{target}]")
+    result = legio("check", "-c", "demo/legio.toml", cwd=tmp_path, env={"IS_SANDBOX": "1"})
+    assert result.returncode == 1
+    word = "is inside" if where == "inside" else "contains"
+    expected = f"add_dirs '{target}' {word} Legio's castra ({castra.resolve()}); grant a folder"
+    assert f"✗ {castra / 'centuriones' / 'vorenus' / 'prompt.md'}: {expected}" in result.stdout
+    config = load_config(tmp_path / "demo" / "legio.toml")
+    problems = startup_problems(config, telegram=False, is_root=False)
+    assert any(expected in p for p in problems), problems
+
+
+def test_add_dirs_must_exist_and_be_absolute(tmp_path: Path) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    castra = tmp_path / "demo" / "castra"
+    frontmatter(castra, "vorenus", f"add_dirs: [{tmp_path / 'missing'}, code/app]")
+    config = load_config(tmp_path / "demo" / "legio.toml")
+    [problem] = startup_problems(config, telegram=False, is_root=False)
+    assert problem.endswith("is not an existing folder; create it or remove it")
+    (tmp_path / "missing").mkdir()
+    [problem] = startup_problems(config, telegram=False, is_root=False)
+    assert problem.endswith("add_dirs 'code/app' is not an absolute path; write e.g. ~/code/myapp")
+
+
+def test_a_workspace_containing_the_castra_is_refused(tmp_path: Path) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    frontmatter(tmp_path / "demo" / "castra", "pullo", f"cwd: {tmp_path}")
+    result = legio("check", "-c", "demo/legio.toml", cwd=tmp_path, env={"IS_SANDBOX": "1"})
+    assert result.returncode == 1
+    assert f"cwd '{tmp_path}' contains Legio's castra" in result.stdout

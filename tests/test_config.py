@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from legio.config import Config, config_to_toml, load_config
+from legio.config import DEFAULT_ALLOWED_DOMAINS, Config, config_to_toml, load_config
 from legio.errors import ConfigError
 
 WriteConfig = Callable[[str], Path]
@@ -25,6 +25,8 @@ def test_shipped_example_config_loads() -> None:
     assert config.max_input_tokens == 150_000
     assert config.telegram.token_env == "TELEGRAM_BOT_TOKEN"
     assert config.castra == Path(__file__).parents[1] / "castra"
+    assert config.sandbox.mode == "auto"
+    assert config.sandbox.allowed_domains == DEFAULT_ALLOWED_DOMAINS
 
 
 def test_empty_file_gives_the_documented_defaults(write_config: WriteConfig) -> None:
@@ -34,6 +36,8 @@ def test_empty_file_gives_the_documented_defaults(write_config: WriteConfig) -> 
     assert config.claude.cli_path == ""
     assert config.telegram.caesar_ids == []
     assert config.model == ""
+    assert config.sandbox.mode == "auto"
+    assert "pypi.org" in config.sandbox.allowed_domains
 
 
 def test_castra_resolves_against_the_config_folder_not_the_cwd(
@@ -86,6 +90,19 @@ def test_bad_permission_mode_lists_the_choices(write_config: WriteConfig) -> Non
     message = problems_of(write_config('[claude]\npermission_mode = "yolo"\n'))
     assert "claude.permission_mode:" in message
     assert "'bypassPermissions'" in message
+
+
+def test_sandbox_mode_and_domains_are_checked(write_config: WriteConfig) -> None:
+    message = problems_of(
+        write_config(
+            '[sandbox]\nmode = "never"\nallowed_domains = ["https://x.org/a", "*.ok.org"]\n'
+        )
+    )
+    assert "sandbox.mode:" in message
+    assert "'auto' or 'off'" in message
+    assert "sandbox.allowed_domains: not domain names: ['https://x.org/a']" in message
+    config = load_config(write_config('[sandbox]\nmode = "off"\nallowed_domains = []\n'))
+    assert (config.sandbox.mode, config.sandbox.allowed_domains) == ("off", [])
 
 
 def test_missing_castra_folder_says_how_to_create_it(write_config: WriteConfig) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -348,7 +349,12 @@ async def test_agents_get_their_memoria_server_and_an_explicit_tool_list(
     await legion.say(["vorenus"], "hi")
     [process] = legion.processes("vorenus")
     assert process.mcp_servers == ["memoria_vorenus"]
-    assert process.option("--tools") == "Read,Glob,Grep,WebSearch,WebFetch"
+    assert process.option("--tools") == "Read,Write,Edit,Glob,Grep,Bash,WebSearch,WebFetch"
+    settings = json.loads(process.option("--settings") or "{}")
+    assert settings["sandbox"]["enabled"] is True  # Bash only ever sandboxed
+    assert settings["sandbox"]["allowUnsandboxedCommands"] is False
+    root = "/" + str(castra_dir.resolve())
+    assert f"Read({root}/praetorium.db)" in settings["permissions"]["deny"]
     allowed = (process.option("--allowedTools") or "").split(",")
     assert "mcp__memoria_vorenus__write_commentarium" in allowed
     assert process.option("--setting-sources") == ""

@@ -59,14 +59,17 @@ async def test_memoria_tool_call_then_restart_and_resume(real_cli: RealCli) -> N
     assert again.session_id == checkpoint.session_id
 
 
-async def test_the_real_cli_obeys_the_path_guard(real_cli: RealCli, castra_dir: Path) -> None:
+async def test_the_real_cli_keeps_the_praetorium_from_agents(
+    real_cli: RealCli, castra_dir: Path
+) -> None:
     legion, api = real_cli
     await legion.post("a secret only the praetorium holds", ["legatus"])
     wal = castra_dir.resolve() / "praetorium.db-wal"
     assert wal.exists()
     replies = await legion.say(["vorenus"], f"CALL_TOOL Read {json.dumps({'file_path': str(wal)})}")
     answer = replies["vorenus"]
-    assert "Legio's policy: the praetorium (Legio's message store) is not for agents" in answer
+    # the CLI's deny rule answers first; the path guard's hook stands behind it
+    assert "File is in a directory that is denied by your permission settings" in answer
     assert "a secret only the praetorium holds" not in answer
     db = castra_dir.resolve() / "praetorium.db"
     replies = await legion.say(["vorenus"], f"CALL_TOOL Read {json.dumps({'file_path': str(db)})}")

@@ -135,7 +135,8 @@ class Admin:
     async def cmd_status(self, args: str) -> list[str]:
         rows = await self.app.status_rows()
         limit = self.app.config.max_input_tokens
-        return paginate(status_lines(rows, limit, self.app.roster().problems))
+        lines = status_lines(rows, limit, self.app.roster().problems)
+        return paginate(lines + self.app.sandbox_notes())
 
     async def cmd_reset(self, args: str) -> list[str]:
         target = args.lower()

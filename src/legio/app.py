@@ -22,6 +22,7 @@ from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
 from legio.policy import scrub_environment
+from legio.sandbox import sandbox_status_lines
 from legio.sessions.context import ContextReport
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.manager import SessionManager
@@ -182,6 +183,10 @@ class LegioApp:
                 compaction = await self.praetorium.latest_compaction(status.name)
             rows.append(StatusRow(status, compaction, totals.get(status.name)))
         return rows
+
+    def sandbox_notes(self) -> list[str]:
+        """What ``/status`` says about shell commands when they are not sandboxed."""
+        return sandbox_status_lines(self.config)
 
     async def context(self, name: str) -> ContextView:
         """What agent ``name``'s next message carries (``CastraError`` if it is unusable)."""

@@ -10,7 +10,7 @@ Layout::
       praetorium.db                          the message store
 
 A prompt file may open with YAML frontmatter (``description``, ``model``,
-``history_window``, ``tools``, ``cwd``). Prompts are read from disk on every call,
+``history_window``, ``tools``, ``cwd``, ``add_dirs``). Prompts are read from disk on every call,
 cheaply, so an edit takes effect on the next message; the SHA-256 of the file and
 the roster hash tell the sessions when to rebuild. Folders that cannot be
 centuriones (bad or reserved names, no prompt, broken frontmatter) are reported in
@@ -45,6 +45,7 @@ class Frontmatter(BaseModel):
     history_token_budget: int | None = Field(None, ge=1_000, le=1_000_000)
     tools: list[str] | None = None
     cwd: str | None = None
+    add_dirs: list[str] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)

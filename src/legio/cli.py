@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import shutil
@@ -30,6 +29,9 @@ from legio.config import (
     load_config,
 )
 from legio.errors import LegioError
+from legio.guard import PathGuard
+from legio.policy import denied_env_names, policy_problems
+from legio.sandbox import announce_sandbox, policy_report
 
 OK, BAD, WARN = "✓", "✗", "!"
 
@@ -203,14 +205,14 @@ def check_config(config: Config, *, is_root: bool | None = None) -> Report:
     refusal = root_refusal(config, is_root)
     if refusal:
         report.bad(refusal)
+    for problem in policy_problems(config, castra):
+        report.bad(problem)
     report.lines += policy_lines(config, castra)
     return report
 
 
 def policy_lines(config: Config, castra: Castra) -> list[str]:
-    """Each agent's effective policy, with warnings for risky combinations."""
-    from legio.policy import PathGuard, builtin_tools, denied_env_names, working_dir
-
+    """Each agent's effective policy: tools, sandbox, writable folders, network."""
     lines = ["", "Agent policy:"]
     hidden = denied_env_names(config)
     lines.append(
@@ -218,26 +220,14 @@ def policy_lines(config: Config, castra: Castra) -> list[str]:
         + (", ".join(hidden) if hidden else "nothing set now")
         + f" (token variable and claude.env_deny = {config.claude.env_deny})"
     )
-    prompts = []
-    with contextlib.suppress(LegioError):
-        prompts.append(castra.read_legatus())
-    prompts += list(castra.roster().centuriones.values())
-    for prompt in prompts:
-        tools = builtin_tools(prompt)
-        workspace = working_dir(castra, prompt, create=False)
-        lines.append(f"  {prompt.name}: tools {', '.join(tools) or 'none'}; workspace {workspace}")
-        if "Bash" in tools and not _within(workspace, castra.root.resolve()):
-            lines.append(
-                f"  {WARN} {prompt.name} may run Bash with a workspace outside the castra: "
-                "the path guard checks commands only on a best-effort basis"
-            )
+    marks = {"ok": OK, "warn": WARN, "bad": BAD, "": " "}
+    lines += [
+        f"  {marks[mark]} {text}" if mark else f"  {text}"
+        for mark, text in policy_report(config, castra)
+    ]
     guard = PathGuard(castra, "vorenus", config.path)
-    lines.append("  protected (every agent): " + "; ".join(guard.protected()))
+    lines.append("  protected (every centurio): " + "; ".join(guard.protected()))
     return lines
-
-
-def _within(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -274,6 +264,7 @@ def startup_problems(config: Config, *, telegram: bool, is_root: bool | None = N
     refusal = root_refusal(config, is_root)
     if refusal:
         problems.append(refusal)
+    problems += policy_problems(config, Castra(config.castra))
     if telegram:
         if not config.telegram_token():
             problems.append(
@@ -303,6 +294,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     token = config.telegram_token()
     os.environ.pop(config.telegram.token_env, None)  # agents' CLIs inherit os.environ
     setup_logging()
+    announce_sandbox(config)
 
     from legio.app import LegioApp
     from legio.frontends.telegram import serve
@@ -331,6 +323,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     if problems:
         return _refuse("console", problems)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    announce_sandbox(config)
 
     from legio.app import LegioApp
     from legio.frontends.console import run_console

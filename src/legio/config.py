@@ -76,6 +76,38 @@ class MemoriaSettings(_Strict):
     max_document_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
 
 
+DEFAULT_ALLOWED_DOMAINS = [
+    "pypi.org",
+    "files.pythonhosted.org",
+    "registry.npmjs.org",
+    "github.com",
+    "codeload.github.com",
+    "objects.githubusercontent.com",
+    "raw.githubusercontent.com",
+]
+_DOMAIN = re.compile(
+    r"(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*\Z"
+)
+
+
+class SandboxConfig(_Strict):
+    """The OS sandbox of agents' shell commands (see docs/security.md)."""
+
+    mode: Literal["auto", "off"] = "auto"
+    allowed_domains: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOWED_DOMAINS))
+
+    @field_validator("allowed_domains")
+    @classmethod
+    def _domains(cls, value: list[str]) -> list[str]:
+        bad = [d for d in value if not _DOMAIN.match(d)]
+        if bad:
+            raise ValueError(
+                f'not domain names: {bad}; write hosts like "pypi.org" or "*.example.com" '
+                "(no scheme, path or port)"
+            )
+        return value
+
+
 class Config(_Strict):
     """Everything in ``legio.toml``; ``path`` is where it was read from."""
 
@@ -89,6 +121,7 @@ class Config(_Strict):
     claude: ClaudeSettings = Field(default_factory=ClaudeSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     memoria: MemoriaSettings = Field(default_factory=MemoriaSettings)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
     path: Path | None = Field(default=None, exclude=True)
 

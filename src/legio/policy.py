@@ -1,41 +1,46 @@
-"""What an agent may touch: its environment, its built-in tools, its workspace, its paths.
+"""What an agent may touch: its environment, its tools, its folders, its shell.
 
 - **Environment.** A Claude CLI inherits the daemon's whole environment (``options.env``
   can add, not remove), so ``scrub_environment`` deletes the Telegram token variable and
   every variable matching ``[claude] env_deny`` from the daemon's own ``os.environ``
   before any CLI starts. Anthropic credentials, ``PATH``, ``HOME``… stay.
-- **Built-in tools.** Every agent gets an explicit list (frontmatter ``tools``, else a
-  read-only default). With the CLI's default set, CLI 2.1.330 defers SDK MCP tools
-  behind ``ToolSearch``, which would hide the memoria tools from the model.
-- **Workspace.** Frontmatter ``cwd`` (relative to the agent's folder), else a
-  ``workspace/`` folder of its own, created on first use.
-- **Paths.** A ``PreToolUse`` hook (it runs in every permission mode) checks the paths
-  of file tools, and, best effort, the words of Bash commands. The praetorium, the
-  config, the lock and other agents' folders are out of reach; prompts, edicta, acta
-  and commentarii can be read but change only through the memoria tools; searches may
-  not sweep a folder that contains the castra. A denial tells the model what to use
-  instead and is logged. A determined shell command can evade the Bash check:
-  ``docs/security.md`` says how to isolate Legio for real.
+- **Built-in tools.** Every agent gets an explicit list (frontmatter ``tools``, else the
+  coding set for centuriones and ``WebSearch, WebFetch`` for the Legatus). With the
+  CLI's default set, CLI 2.1.330 defers SDK MCP tools behind ``ToolSearch``.
+- **Folders.** Frontmatter ``cwd`` (relative to the agent's folder), else a
+  ``workspace/`` of its own; frontmatter ``add_dirs`` grants more folders, outside
+  the castra only. Writes go there and nowhere else.
+- **Protected paths.** ``protected_entries`` lists, for one agent, what it may not read
+  (the praetorium, the config, the lock, other agents' folders) or not write (prompts,
+  edicta, acta, commentarii). From that one list come both the CLI's
+  ``permissions.deny`` rules (``deny_rules``: they bind the file tools and, through the
+  sandbox, shell commands) and the ``PreToolUse`` hook (``PathGuard``), which also
+  confines writes and searches and tells the model why.
+- **Bash.** Runs only inside the CLI's OS sandbox (bubblewrap and socat on Linux), with
+  network limited to ``[sandbox] allowed_domains``; without a sandbox it is removed
+  from every agent, unless ``[sandbox] mode = "off"`` says otherwise. ``agent_options``
+  returns the ``ClaudeAgentOptions`` keywords for all this.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import logging
 import os
 import re
-import shlex
-from collections.abc import Awaitable, Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from legio.castra import AgentPrompt, Castra
+from legio.castra import PROMPT_FILE, AgentPrompt, Castra
 from legio.config import Config
+from legio.errors import CastraError, LegioError
 from legio.names import LEGATUS
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CENTURIO_TOOLS = ("Read", "Glob", "Grep", "WebSearch", "WebFetch")
+DEFAULT_CENTURIO_TOOLS = ("Read", "Write", "Edit", "Glob", "Grep", "Bash", "WebSearch", "WebFetch")
 DEFAULT_LEGATUS_TOOLS = ("WebSearch", "WebFetch")
 KEEP_ENV = ("ANTHROPIC_", "CLAUDE_", "PATH", "HOME", "LANG", "LC_", "TERM", "TMPDIR", "USER")
 WORKSPACE = "workspace"
@@ -96,155 +101,203 @@ def working_dir(castra: Castra, prompt: AgentPrompt, *, create: bool = True) -> 
     return path.resolve()
 
 
-# ------------------------------------------------------------------ paths
+# ------------------------------------------------------------------ protected paths
 
 
 def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-class PathGuard:
-    """Decides which paths one agent's built-in tools may read or write."""
+@dataclass(frozen=True)
+class Protected:
+    """One path an agent may not read, or may read but not write, and why.
 
-    def __init__(self, castra: Castra, agent: str, config_path: Path | None) -> None:
-        self.root = castra.root.resolve()
-        self.agent = agent
-        self.config_path = config_path.resolve() if config_path else None
-        self.home = agent_home(castra, agent).resolve()
-        self.centuriones = (self.root / "centuriones").resolve()
+    ``folder`` means the path and everything under it. The path guard (the hook) and
+    the CLI's ``permissions.deny`` rules (which also shape the Bash sandbox) are both
+    built from a list of these, made by ``protected_entries``, so they cannot drift.
+    """
 
-    def protected(self) -> list[str]:
-        """A description of what is out of reach, for ``legio check`` and the docs."""
-        items = [f"{self.root}/praetorium.db* (no access)", f"{self.root}/legio.lock (no access)"]
-        if self.config_path:
-            items.append(f"{self.config_path} (no access)")
-        if self.agent == LEGATUS:
-            items.append(f"{self.centuriones}/ (read only)")
-        else:
-            items.append(
-                f"{self.centuriones}/<other centuriones>/ and {self.root}/legatus/ (no access)"
-            )
-        items.append(
-            "every prompt.md, edicta/, acta/, commentarii/ (read only: memoria tools write)"
+    path: Path
+    read: bool
+    write: bool
+    reason: str
+    folder: bool = False
+
+    def covers(self, path: Path) -> bool:
+        return _within(path, self.path) if self.folder else path == self.path
+
+
+PRAETORIUM_FILES = ("praetorium.db", "praetorium.db-wal", "praetorium.db-shm")
+PRAETORIUM_REASON = (
+    "the praetorium (Legio's message store) is not for agents: your history is given to "
+    "you with each message"
+)
+
+
+def protected_entries(castra: Castra, agent: str, config_path: Path | None) -> list[Protected]:
+    """Everything ``agent`` may not read or write, most specific first."""
+    root = castra.root.resolve()
+    home = agent_home(castra, agent).resolve()
+    praetorium = PRAETORIUM_REASON + (
+        "; the Legatus has get_history and search_history" if agent == LEGATUS else ""
+    )
+    entries = [
+        Protected(root / name, read=False, write=False, reason=praetorium)
+        for name in (*PRAETORIUM_FILES, "praetorium.db-journal")
+    ]
+    entries.append(
+        Protected(
+            root / "legio.lock",
+            read=False,
+            write=False,
+            reason="Legio's lock file is not for agents",
         )
-        items.append(f"searches over {self.root} or a folder containing it (refused)")
-        return items
+    )
+    if config_path is not None:
+        entries.append(
+            Protected(
+                config_path.resolve(),
+                read=False,
+                write=False,
+                reason="Legio's configuration is not for agents",
+            )
+        )
+    entries += [
+        Protected(
+            home / PROMPT_FILE,
+            read=True,
+            write=False,
+            reason="prompts are Caesar's to edit, not an agent's",
+        ),
+        Protected(
+            home / "commentarii",
+            read=True,
+            write=False,
+            reason="commentarii are append-only: add a note with write_commentarium",
+            folder=True,
+        ),
+        Protected(
+            root / "edicta",
+            read=True,
+            write=False,
+            reason="edicta change only through the memoria tools (publish_edictum, the Legatus's)",
+            folder=True,
+        ),
+        Protected(
+            root / "acta",
+            read=True,
+            write=False,
+            reason="acta change only through the memoria tools (publish_actum)",
+            folder=True,
+        ),
+    ]
+    centuriones = castra.centuriones_dir.resolve()
+    if agent == LEGATUS:
+        entries.append(
+            Protected(
+                centuriones,
+                read=True,
+                write=False,
+                reason="the centuriones' folders are theirs: the Legatus may read them, not write",
+                folder=True,
+            )
+        )
+        return entries
+    entries.append(
+        Protected(
+            root / LEGATUS,
+            read=False,
+            write=False,
+            reason="the Legatus's folder is not yours",
+            folder=True,
+        )
+    )
+    others = sorted(p for p in centuriones.iterdir() if p.is_dir()) if centuriones.is_dir() else []
+    entries += [
+        Protected(
+            other.resolve(),
+            read=False,
+            write=False,
+            reason=f"{other.name}'s folder is not yours; its notes are its own",
+            folder=True,
+        )
+        for other in others
+        if other.name != agent
+    ]
+    return entries
 
-    def check_path(
-        self, raw: str | Path, *, write: bool, search: bool = False, cwd: Path | None = None
-    ) -> str | None:
-        """Why this access is refused, or None if allowed."""
-        path = Path(os.path.expanduser(str(raw)))
+
+def deny_rules(entries: Sequence[Protected]) -> list[str]:
+    """The CLI's ``permissions.deny`` rules for ``entries``.
+
+    ``Read(...)`` hides a path from the file tools and from shell commands; ``Edit(...)``
+    makes it read-only for both. Absolute paths take a leading ``/`` (``Read(//srv/x)``).
+    """
+    rules = []
+    for entry in entries:
+        target = "/" + entry.path.as_posix() + ("/**" if entry.folder else "")
+        if not entry.read:
+            rules.append(f"Read({target})")
+        if not entry.write:
+            rules.append(f"Edit({target})")
+    return rules
+
+
+# ------------------------------------------------------------------ granted folders
+
+
+def granted_dirs(castra: Castra, prompt: AgentPrompt) -> list[Path]:
+    """The folders frontmatter ``add_dirs`` grants, resolved; ``CastraError`` if one is
+    not absolute, does not exist, or contains (or is inside) the castra, or if the
+    agent's workspace itself is unusable (``workspace_problem``)."""
+    problem = workspace_problem(castra, prompt, None)
+    if problem:
+        raise CastraError(problem)
+    root = castra.root.resolve()
+    granted = []
+    for raw in prompt.settings.add_dirs:
+        path = Path(os.path.expanduser(raw))
+        where = f"{prompt.path}: add_dirs {raw!r}"
         if not path.is_absolute():
-            path = (cwd or self.home) / path
-        path = Path(os.path.realpath(path))
-        root = self.root
-        if search and (path == root or path in root.parents):
-            return (
-                f"{path} contains Legio's castra; search a narrower folder, and use the "
-                "memoria tools for Legio's memory"
+            raise CastraError(f"{where} is not an absolute path; write e.g. ~/code/myapp")
+        path = path.resolve()
+        if _within(root, path) or _within(path, root):
+            raise CastraError(
+                f"{where} {'contains' if _within(root, path) else 'is inside'} Legio's castra "
+                f"({root}); grant a folder outside it (its own workspace is writable already)"
             )
-        if not _within(path, root):
-            if self.config_path and path == self.config_path:
-                return "Legio's configuration is not for agents"
-            return None
-        relative = path.relative_to(root)
-        parts = relative.parts
-        if parts and parts[0].startswith("praetorium.db"):
-            return (
-                "the praetorium (Legio's message store) is not for agents: your history is "
-                "given to you with each message"
-                + (
-                    "; the Legatus has get_history and search_history"
-                    if self.agent == LEGATUS
-                    else ""
-                )
-            )
-        if parts and parts[0] == "legio.lock":
-            return "Legio's lock file is not for agents"
-        if self.config_path and path == self.config_path:
-            return "Legio's configuration is not for agents"
-        if self.agent != LEGATUS:
-            if parts and parts[0] == LEGATUS:
-                return "the Legatus's folder is not yours"
-            if len(parts) >= 2 and parts[0] == "centuriones" and parts[1] != self.agent:
-                return f"{parts[1]}'s folder is not yours; its notes are its own"
-            if search and parts == ("centuriones",):
-                return "that folder holds other centuriones' notes; search your own workspace"
-        if write:
-            if path.name == "prompt.md":
-                return "prompts are Caesar's to edit, not an agent's"
-            if parts and parts[0] in ("edicta", "acta"):
-                tool = "publish_actum" if parts[0] == "acta" else "publish_edictum (the Legatus's)"
-                return f"{parts[0]} change only through the memoria tools ({tool})"
-            if "commentarii" in parts:
-                return "commentarii are append-only: add a note with write_commentarium"
-        return None
+        if not path.is_dir():
+            raise CastraError(f"{where}: {path} is not an existing folder; create it or remove it")
+        granted.append(path)
+    return granted
 
-    def check(self, tool: str, tool_input: dict[str, Any], cwd: str | None = None) -> str | None:
-        """Why this tool call is refused, or None."""
-        base = Path(cwd) if cwd else self.home
-        if tool in READ_TOOLS or tool in WRITE_TOOLS:
-            for key in PATH_KEYS:
-                value = tool_input.get(key)
-                if isinstance(value, str) and value:
-                    reason = self.check_path(
-                        value, write=tool in WRITE_TOOLS, search=tool in SEARCH_TOOLS, cwd=base
-                    )
-                    if reason:
-                        return reason
-            if tool in SEARCH_TOOLS and not tool_input.get("path"):
-                return self.check_path(base, write=False, search=True, cwd=base)
-            return None
-        if tool == "Bash":
-            return self.check_command(str(tool_input.get("command", "")), base)
-        return None
 
-    def check_command(self, command: str, cwd: Path) -> str | None:
-        """Best effort: refuse commands whose words name protected paths (after ``cd``)."""
+def workspace_problem(castra: Castra, prompt: AgentPrompt, config_path: Path | None) -> str | None:
+    """Why this agent's workspace (frontmatter ``cwd``) cannot be used, or None."""
+    workspace = working_dir(castra, prompt, create=False)
+    root = castra.root.resolve()
+    where = f"{prompt.path}: cwd {str(prompt.settings.cwd)!r}"
+    if _within(root, workspace):
+        return (
+            f"{where} contains Legio's castra ({root}); use a folder inside the agent's "
+            "own folder or outside the castra"
+        )
+    for entry in protected_entries(castra, prompt.name, config_path):
+        if entry.covers(workspace) and not entry.write:
+            return f"{where} points into a protected place ({entry.reason})"
+    return None
+
+
+def policy_problems(config: Config, castra: Castra) -> list[str]:
+    """What in the prompts' frontmatter makes an agent's policy unusable (start-up, check)."""
+    problems = []
+    prompts: list[AgentPrompt] = []
+    with contextlib.suppress(LegioError):
+        prompts.append(castra.read_legatus())
+    prompts += list(castra.roster().centuriones.values())
+    for prompt in prompts:
         try:
-            words = shlex.split(command, comments=True)
-        except ValueError:
-            words = command.split()
-        writes = bool(WRITING.search(command))
-        for i, word in enumerate(words):
-            if word == "cd" and i + 1 < len(words):
-                target = Path(os.path.expanduser(words[i + 1]))
-                cwd = target if target.is_absolute() else cwd / target
-                continue
-            if "praetorium.db" in word:
-                return self.check_path(self.root / "praetorium.db", write=False)
-            for candidate in word.replace("=", " ").split():
-                if "/" not in candidate and "." not in candidate:
-                    continue
-                reason = self.check_path(candidate, write=writes, cwd=cwd)
-                if reason:
-                    return f"{reason} (this Bash command names it)"
-        return None
-
-
-HookCallback = Callable[[Any, str | None, Any], Awaitable[dict[str, Any]]]
-
-
-def path_guard_hook(guard: PathGuard) -> HookCallback:
-    """A ``PreToolUse`` hook that denies what ``guard`` refuses, and logs it."""
-
-    async def pre_tool_use(
-        hook_input: Any, tool_use_id: str | None, context: Any
-    ) -> dict[str, Any]:
-        tool = str(hook_input.get("tool_name", ""))
-        tool_input = hook_input.get("tool_input") or {}
-        reason = guard.check(tool, tool_input, hook_input.get("cwd"))
-        if reason is None:
-            return {}
-        target = next((tool_input.get(k) for k in (*PATH_KEYS, "command") if tool_input.get(k)), "")
-        logger.warning("denied %s for %s on %s: %s", tool, guard.agent, str(target)[:200], reason)
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "permissionDecision": "deny",
-                "permissionDecisionReason": f"Legio's policy: {reason}.",
-            }
-        }
-
-    return pre_tool_use
+            granted_dirs(castra, prompt)
+        except CastraError as e:
+            problems.append(str(e))
+    return problems

@@ -4,8 +4,9 @@ A spec is read anew for every request (an edited prompt takes effect on the next
 message): the system prompt, the key whose change rebuilds the session, history
 settings (frontmatter, else ``legio.toml``), the model, the built-in tools and the
 workspace (``legio.policy``), and the in-process MCP servers. ``build_options`` turns
-a spec into ``ClaudeAgentOptions``: explicit tools, the path-guard hook, no user or
-project settings, the agents' environment.
+a spec into ``ClaudeAgentOptions``: explicit tools, the path-guard hook, the sandbox and
+``permissions.deny`` rules (``legio.policy.agent_options``), granted folders, no user
+or project settings, the agents' environment.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,11 @@ from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, McpSdkServerConfig
 
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
+from legio.guard import PathGuard, path_guard_hook
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
-from legio.policy import PathGuard, builtin_tools, path_guard_hook, working_dir
+from legio.policy import granted_dirs, working_dir
+from legio.sandbox import agent_options, effective_tools
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,7 @@ class AgentSpec:
     tools: list[str]
     cwd: Path
     servers: Servers
+    add_dirs: list[Path] = field(default_factory=list)  # granted folders, read-write
 
 
 SpecFactory = Callable[[str], Awaitable[AgentSpec]]
@@ -65,9 +69,10 @@ def spec_from_prompt(
         history_window=settings.history_window or config.history_window,
         history_token_budget=settings.history_token_budget or config.history_token_budget,
         model=settings.model or config.model or None,
-        tools=builtin_tools(prompt),
+        tools=effective_tools(prompt, config),
         cwd=working_dir(castra, prompt),
         servers=servers,
+        add_dirs=granted_dirs(castra, prompt),
     )
 
 
@@ -99,7 +104,8 @@ def build_options(
         logger.debug("%s CLI: %s", spec.name, line)
         stderr.append(line)
 
-    guard = PathGuard(castra, spec.name, config.path)
+    guard = PathGuard(castra, spec.name, config.path, workspace=spec.cwd, granted=spec.add_dirs)
+    confined = agent_options(castra, config, spec.name, spec.tools, spec.add_dirs)
     hooks: dict[Any, list[HookMatcher]] = {
         "PreToolUse": [HookMatcher(matcher=None, hooks=[path_guard_hook(guard)])]  # type: ignore[list-item]
     }
@@ -116,5 +122,6 @@ def build_options(
         setting_sources=[],
         env=env,
         stderr=on_stderr,
+        **confined,
         **extra,
     )

@@ -1,0 +1,181 @@
+"""The ``PreToolUse`` path guard: every built-in tool call checked against the agent's policy.
+
+``PathGuard`` decides from ``legio.policy.protected_entries`` (the same list the CLI's
+``permissions.deny`` rules come from) which paths one agent's file tools may read or
+write: protected places are refused, writes must land in the workspace or a granted
+folder, searches may not sweep the castra. Bash commands are checked word by word, on
+a best-effort basis (the OS sandbox is what binds them). A denial tells the model what
+to use instead and is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from legio.castra import Castra
+from legio.names import LEGATUS
+from legio.policy import (
+    PATH_KEYS,
+    READ_TOOLS,
+    SEARCH_TOOLS,
+    WRITE_TOOLS,
+    WRITING,
+    Protected,
+    _within,
+    agent_home,
+    protected_entries,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class PathGuard:
+    """Decides which paths one agent's built-in tools may read or write.
+
+    With a ``workspace``, writes must land in it or in a ``granted`` folder."""
+
+    def __init__(
+        self,
+        castra: Castra,
+        agent: str,
+        config_path: Path | None,
+        *,
+        workspace: Path | None = None,
+        granted: Sequence[Path] = (),
+    ) -> None:
+        self.castra = castra
+        self.root = castra.root.resolve()
+        self.agent = agent
+        self.config_path = config_path.resolve() if config_path else None
+        self.home = agent_home(castra, agent).resolve()
+        self.centuriones = (self.root / "centuriones").resolve()
+        self.workspace = workspace.resolve() if workspace else None
+        self.granted = [g.resolve() for g in granted]
+
+    def entries(self) -> list[Protected]:
+        return protected_entries(self.castra, self.agent, self.config_path)
+
+    def protected(self) -> list[str]:
+        """A description of what is out of reach, for ``legio check`` and the docs."""
+        items = [f"{self.root}/praetorium.db* (no access)", f"{self.root}/legio.lock (no access)"]
+        if self.config_path:
+            items.append(f"{self.config_path} (no access)")
+        if self.agent == LEGATUS:
+            items.append(f"{self.centuriones}/ (read only)")
+        else:
+            items.append(
+                f"{self.centuriones}/<other centuriones>/ and {self.root}/legatus/ (no access)"
+            )
+        items.append(
+            "every prompt.md, edicta/, acta/, commentarii/ (read only: memoria tools write)"
+        )
+        items.append(f"searches over {self.root} or a folder containing it (refused)")
+        return items
+
+    def writable(self) -> list[Path]:
+        return [p for p in (self.workspace, *self.granted) if p is not None]
+
+    def check_path(
+        self,
+        raw: str | Path,
+        *,
+        write: bool,
+        search: bool = False,
+        cwd: Path | None = None,
+        confine: bool = True,
+    ) -> str | None:
+        """Why this access is refused, or None if allowed. ``confine``: apply the
+        workspace rule to writes (the best-effort Bash check does not)."""
+        path = Path(os.path.expanduser(str(raw)))
+        if not path.is_absolute():
+            path = (cwd or self.home) / path
+        path = Path(os.path.realpath(path))
+        root = self.root
+        if search and (path == root or path in root.parents):
+            return (
+                f"{path} contains Legio's castra; search a narrower folder, and use the "
+                "memoria tools for Legio's memory"
+            )
+        for entry in self.entries():
+            if entry.covers(path) and (not entry.read or (write and not entry.write)):
+                return entry.reason
+        if self.agent != LEGATUS and search and path == self.centuriones:
+            return "that folder holds other centuriones' notes; search your own workspace"
+        writable = self.writable()
+        if write and confine and writable and not any(_within(path, f) for f in writable):
+            folders = ", ".join(str(f) for f in writable)
+            return f"writes go to your workspace or a folder granted with add_dirs ({folders})"
+        return None
+
+    def check(self, tool: str, tool_input: dict[str, Any], cwd: str | None = None) -> str | None:
+        """Why this tool call is refused, or None."""
+        base = Path(cwd) if cwd else self.home
+        if tool in READ_TOOLS or tool in WRITE_TOOLS:
+            for key in PATH_KEYS:
+                value = tool_input.get(key)
+                if isinstance(value, str) and value:
+                    reason = self.check_path(
+                        value, write=tool in WRITE_TOOLS, search=tool in SEARCH_TOOLS, cwd=base
+                    )
+                    if reason:
+                        return reason
+            if tool in SEARCH_TOOLS and not tool_input.get("path"):
+                return self.check_path(base, write=False, search=True, cwd=base)
+            return None
+        if tool == "Bash":
+            return self.check_command(str(tool_input.get("command", "")), base)
+        return None
+
+    def check_command(self, command: str, cwd: Path) -> str | None:
+        """Best effort: refuse commands whose words name protected paths (after ``cd``)."""
+        try:
+            words = shlex.split(command, comments=True)
+        except ValueError:
+            words = command.split()
+        writes = bool(WRITING.search(command))
+        for i, word in enumerate(words):
+            if word == "cd" and i + 1 < len(words):
+                target = Path(os.path.expanduser(words[i + 1]))
+                cwd = target if target.is_absolute() else cwd / target
+                continue
+            if "praetorium.db" in word:
+                return self.check_path(self.root / "praetorium.db", write=False)
+            for candidate in word.replace("=", " ").split():
+                if "/" not in candidate and "." not in candidate:
+                    continue
+                reason = self.check_path(candidate, write=writes, cwd=cwd, confine=False)
+                if reason:
+                    return f"{reason} (this Bash command names it)"
+        return None
+
+
+HookCallback = Callable[[Any, str | None, Any], Awaitable[dict[str, Any]]]
+
+
+def path_guard_hook(guard: PathGuard) -> HookCallback:
+    """A ``PreToolUse`` hook that denies what ``guard`` refuses, and logs it."""
+
+    async def pre_tool_use(
+        hook_input: Any, tool_use_id: str | None, context: Any
+    ) -> dict[str, Any]:
+        tool = str(hook_input.get("tool_name", ""))
+        tool_input = hook_input.get("tool_input") or {}
+        reason = guard.check(tool, tool_input, hook_input.get("cwd"))
+        if reason is None:
+            return {}
+        target = next((tool_input.get(k) for k in (*PATH_KEYS, "command") if tool_input.get(k)), "")
+        logger.warning("denied %s for %s on %s: %s", tool, guard.agent, str(target)[:200], reason)
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": f"Legio's policy: {reason}.",
+            }
+        }
+
+    return pre_tool_use
