@@ -405,3 +405,19 @@ def test_tracker_falls_back_on_the_result_usage() -> None:
     )
     assert tracker.context_tokens == 1207
     assert tracker.should_reset()
+
+
+async def test_a_new_centurio_is_hidden_from_the_others_shells_at_once(
+    legion: Legion, castra_dir: Path
+) -> None:
+    await legion.say(["vorenus"], "hi")
+    brutus = castra_dir / "centuriones" / "brutus"
+    brutus.mkdir()
+    (brutus / "prompt.md").write_text("# Brutus\nA new centurio.\n")
+    assert await legion.say(["vorenus"], "and now?") == {"vorenus": "ECHO: and now?"}
+    before, after = legion.processes("vorenus")
+    rule = f"Read(/{brutus.resolve()}/**)"
+    assert rule not in json.loads(before.option("--settings") or "{}")["permissions"]["deny"]
+    assert rule in json.loads(after.option("--settings") or "{}")["permissions"]["deny"]
+    assert not after.resumed  # a new session, given the conversation as history
+    assert "hi" in after.prompts[0]

@@ -11,6 +11,7 @@ or project settings, the agents' environment.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -84,7 +85,10 @@ def centurio_spec(config: Config, castra: Castra, memoria: MemoriaStore, name: s
         server = build_memoria_centurio_server(memoria, name)
         return {server.name: (server.config, [t.name for t in server.tools])}
 
-    return spec_from_prompt(config, castra, prompt, prompt.body, prompt.sha256, servers)
+    # The deny rules name every other centurio's folder: a new folder rebuilds the session.
+    folders = sorted(p.name for p in castra.centuriones_dir.iterdir() if p.is_dir())
+    key = hashlib.sha256(f"{prompt.sha256}:{','.join(folders)}".encode()).hexdigest()
+    return spec_from_prompt(config, castra, prompt, prompt.body, key, servers)
 
 
 def build_options(
