@@ -1,5 +1,5 @@
 """Admin commands, the same for every front-end: /history /status /search /stop /reset,
-/compact, /context, /retry and /help.
+/compact, /context, /retry, /jobs, /cancel and /help.
 
 ``Admin.run(text)`` parses one command line and returns the answer as a list of pages,
 each short enough for one Telegram message. Commands never wait for a busy agent:
@@ -16,9 +16,12 @@ from legio.compaction import ContextReport
 from legio.errors import CastraError
 from legio.history import estimate_tokens
 from legio.legatus import LEGATUS, Legatus
+from legio.legatus_jobs import job_lines
 from legio.legatus_tools import format_line
 from legio.praetorium import Compaction, PraetoriumError
+from legio.schedule import zone
 from legio.session import AgentError, AgentInterrupted, AgentStatus, NothingToCompact
+from legio.store.jobs import JobStore
 
 PAGE_LIMIT = 4000  # under Telegram's 4096, with room for a page marker
 HISTORY_DEFAULT, HISTORY_MAX = 20, 200
@@ -53,6 +56,8 @@ COMMANDS = [
         "context", "/context [name]", "what an agent's next message carries, and why (tokens)"
     ),
     CommandInfo("retry", "/retry [n]", "run again the requests a restart interrupted (or #n)"),
+    CommandInfo("jobs", "/jobs", "scheduled jobs, with their next run"),
+    CommandInfo("cancel", "/cancel <n>", "cancel scheduled job #n"),
     CommandInfo("help", "/help", "this list"),
 ]
 
@@ -392,3 +397,19 @@ class Admin:
         if not stopped:
             return [f"{target} is not working on anything." if target else "Nothing is running."]
         return [f"Stopping {', '.join(stopped)}."]
+
+    # ---------------------------------------------------------- scheduled jobs
+
+    async def cmd_jobs(self, args: str) -> list[str]:
+        jobs = await JobStore(self.legatus.praetorium).active()
+        lines = job_lines(jobs, zone(self.legatus.config.timezone))
+        return paginate(lines) if lines else ["No job is scheduled. Ask the Legatus to set one."]
+
+    async def cmd_cancel(self, args: str) -> list[str]:
+        value = args.strip().lstrip("#")
+        if not (value.isdigit() and len(value) <= 12):
+            return ["Use /cancel <n> with a job number from /jobs, e.g. /cancel 3."]
+        job = await JobStore(self.legatus.praetorium).cancel(int(value))
+        if job is None:
+            return [f"No scheduled job #{value}; /jobs lists them."]
+        return [f'Cancelled job #{job.id} "{job.name}".']

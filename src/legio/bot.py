@@ -44,6 +44,9 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from legio.admin import COMMANDS, Admin, interruption_notice, parse_retry
 from legio.config import Config
 from legio.legatus import Legatus, Reply, ReplyCallback
+from legio.legatus_jobs import JobRun, attach_scheduler
+from legio.scheduler import Scheduler
+from legio.store.jobs import Job
 
 logger = logging.getLogger(__name__)
 
@@ -299,6 +302,8 @@ class LegioBot:
         self.idle.set()
         self.chains = SendChains()
         self._typing: Typing | None = None
+        self.scheduler: Scheduler | None = None
+        self._bot: Bot | None = None
 
     @property
     def legatus(self) -> Legatus:
@@ -314,12 +319,23 @@ class LegioBot:
         """Open the Legatus and show the command menu."""
         self._legatus = await self.legatus_factory()
         self._admin = Admin(self._legatus)
+        self._bot = app.bot
+        self.scheduler = attach_scheduler(self._legatus, self.present_job)
         commands = [BotCommand(c.name, c.description[:256]) for c in COMMANDS]
         try:
             await app.bot.set_my_commands(commands)
         except TelegramError as e:
             logger.warning("could not set the command menu: %s", e)
         await self.tell_interruptions(app.bot)
+        await self.scheduler.start()  # after the interruptions were noted: see scheduler.py
+
+    async def present_job(self, job: Job, run: JobRun) -> None:
+        """A scheduled job's run, shown like a request in the chat it was set from."""
+        chat = chat_of(job.owner_chat) or min(self.caesar_ids, default=None)
+        if chat is None or self._bot is None:
+            await run(None, None)
+            return
+        await self._work(self._bot, chat, 0, lambda board, send: run(board.update, send))
 
     async def tell_interruptions(self, bot: Bot) -> None:
         """Tell Caesar, once, about requests the last run never answered."""
@@ -335,6 +351,9 @@ class LegioBot:
                     logger.warning("could not tell chat %s about #%s: %s", chat_id, nuntius.seq, e)
 
     async def shutdown(self) -> None:
+        if self.scheduler is not None:  # stopped before the Legatus closes
+            await self.scheduler.stop(STOP_WAIT_S)
+            self.scheduler = None
         if self._legatus is not None:
             await self._legatus.close()
             self._legatus = None
@@ -543,6 +562,8 @@ async def serve(
             logger.info("Legio is stopping")
             if app.updater is not None and app.updater.running:
                 await app.updater.stop()
+            if bot.scheduler is not None:
+                await bot.scheduler.pause()  # no new job runs; running ones are in_flight
             try:
                 await asyncio.wait_for(bot.idle.wait(), grace_s)
             except TimeoutError:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from legio.errors import CastraError
 
 CENTURIO_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}\Z")
-RESERVED_NAMES = frozenset({"caesar", "legatus", "all"})
+RESERVED_NAMES = frozenset({"caesar", "legatus", "all", "scheduler"})
 PROMPT_FILE = "prompt.md"
 DESCRIPTION_MAX = 200
 

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from legio.admin import Admin, interruption_notice, is_command
 from legio.legatus import Legatus, Reply
+from legio.legatus_jobs import attach_scheduler
 
 BANNER = (
     "Legio console: write to the Legatus, @name for a centurio, /help for commands, Ctrl-D to quit."
@@ -48,10 +49,12 @@ async def run_console(
     async def print_reply(reply: Reply) -> None:
         show(reply.text if reply.agent != "legatus" else f"legatus: {reply.text}")
 
+    scheduler = attach_scheduler(legatus, lambda job, run: run(on_status, print_reply))
     try:
         show(BANNER)
         for nuntius, agents in await legatus.notice_interruptions():
             show(interruption_notice(nuntius.seq, nuntius.text, agents))
+        await scheduler.start()  # after the interruptions were noted
         reader = await _lines(stdin)
         while True:
             if interactive:
@@ -69,5 +72,6 @@ async def run_console(
                 continue
             await legatus.handle_message(text, on_status, on_reply=print_reply)
     finally:
+        await scheduler.stop()  # before the Legatus closes
         await legatus.close()
         show("Legio console closed.")

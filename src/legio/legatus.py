@@ -21,9 +21,9 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from claude_agent_sdk import McpSdkServerConfig, create_sdk_mcp_server
+from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_server
 
 from legio.castra import Castra, Roster
 from legio.config import Config
@@ -34,6 +34,7 @@ from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
 from legio.policy import scrub_environment
 from legio.praetorium import BROADCAST, DuplicateOrigin, Nuntius, Praetorium
+from legio.schedule import SCHEDULER
 from legio.session import (
     AgentSpec,
     ClientFactory,
@@ -132,6 +133,8 @@ class Legatus:
         self.sessions = sessions
         self._lock: CastraLock | None = None
         self._intake = asyncio.Lock()
+        # more tools for the Legatus's session, e.g. the scheduler's (legatus_jobs.py)
+        self.extra_tools: list[Callable[[], list[SdkMcpTool[Any]]]] = []
         sessions.register(LEGATUS, self._spec)
 
     @classmethod
@@ -191,6 +194,7 @@ class Legatus:
 
         def servers() -> dict[str, tuple[McpSdkServerConfig, list[str]]]:
             tools = legatus_tools(self) + memoria_full_tools(self.memoria)
+            tools += [t for make in self.extra_tools for t in make()]
             server = create_sdk_mcp_server(TOOLS_KEY, tools=tools)
             return {TOOLS_KEY: (server, [t.name for t in tools])}
 
@@ -292,14 +296,17 @@ class Legatus:
     # ---------------------------------------------------------- interrupted requests
 
     async def unanswered(self, window: int = 200) -> list[tuple[Nuntius, list[str]]]:
-        """Caesar's recent nuntii that an addressed agent never answered, not yet noticed.
+        """Caesar's and the scheduler's recent requests that an addressed agent never answered.
 
         Call it at start-up, before new messages arrive: a request in progress looks
         the same.
         """
         roster_names = self.castra.roster().names
         found = []
-        for nuntius in await self.praetorium.recent_from(CAESAR, window):
+        requests = [
+            n for s in (CAESAR, SCHEDULER) for n in await self.praetorium.recent_from(s, window)
+        ]
+        for nuntius in sorted(requests, key=lambda n: n.seq):
             if await self.praetorium.is_noted(nuntius.seq):
                 continue
             if nuntius.audience == (BROADCAST,):
@@ -339,6 +346,20 @@ class Legatus:
                 continue  # another /retry took it
             tickets = {name: self.sessions.reserve(name) for name in agents}
             await self._answer(nuntius, agents, roster, on_status, tickets, emit)
+        return emit.replies
+
+    async def answer_nuntius(
+        self,
+        nuntius: Nuntius,
+        names: list[str],
+        on_status: StatusCallback | None = None,
+        on_reply: ReplyCallback | None = None,
+    ) -> list[Reply]:
+        """Have ``names`` answer a stored request (e.g. a scheduled job's), like Caesar's."""
+        emit = _Emitter(on_reply)
+        async with self._intake:
+            tickets = {name: self.sessions.reserve(name) for name in names}
+        await self._answer(nuntius, names, self.castra.roster(), on_status, tickets, emit)
         return emit.replies
 
     async def dispatch_for_legatus(self, names: list[str], text: str) -> dict[str, Outcome]:
