@@ -70,13 +70,13 @@ class SystemClock:
 def job_text(job: Job, due: datetime, now: datetime, late_after: timedelta = LATE_AFTER) -> str:
     """The nuntius a run of ``job`` posts: what to do, and when it was due."""
     tz = ZoneInfo(job.timezone)
-    head = f'⏰ Scheduled job #{job.id} "{job.name}", due {format_local(due, tz)}.'
+    head = f'⏰ Scheduled job #{job.id} "{job.name}", due {format_local(due, tz)}'
     if now - due > late_after:
         head += (
-            f" It runs late, at {format_local(now, tz)}: Legio was not running (or the job "
-            "was still busy) at its time; it runs once now."
+            f", runs late ({format_local(now, tz)}): Legio was not running, or the job was "
+            "still busy, at that time; missed runs are made up by this one run"
         )
-    return f"{head}\nRequest: {job.request}"
+    return f"{head}. The request, set earlier by Caesar:\n{job.request}"
 
 
 def following(job: Job, now: datetime) -> datetime | None:
