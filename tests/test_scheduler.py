@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from legio.admin import Admin, interruption_notice
+from legio.castra import Castra
 from legio.config import Config
 from legio.errors import ConfigError
 from legio.legatus import Legatus, Reply
@@ -24,6 +25,7 @@ from legio.praetorium import Nuntius, Praetorium
 from legio.schedule import ScheduleError, check_cron, next_crons, parse_at
 from legio.scheduler import Scheduler
 from legio.store.jobs import Job, JobStore, NewJob
+from tests.botbench import CAESAR, running_bot
 from tests.conftest import FakeCli
 from tests.legion import fake_cli_config, processes_of
 
@@ -520,3 +522,30 @@ def test_the_time_zone_is_checked_when_the_config_is_read(
     )
     cfg = fake_cli_config(castra_dir, fake_cli)
     assert (cfg.timezone, cfg.scheduler.max_jobs) == ("", 50)
+
+
+# ------------------------------------------------------------------ the Telegram daemon
+
+
+async def test_a_job_due_while_legio_was_down_reaches_caesars_telegram_chat(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    past = datetime.now(UTC) - timedelta(hours=3)
+    async with await Praetorium.open(Castra(castra_dir).praetorium_path) as praetorium:
+        jobs = JobStore(praetorium)
+        await jobs.add(new_job("REPLY Call Marcus now.", past, name="call Marcus"), 50, past)
+    async with running_bot(castra_dir, fake_cli) as bot:
+        call = await bot.answer(0, lambda text: text.startswith("⏰"))
+        assert call.params["text"] == "⏰ call Marcus\nCall Marcus now."
+        assert int(call.params["chat_id"]) == CAESAR
+        [request, _] = await stored(bot.legatus)
+        assert "runs late" in request.text
+        jobs = JobStore(bot.legatus.praetorium)
+        for _ in range(2000):
+            job = await jobs.get(1)
+            if job is not None and job.runs == 1:
+                break
+            await asyncio.sleep(0.005)
+        call = await bot.answer(await bot.ask("/jobs"))
+        assert call.params["text"] == "No job is scheduled. Ask the Legatus to set one."
+    assert [t for t in bot.answers() if t.startswith("⏰")] == ["⏰ call Marcus\nCall Marcus now."]
