@@ -23,11 +23,12 @@ from legio.legatus import Legatus, Reply
 from legio.legatus_jobs import JobRun, attach_scheduler
 from legio.praetorium import Nuntius, Praetorium
 from legio.schedule import ScheduleError, check_cron, next_crons, parse_at
-from legio.scheduler import Scheduler
+from legio.scheduler import Scheduler, SystemClock
 from legio.store.jobs import Job, JobStore, NewJob
 from tests.botbench import CAESAR, running_bot
 from tests.conftest import FakeCli
 from tests.legion import fake_cli_config, processes_of
+from tests.test_console import run_console
 
 ROME = ZoneInfo("Europe/Rome")
 START = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)  # a Monday, 10:00 in Rome
@@ -549,3 +550,28 @@ async def test_a_job_due_while_legio_was_down_reaches_caesars_telegram_chat(
         call = await bot.answer(await bot.ask("/jobs"))
         assert call.params["text"] == "No job is scheduled. Ask the Legatus to set one."
     assert [t for t in bot.answers() if t.startswith("⏰")] == ["⏰ call Marcus\nCall Marcus now."]
+
+
+def test_a_job_due_while_down_is_answered_in_the_console_before_it_closes(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    async def add() -> None:
+        past = datetime.now(UTC) - timedelta(minutes=10)
+        async with await Praetorium.open(Castra(castra_dir).praetorium_path) as praetorium:
+            job = new_job("REPLY Drink water.", past, name="water")
+            await JobStore(praetorium).add(job, 50, past)
+
+    asyncio.run(add())
+    result = run_console(castra_dir, fake_cli, "")
+    assert result.returncode == 0, result.stderr
+    assert "legatus: ⏰ water\nDrink water." in result.stdout
+    assert result.stdout.rstrip().endswith("Legio console closed.")
+
+
+async def test_the_system_clock_wakes_at_its_deadline_or_when_told() -> None:
+    clock = SystemClock()
+    wake = asyncio.Event()
+    await clock.sleep_until(clock.now() - timedelta(seconds=1), wake)  # due: no wait
+    wake.set()
+    await clock.sleep_until(None, wake)  # woken: no wait
+    assert clock.now().tzinfo is UTC

@@ -72,6 +72,6 @@ async def run_console(
                 continue
             await legatus.handle_message(text, on_status, on_reply=print_reply)
     finally:
-        await scheduler.stop()  # before the Legatus closes
+        await scheduler.stop(legatus.config.shutdown_grace_seconds)  # before the Legatus closes
         await legatus.close()
         show("Legio console closed.")

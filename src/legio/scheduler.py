@@ -138,11 +138,6 @@ class Scheduler:
             await asyncio.gather(self._loop, return_exceptions=True)
             self._loop = None
 
-    async def idle(self) -> None:
-        """Wait until no run is in progress (for tests and orderly shutdowns)."""
-        while self._runs:
-            await asyncio.gather(*set(self._runs), return_exceptions=True)
-
     @property
     def running(self) -> int:
         return len(self._runs)
