@@ -30,6 +30,7 @@ from legio.config import (
     load_config,
 )
 from legio.errors import LegioError
+from legio.schedule import local_zone_name
 
 OK, BAD, WARN = "✓", "✗", "!"
 
@@ -188,6 +189,8 @@ def check_config(config: Config, *, is_root: bool | None = None) -> Report:
         )
     if config.telegram.base_url:
         report.ok(f"Telegram Bot API server: {config.telegram.base_url}")
+    zone = config.timezone or f"{local_zone_name()} (the machine's; set `timezone` to choose)"
+    report.ok(f"time zone of scheduled jobs: {zone}")
 
     if config.max_input_tokens >= CLI_AUTOCOMPACT_TOKENS:
         report.warn(
