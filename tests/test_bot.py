@@ -58,6 +58,8 @@ async def test_the_command_menu_is_set_at_startup(bot: Running) -> None:
         "compact",
         "context",
         "retry",
+        "jobs",
+        "cancel",
         "help",
     ]
 

@@ -81,6 +81,7 @@ def test_check_passes_with_token_and_caesar(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout
     assert "✓ Telegram token: $TELEGRAM_BOT_TOKEN is set" in result.stdout
     assert "✓ Caesar: Telegram user id(s) 123456789" in result.stdout
+    assert "✓ time zone of scheduled jobs: " in result.stdout
     assert "✓ Claude CLI: bundled with claude-agent-sdk" in result.stdout
     assert "✓ centuriones: pullo (Researcher" in result.stdout
     assert result.stdout.rstrip().endswith("legio check: all good")

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from legio.errors import DuplicateOrigin, PraetoriumError, SearchQueryError
+from legio.store.migrations import MIGRATIONS
 from legio.store.praetorium import Praetorium
 from legio.store.records import Turn
 
@@ -47,6 +48,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "turns",
             "interruptions",
             "compactions",
+            "jobs",
             "_migrations",
         },
         "index": {
@@ -56,6 +58,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "idx_nuntii_origin",
             "idx_nuntii_reply_to",
             "idx_compactions_agent",
+            "idx_jobs_next_run",
         },
         "trigger": {
             "nuntii_participants",
@@ -78,7 +81,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
         ]
         fks = db.execute("PRAGMA foreign_key_list(nuntii)").fetchall()
         assert [(f[2], f[3], f[4]) for f in fks] == [("nuntii", "reply_to", "id")]
-        assert db.execute("PRAGMA user_version").fetchone() == (5,)
+        assert db.execute("PRAGMA user_version").fetchone() == (len(MIGRATIONS),)
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         names = [r[0] for r in db.execute("SELECT name FROM _migrations ORDER BY name")]
         assert names == [
@@ -87,6 +90,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m003_agent_sessions_and_turns",
             "m004_origins_and_interruptions",
             "m005_compactions",
+            "m007_jobs",
         ]
         plan = " ".join(
             str(r)
@@ -108,7 +112,7 @@ async def test_reopening_keeps_data_and_does_not_migrate_again(tmp_path: Path) -
         second = await store.post("legatus", "salve", ["caesar"], reply_to=first.id)
         assert second.seq == first.seq + 1
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT count(*) FROM _migrations").fetchone() == (5,)
+        assert db.execute("SELECT count(*) FROM _migrations").fetchone() == (len(MIGRATIONS),)
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
@@ -380,13 +384,13 @@ async def test_requests_with_their_repliers_and_interruptions(store: Praetorium)
     await store.post("vorenus", "done", ["caesar"], reply_to=asked.id)
     await store.post("vorenus", "and more", ["caesar"], reply_to=asked.id)
     later = await store.post("caesar", "@legatus hi", ["legatus"])
-    [first, second] = await store.requests_from("caesar", 5)
+    [first, second] = await store.requests_from("caesar", limit=5)
     assert (first.nuntius, first.repliers, first.noted) == (asked, {"vorenus"}, False)
     assert (second.nuntius, second.repliers, second.noted) == (later, set(), False)
-    assert [r.nuntius for r in await store.requests_from("caesar", 1)] == [later]
+    assert [r.nuntius for r in await store.requests_from("caesar", limit=1)] == [later]
     await store.note_interruption(asked.seq, ["pullo"])
     await store.note_interruption(asked.seq, ["pullo"])
-    assert [r.noted for r in await store.requests_from("caesar", 5)] == [True, False]
+    assert [r.noted for r in await store.requests_from("caesar", limit=5)] == [True, False]
     [(nuntius, agents)] = await store.interruptions()
     assert (nuntius.id, agents) == (asked.id, ["pullo"])
     assert await store.mark_retried(asked.seq)

@@ -1,5 +1,5 @@
 """Admin commands, the same for every front-end: /history /status /search /stop /reset,
-/compact, /context, /retry and /help.
+/compact, /context, /retry, /jobs, /cancel and /help.
 
 ``Admin.run(text)`` parses one command line, asks ``LegioApp`` and returns the answer as
 a list of pages (rendered by ``legio.frontends.views``), each short enough for one
@@ -55,6 +55,8 @@ COMMANDS = [
         "context", "/context [name]", "what an agent's next message carries, and why (tokens)"
     ),
     CommandInfo("retry", "/retry [n]", "run again the requests a restart interrupted (or #n)"),
+    CommandInfo("jobs", "/jobs", "scheduled jobs, with their next run"),
+    CommandInfo("cancel", "/cancel <n>", "cancel scheduled job #n"),
     CommandInfo("help", "/help", "this list"),
 ]
 
@@ -215,3 +217,18 @@ class Admin:
         if not stopped:
             return [f"{target} is not working on anything." if target else "Nothing is running."]
         return [f"Stopping {', '.join(stopped)}."]
+
+    # ---------------------------------------------------------- scheduled jobs
+
+    async def cmd_jobs(self, args: str) -> list[str]:
+        lines = await self.app.job_lines()
+        return paginate(lines) if lines else ["No job is scheduled. Ask the Legatus to set one."]
+
+    async def cmd_cancel(self, args: str) -> list[str]:
+        value = args.strip().lstrip("#")
+        if not (value.isdigit() and len(value) <= 12):
+            return ["Use /cancel <n> with a job number from /jobs, e.g. /cancel 3."]
+        job = await self.app.cancel_job(int(value))
+        if job is None:
+            return [f"No scheduled job #{value}; /jobs lists them."]
+        return [f'Cancelled job #{job.id} "{job.name}".']

@@ -3,8 +3,10 @@
 ``LegioApp.open(config)`` brings the engine up in the documented order: lock the
 castra (one daemon per castra), keep secrets out of the agents' environment, end
 agent CLIs an earlier run left, open the praetorium and memoria, set up the sessions
-and start their idle reaper, then the Legatus. ``close()`` takes it down the other
-way: every agent (centuriones, then the Legatus), then the praetorium, then the lock.
+and start their idle reaper, then the Legatus and its job scheduler (not started: the
+front-end starts it with ``start_jobs`` once the interruptions were noted). ``close()``
+takes it down the other way: the scheduler, every agent (centuriones, then the
+Legatus), then the praetorium, then the lock.
 
 A front-end hands it Caesar's messages (``handle_message``, ``retry``) and asks it
 typed questions (history, search, status rows, context, usage) or to act (stop,
@@ -18,16 +20,20 @@ from dataclasses import dataclass
 
 from legio.castra import Castra, Roster
 from legio.config import Config
+from legio.legatus.jobs import JobRun, Presenter, attach_scheduler, job_lines
 from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
 from legio.policy import scrub_environment
 from legio.sandbox import sandbox_status_lines
+from legio.schedule import zone
+from legio.scheduler import Clock, Scheduler
 from legio.sessions.context import ContextReport
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.manager import SessionManager
 from legio.sessions.slot import AgentStatus
 from legio.sessions.turn import StatusCallback
+from legio.store.jobs import Job, JobStore
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit
 from legio.store.records import Compaction, UsageTotals
@@ -37,6 +43,8 @@ __all__ = [
     "Compaction",
     "ContextReport",
     "ContextView",
+    "Job",
+    "JobRun",
     "LegioApp",
     "Nuntius",
     "Reply",
@@ -77,6 +85,7 @@ class LegioApp:
         sessions: SessionManager,
         legatus: Legatus,
         lock: CastraLock,
+        clock: Clock | None = None,
     ) -> None:
         self.config = config
         self.castra = Castra(config.castra)
@@ -85,6 +94,8 @@ class LegioApp:
         self.sessions = sessions
         self.legatus = legatus
         self._lock: CastraLock | None = lock
+        self._presenter: Presenter | None = None
+        self.scheduler: Scheduler = attach_scheduler(legatus, self._present, clock=clock)
 
     @classmethod
     async def open(
@@ -93,10 +104,12 @@ class LegioApp:
         *,
         env: dict[str, str] | None = None,
         reap_interval_s: float = 60.0,
+        clock: Clock | None = None,
     ) -> LegioApp:
         """Open the engine (no agent started yet); ``LegioError`` if the castra is taken.
 
-        ``env`` adds variables to every agent's CLI (tests point it at a fake API).
+        ``env`` adds variables to every agent's CLI (tests point it at a fake API);
+        ``clock`` drives the job scheduler (tests move it by hand).
         """
         lock = CastraLock(config.castra)
         lock.acquire()
@@ -118,11 +131,13 @@ class LegioApp:
         )
         sessions.start()
         legatus = Legatus(config, praetorium, memoria, sessions)
-        return cls(config, praetorium, memoria, sessions, legatus, lock)
+        return cls(config, praetorium, memoria, sessions, legatus, lock, clock)
 
     async def close(self) -> None:
-        """Disconnect every agent, then close the praetorium and release the castra."""
+        """Stop the scheduler (running jobs get the shutdown grace), disconnect every
+        agent, then close the praetorium and release the castra."""
         try:
+            await self.scheduler.stop(self.config.shutdown_grace_seconds)
             await self.sessions.shutdown()
             await self.praetorium.close()
         finally:
@@ -155,6 +170,35 @@ class LegioApp:
     async def notice_interruptions(self) -> list[tuple[Nuntius, list[str]]]:
         """Requests the last run never answered, recorded as told to Caesar (once)."""
         return await self.legatus.notice_interruptions()
+
+    # ---------------------------------------------------------- scheduled work
+
+    async def start_jobs(self, present: Presenter | None = None) -> None:
+        """Start running due jobs; ``present(job, run)`` shows a run in the front-end
+        (without one, jobs run and their answers are only stored). Call it after
+        ``notice_interruptions``: a run a restart cut off is noted, not repeated."""
+        self._presenter = present
+        await self.scheduler.start()
+
+    async def pause_jobs(self) -> None:
+        """Start no new job run (shutdown: intake has stopped)."""
+        await self.scheduler.pause()
+
+    async def _present(self, job: Job, run: JobRun) -> object:
+        if self._presenter is None:
+            return await run(None, None)
+        return await self._presenter(job, run)
+
+    async def job_lines(self) -> list[str]:
+        """``/jobs``: one line per scheduled job, times on the owner's clock."""
+        return job_lines(await JobStore(self.praetorium).active(), zone(self.config.timezone))
+
+    async def cancel_job(self, job_id: int) -> Job | None:
+        """Cancel job ``job_id``; None if there is no such scheduled job."""
+        job = await JobStore(self.praetorium).cancel(job_id)
+        if job is not None:
+            self.scheduler.changed()
+        return job
 
     # ---------------------------------------------------------- questions
 

@@ -32,6 +32,7 @@ from legio.errors import LegioError
 from legio.guard import PathGuard
 from legio.policy import denied_env_names, policy_problems
 from legio.sandbox import announce_sandbox, policy_report
+from legio.schedule import local_zone_name
 
 OK, BAD, WARN = "✓", "✗", "!"
 
@@ -190,6 +191,8 @@ def check_config(config: Config, *, is_root: bool | None = None) -> Report:
         )
     if config.telegram.base_url:
         report.ok(f"Telegram Bot API server: {config.telegram.base_url}")
+    zone = config.timezone or f"{local_zone_name()} (the machine's; set `timezone` to choose)"
+    report.ok(f"time zone of scheduled jobs: {zone}")
 
     if config.max_input_tokens >= CLI_AUTOCOMPACT_TOKENS:
         report.warn(

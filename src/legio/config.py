@@ -19,6 +19,7 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from legio.errors import ConfigError
+from legio.schedule import zone_name_error
 
 CONFIG_ENV = "LEGIO_CONFIG"
 DEFAULT_CONFIG_NAME = "legio.toml"
@@ -108,6 +109,12 @@ class SandboxConfig(_Strict):
         return value
 
 
+class SchedulerSettings(_Strict):
+    """Scheduled jobs (reminders, recurring requests)."""
+
+    max_jobs: int = Field(50, ge=1, le=10_000)
+
+
 class Config(_Strict):
     """Everything in ``legio.toml``; ``path`` is where it was read from."""
 
@@ -118,12 +125,22 @@ class Config(_Strict):
     session_idle_timeout_minutes: float = Field(30, gt=0)
     max_input_tokens: int = Field(150_000, ge=1_000)
     shutdown_grace_seconds: float = Field(20, ge=0, le=3600)
+    timezone: str = ""  # the owner's IANA zone for scheduled jobs; "" = the machine's
     claude: ClaudeSettings = Field(default_factory=ClaudeSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     memoria: MemoriaSettings = Field(default_factory=MemoriaSettings)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
 
     path: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        problem = zone_name_error(value) if value else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
     def telegram_token(self) -> str:
         """The bot token from the environment variable named by ``telegram.token_env``."""

@@ -13,7 +13,8 @@ import re
 CAESAR = "caesar"
 LEGATUS = "legatus"
 BROADCAST = "all"
-RESERVED_NAMES = frozenset({CAESAR, LEGATUS, BROADCAST})
+SCHEDULER = "scheduler"  # the sender of scheduled jobs' nuntii
+RESERVED_NAMES = frozenset({CAESAR, LEGATUS, BROADCAST, SCHEDULER})
 PRIVILEGED = frozenset({CAESAR, LEGATUS})  # they see every nuntius
 NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}\Z")
 NAME_RULE = "1-32 characters, a lowercase letter first, then lowercase letters, digits, '-' or '_'"

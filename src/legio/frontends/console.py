@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from legio.admin import Admin, is_command
-from legio.app import LegioApp, Reply
+from legio.app import Job, JobRun, LegioApp, Reply
 from legio.frontends.views import interruption_notice
 from legio.names import LEGATUS
 
@@ -50,10 +50,14 @@ async def run_console(
     async def print_reply(reply: Reply) -> None:
         show(reply.text if reply.agent != LEGATUS else f"legatus: {reply.text}")
 
+    async def present_job(job: Job, run: JobRun) -> object:
+        return await run(on_status, print_reply)
+
     try:
         show(BANNER)
         for nuntius, agents in await app.notice_interruptions():
             show(interruption_notice(nuntius.seq, nuntius.text, agents))
+        await app.start_jobs(present_job)  # after the interruptions were noted
         reader = await _lines(stdin)
         while True:
             if interactive:

@@ -35,7 +35,7 @@ from telegram.ext import (
 )
 
 from legio.admin import COMMANDS, Admin, parse_retry
-from legio.app import LegioApp, Reply, ReplyCallback
+from legio.app import Job, JobRun, LegioApp, Reply, ReplyCallback
 from legio.config import Config
 from legio.frontends.sending import (
     SendChains,
@@ -71,6 +71,7 @@ class LegioBot:
         self.idle.set()
         self.chains = SendChains()
         self._typing: Typing | None = None
+        self._bot: Bot | None = None
 
     @property
     def app(self) -> LegioApp:
@@ -86,12 +87,22 @@ class LegioBot:
         """Open the engine and show the command menu."""
         self._app = await self.app_factory()
         self._admin = Admin(self._app)
+        self._bot = app.bot
         commands = [BotCommand(c.name, c.description[:256]) for c in COMMANDS]
         try:
             await app.bot.set_my_commands(commands)
         except TelegramError as e:
             logger.warning("could not set the command menu: %s", e)
         await self.tell_interruptions(app.bot)
+        await self.app.start_jobs(self.present_job)  # after the interruptions were noted
+
+    async def present_job(self, job: Job, run: JobRun) -> None:
+        """A scheduled job's run, shown like a request in the chat it was set from."""
+        chat = chat_of(job.owner_chat) or min(self.caesar_ids, default=None)
+        if chat is None or self._bot is None:
+            await run(None, None)
+            return
+        await self._work(self._bot, chat, 0, lambda board, send: run(board.update, send))
 
     async def tell_interruptions(self, bot: Bot) -> None:
         """Tell Caesar, once, about requests the last run never answered."""
@@ -320,6 +331,8 @@ async def serve(
             logger.info("Legio is stopping")
             if app.updater is not None and app.updater.running:
                 await app.updater.stop()
+            if bot._app is not None:
+                await bot.app.pause_jobs()  # no new job runs; running ones are in_flight
             try:
                 await asyncio.wait_for(bot.idle.wait(), grace_s)
             except TimeoutError:

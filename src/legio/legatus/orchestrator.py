@@ -22,9 +22,9 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from claude_agent_sdk import McpSdkServerConfig, create_sdk_mcp_server
+from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_server
 
 from legio.castra import Castra, Roster
 from legio.config import Config
@@ -32,7 +32,7 @@ from legio.errors import DuplicateOrigin
 from legio.legatus.tools import legatus_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
-from legio.names import BROADCAST, CAESAR, LEGATUS
+from legio.names import BROADCAST, CAESAR, LEGATUS, SCHEDULER
 from legio.sessions.history import format_roster_xml, format_status_xml
 from legio.sessions.manager import SessionManager
 from legio.sessions.spec import AgentSpec, spec_from_prompt
@@ -126,6 +126,8 @@ class Legatus:
         self.memoria = memoria
         self.sessions = sessions
         self._intake = asyncio.Lock()
+        # more tools for the Legatus's session, e.g. the scheduler's (legatus_jobs.py)
+        self.extra_tools: list[Callable[[], list[SdkMcpTool[Any]]]] = []
         sessions.register(LEGATUS, self._spec)
 
     # ---------------------------------------------------------- the Legatus's session
@@ -141,6 +143,7 @@ class Legatus:
                 self.praetorium, self.castra, self.sessions, self.dispatch_for_legatus
             )
             tools = own + memoria_full_tools(self.memoria)
+            tools += [t for make in self.extra_tools for t in make()]
             server = create_sdk_mcp_server(TOOLS_KEY, tools=tools)
             return {TOOLS_KEY: (server, [t.name for t in tools])}
 
@@ -244,14 +247,15 @@ class Legatus:
     # ---------------------------------------------------------- interrupted requests
 
     async def unanswered(self, window: int = 200) -> list[tuple[Nuntius, list[str]]]:
-        """Caesar's recent nuntii that an addressed agent never answered, not yet noticed.
+        """Caesar's and the scheduler's recent requests that an addressed agent never answered.
 
         Call it at start-up, before new messages arrive: a request in progress looks
         the same.
         """
         roster_names = self.castra.roster().names
         found = []
-        for request in await self.praetorium.requests_from(CAESAR, window):  # one query
+        requests = await self.praetorium.requests_from(CAESAR, SCHEDULER, limit=window)  # one query
+        for request in requests:
             if request.noted:
                 continue
             nuntius = request.nuntius
@@ -291,6 +295,20 @@ class Legatus:
                 continue  # another /retry took it
             tickets = {name: self.sessions.reserve(name) for name in agents}
             await self._answer(nuntius, agents, roster, on_status, tickets, emit)
+        return emit.replies
+
+    async def answer_nuntius(
+        self,
+        nuntius: Nuntius,
+        names: list[str],
+        on_status: StatusCallback | None = None,
+        on_reply: ReplyCallback | None = None,
+    ) -> list[Reply]:
+        """Have ``names`` answer a stored request (e.g. a scheduled job's), like Caesar's."""
+        emit = _Emitter(on_reply)
+        async with self._intake:
+            tickets = {name: self.sessions.reserve(name) for name in names}
+        await self._answer(nuntius, names, self.castra.roster(), on_status, tickets, emit)
         return emit.replies
 
     async def dispatch_for_legatus(self, names: list[str], text: str) -> dict[str, Outcome]:

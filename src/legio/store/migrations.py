@@ -187,6 +187,39 @@ async def m005_compactions(db: aiosqlite.Connection) -> None:
     )
 
 
+@migration
+async def m007_jobs(db: aiosqlite.Connection) -> None:
+    """Scheduled jobs (store/jobs.py): times in UTC ISO; run_* mark a run in progress."""
+    await _script(
+        db,
+        [
+            """CREATE TABLE jobs (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                name TEXT NOT NULL,
+                owner_chat TEXT,
+                target TEXT NOT NULL,
+                request TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('once', 'cron')),
+                cron TEXT,
+                timezone TEXT NOT NULL,
+                run_at TEXT,
+                created_by TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                next_run TEXT,
+                last_run TEXT,
+                last_outcome TEXT,
+                runs INTEGER NOT NULL DEFAULT 0,
+                enabled INTEGER NOT NULL DEFAULT 1,
+                run_id TEXT,
+                run_due TEXT,
+                run_started_at TEXT,
+                running_seq INTEGER
+            )""",
+            "CREATE INDEX idx_jobs_next_run ON jobs(enabled, next_run)",
+        ],
+    )
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 

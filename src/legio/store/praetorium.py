@@ -346,17 +346,38 @@ class Praetorium(AgentRecords):
             raise
         return [SearchHit(_nuntius(r), r["snip"], float(r["rank"])) for r in rows]
 
-    async def requests_from(self, sender: str, limit: int) -> list[Request]:
-        """The latest ``limit`` nuntii sent by ``sender``, oldest first, each with the set
-        of its repliers and whether an interruption was noted for it: one query."""
+    async def get_by_origin(self, origin: str) -> Nuntius | None:
+        """The nuntius that came from ``origin`` (a Telegram message, a job's run), if stored."""
+        async with self._db.execute(
+            f"SELECT {COLUMNS} FROM nuntii AS n WHERE n.origin = ?", (origin,)
+        ) as cursor:
+            row = await cursor.fetchone()
+        return _nuntius(row) if row else None
+
+    async def repliers(self, nuntius_id: str) -> set[str]:
+        """Who has answered the nuntius ``nuntius_id``."""
+        rows = await self._db.execute_fetchall(
+            "SELECT DISTINCT sender FROM nuntii WHERE reply_to = ?", (nuntius_id,)
+        )
+        return {row["sender"] for row in rows}
+
+    async def requests_from(self, *senders: str, limit: int) -> list[Request]:
+        """The latest ``limit`` nuntii sent by any of ``senders``, oldest first, each with
+        the set of its repliers and whether an interruption was noted for it: one query."""
+        limit = max(0, limit)
+        # each sender's newest, by its own index walk; then the newest of them all
+        latest = " UNION ALL ".join(
+            ["SELECT * FROM (SELECT * FROM nuntii WHERE sender = ? ORDER BY seq DESC LIMIT ?)"]
+            * len(senders)
+        )
         rows = await self._db.execute_fetchall(
             f"""SELECT {COLUMNS},
                    (SELECT json_group_array(DISTINCT r.sender) FROM nuntii AS r
                     WHERE r.reply_to = n.id) AS repliers,
                    EXISTS (SELECT 1 FROM interruptions AS i WHERE i.seq = n.seq) AS noted
-               FROM (SELECT * FROM nuntii WHERE sender = ? ORDER BY seq DESC LIMIT ?) AS n
+               FROM (SELECT * FROM ({latest}) ORDER BY seq DESC LIMIT ?) AS n
                ORDER BY n.seq""",
-            (sender, max(0, limit)),
+            (*[p for sender in senders for p in (sender, limit)], limit),
         )
         return [
             Request(_nuntius(r), frozenset(json.loads(r["repliers"])), bool(r["noted"]))
