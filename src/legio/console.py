@@ -1,7 +1,8 @@
 """The terminal front-end: the same Legatus and admin commands, without Telegram.
 
 Reads one message per line from standard input (a terminal or a pipe), shows the
-agents' ``⏳`` status lines while they work, prints each reply, and exits cleanly on
+agents' ``⏳`` status lines while they work, prints an answer as it is written (one
+agent at a time; see ``legio.console_stream``) or else when it is ready, and exits cleanly on
 end of input (Ctrl-D) or Ctrl-C: sessions disconnected, the praetorium closed.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from legio.admin import Admin, interruption_notice, is_command
+from legio.console_stream import StreamPrinter
 from legio.legatus import Legatus, Reply
 
 BANNER = (
@@ -42,11 +44,15 @@ async def run_console(
         out.write(text + "\n")
         out.flush()
 
+    printer = StreamPrinter(out, lambda agent: legatus.header(agent, legatus.castra.roster()))
+
     async def on_status(agent: str, line: str) -> None:
-        show(f"  [{agent}] {line}")
+        if printer.status(agent, line):
+            show(f"  [{agent}] {line}")
 
     async def print_reply(reply: Reply) -> None:
-        show(reply.text if reply.agent != "legatus" else f"legatus: {reply.text}")
+        if printer.reply(reply):
+            show(reply.text if reply.agent != "legatus" else f"legatus: {reply.text}")
 
     try:
         show(BANNER)
@@ -67,7 +73,9 @@ async def run_console(
                 for page in await admin.run(text):
                     show(page)
                 continue
-            await legatus.handle_message(text, on_status, on_reply=print_reply)
+            await legatus.handle_message(
+                text, on_status, on_reply=print_reply, on_text=printer.stream
+            )
     finally:
         await legatus.close()
         show("Legio console closed.")

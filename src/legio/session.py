@@ -51,6 +51,7 @@ from claude_agent_sdk import (
     McpSdkServerConfig,
     ProcessError,
     ResultMessage,
+    StreamEvent,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
@@ -75,6 +76,7 @@ from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
 from legio.policy import PathGuard, builtin_tools, path_guard_hook, working_dir
 from legio.praetorium import Compaction, Nuntius, Praetorium, Turn
+from legio.timing import mark
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +89,7 @@ CONTEXT_USAGE_TIMEOUT = 5.0
 TAIL_ROWS_MAX = 1000  # nuntii read after a compaction's first kept seq (then the token budget)
 
 StatusCallback = Callable[[str, str], Awaitable[None]]  # (agent, "⏳ …" line)
+TextCallback = Callable[[str, str], Awaitable[None]]  # (agent, its message's text so far)
 ClientFactory = Callable[[ClaudeAgentOptions], ClaudeSDKClient]
 Deliver = Callable[["Outcome"], Awaitable[None]]
 Prefix = str | Callable[[], str]  # text, or made when the agent's turn comes
@@ -195,6 +198,12 @@ def status_line(block: object) -> str | None:
     return None
 
 
+def is_text_preview(line: str, text: str) -> bool:
+    """Whether ``line`` is ``status_line``'s preview of ``text`` (redundant once streamed)."""
+    shown = line.removeprefix("⏳ ").removesuffix("…")
+    return bool(shown) and line.startswith("⏳ ") and " ".join(text.split()).startswith(shown)
+
+
 async def _notify(on_status: StatusCallback | None, agent: str, line: str) -> None:
     if on_status is None:
         return
@@ -204,16 +213,36 @@ async def _notify(on_status: StatusCallback | None, agent: str, line: str) -> No
         logger.exception("status callback failed (ignored)")
 
 
+def _stream_text(event: dict[str, Any], streamed: list[str]) -> bool:
+    """Apply one Anthropic streaming event to ``streamed``; True if its text grew."""
+    kind = event.get("type")
+    if kind == "message_start":
+        streamed.clear()
+    elif kind == "content_block_start":
+        block = event.get("content_block") or {}
+        if block.get("type") == "text" and streamed:
+            streamed.append("\n\n")
+    elif kind == "content_block_delta":
+        delta = event.get("delta") or {}
+        if delta.get("type") == "text_delta" and delta.get("text"):
+            streamed.append(str(delta["text"]))
+            return True
+    return False
+
+
 async def collect_response(
     client: ClaudeSDKClient,
     tracker: SessionTokenTracker | None = None,
     on_status: StatusCallback | None = None,
     *,
     agent: str = "agent",
+    on_text: TextCallback | None = None,
 ) -> tuple[str, ResultMessage]:
     """Read one turn's messages: the answer text and its ``ResultMessage``.
 
-    Status lines go to ``on_status`` (never the same line twice in a row). A message
+    Status lines go to ``on_status`` (never the same line twice in a row). ``on_text``
+    gets the text of the agent's current message as it streams (``StreamEvent`` text
+    deltas of the top-level conversation; it starts again with each new message). A message
     the SDK cannot parse is logged and skipped. An error result raises ``AgentError``
     (``AgentInterrupted`` for an interrupt); a stream that ends without a result raises
     ``AgentError``; CLI crashes and broken JSON propagate as the SDK raised them.
@@ -221,10 +250,19 @@ async def collect_response(
     texts: list[str] = []
     result: ResultMessage | None = None
     last_status: str | None = None
+    streamed: list[str] = []
+    first = True
     while True:
         try:
             async for message in client.receive_response():
-                if isinstance(message, AssistantMessage):
+                if first and isinstance(message, (StreamEvent, AssistantMessage)):
+                    first = False
+                    mark("first token")
+                if isinstance(message, StreamEvent):
+                    top = on_text is not None and message.parent_tool_use_id is None
+                    if top and _stream_text(message.event, streamed):
+                        await _notify(on_text, agent, "".join(streamed))
+                elif isinstance(message, AssistantMessage):
                     if tracker is not None and message.parent_tool_use_id is None:
                         tracker.observe_call(message.usage)
                     for block in message.content:
@@ -473,6 +511,7 @@ class SessionManager:
             setting_sources=[],
             env=self.env,
             stderr=on_stderr,
+            include_partial_messages=True,  # StreamEvents: the text as it is written
             **extra,
         )
 
@@ -595,6 +634,7 @@ class SessionManager:
         prefix: Prefix = "",
         ticket: asyncio.Future[None] | None = None,
         deliver: Deliver | None = None,
+        on_text: TextCallback | None = None,
     ) -> Outcome:
         """Like ``dispatch``, but a failure becomes the agent's error reply (never raised).
 
@@ -604,7 +644,7 @@ class SessionManager:
         await self._wait_turn(name, ticket, on_status)
         try:
             try:
-                outcome = Outcome(await self._turn(name, nuntius, on_status, prefix))
+                outcome = Outcome(await self._turn(name, nuntius, on_status, prefix, on_text))
             except asyncio.CancelledError:
                 raise
             except BaseException as e:
@@ -627,6 +667,7 @@ class SessionManager:
         on_status: StatusCallback | None = None,
         tickets: dict[str, asyncio.Future[None]] | None = None,
         deliver: Callable[[str, Outcome], Awaitable[None]] | None = None,
+        on_text: TextCallback | None = None,
     ) -> dict[str, Outcome]:
         """Several agents in parallel; one failing never blocks the others."""
         tickets = tickets or {}
@@ -638,7 +679,14 @@ class SessionManager:
 
         results = await asyncio.gather(
             *(
-                self.answer(n, nuntius, on_status, ticket=tickets.get(n), deliver=delivery(n))
+                self.answer(
+                    n,
+                    nuntius,
+                    on_status,
+                    ticket=tickets.get(n),
+                    deliver=delivery(n),
+                    on_text=on_text,
+                )
                 for n in names
             )
         )
@@ -674,7 +722,12 @@ class SessionManager:
             raise
 
     async def _turn(
-        self, name: str, nuntius: Nuntius, on_status: StatusCallback | None, prefix: Prefix
+        self,
+        name: str,
+        nuntius: Nuntius,
+        on_status: StatusCallback | None,
+        prefix: Prefix,
+        on_text: TextCallback | None = None,
     ) -> str:
         """One query, with the agent's turn held by the caller."""
         if callable(prefix):
@@ -685,7 +738,7 @@ class SessionManager:
         try:
             session = await self._start(spec, on_status)
             try:
-                text = await self._query(session, spec, nuntius, prefix, on_status)
+                text = await self._query(session, spec, nuntius, prefix, on_status, on_text)
             except ContextOverflow as e:
                 logger.warning(
                     "%s: the model refused nuntius %s as too long (%s); compacting and "
@@ -699,7 +752,7 @@ class SessionManager:
                 await self._close(name, "rebuild")
                 await self.praetorium.clear_checkpoint(name)
                 session = await self._start(spec, on_status)
-                text = await self._query(session, spec, nuntius, prefix, on_status)
+                text = await self._query(session, spec, nuntius, prefix, on_status, on_text)
         except AgentInterrupted:
             self._state[name] = "idle"
             raise
@@ -768,6 +821,7 @@ class SessionManager:
         nuntius: Nuntius,
         prefix: str,
         on_status: StatusCallback | None,
+        on_text: TextCallback | None = None,
     ) -> str:
         plan = await self._plan(
             spec, fresh=session.bootstrap, last_seq=session.last_seq, before_seq=nuntius.seq
@@ -778,7 +832,7 @@ class SessionManager:
         await self.praetorium.set_checkpoint(
             spec.name, session.session_id, session.last_seq, session.rebuild_key
         )
-        text, _ = await self._ask(session, message, on_status, nuntius.seq)
+        text, _ = await self._ask(session, message, on_status, nuntius.seq, on_text)
         return text
 
     async def _ask(
@@ -787,6 +841,7 @@ class SessionManager:
         message: str,
         on_status: StatusCallback | None,
         seq: int | None,
+        on_text: TextCallback | None = None,
     ) -> tuple[str, ResultMessage]:
         """Send one query in ``session``; its answer, with the CLI's failures as ``AgentError``."""
         name = session.name
@@ -795,8 +850,9 @@ class SessionManager:
         result: ResultMessage | None = None
         try:
             await session.client.query(message)
+            mark("query sent")
             text, result = await collect_response(
-                session.client, session.tracker, on_status, agent=name
+                session.client, session.tracker, on_status, agent=name, on_text=on_text
             )
         except (AgentError, ProcessError, CLIJSONDecodeError, CLIConnectionError) as e:
             if session.closed_because:  # we closed it: /reset, /stop, shutdown
