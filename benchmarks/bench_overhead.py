@@ -1,11 +1,17 @@
-"""Overhead: one Caesar message end to end, against a bare python-telegram-bot echo bot.
+"""Overhead: Caesar's message end to end, against a bare python-telegram-bot echo bot.
 
-The daemon (serve(): the real PTB Application) on the fake Bot API, agents on the fake
-CLI answering at once; time from the update being queued to the answer's sendMessage.
-In the same run: a bare PTB echo bot on the same fake server, and the parts of Legio's
-path measured on their own (praetorium posts, history building, an SDK round trip).
-History building is also timed on a large praetorium (BENCH_BIG nuntii, default 1M):
-it must not grow with the database.
+The daemon (serve(): the real PTB Application with its ``AIORateLimiter``) on the fake
+Bot API, agents on the fake CLI answering at once. Two figures, each beside a bare PTB
+echo bot with the same ``AIORateLimiter`` on the same fake server:
+
+- **latency**: messages spaced ``GAP_S`` apart, so no rate limit applies; time from the
+  update being queued on the fake server to the answer's ``sendMessage`` arriving there;
+  compared with bare echo + one SDK round trip with the fake CLI (the composition);
+- **throughput**: ``BURST`` messages queued at once; answers per second until the last.
+
+The latency runs also record Legio's own timestamps per stage (``legio.timing``): the
+measured breakdown. Then, on their own: praetorium posts, history building, and history
+on a large praetorium (BENCH_BIG nuntii, default 1M): it must not grow with the database.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import asyncio
 import os
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -25,8 +32,9 @@ from _report import ms_stats, table, update_section
 from bench_praetorium import build, vocabulary
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
 from telegram import Update
-from telegram.ext import ApplicationBuilder, ContextTypes, MessageHandler, filters
+from telegram.ext import AIORateLimiter, ApplicationBuilder, ContextTypes, MessageHandler, filters
 
+from legio import timing
 from legio.history import format_history_xml
 from legio.praetorium import Praetorium
 from tests.botbench import CAESAR, running_bot
@@ -34,54 +42,120 @@ from tests.conftest import FakeCli
 from tests.fakes.bot_api import FakeBotApi
 from tests.fakes.cli_log import FAKE_CLI
 
-RUNS = 60
+RUNS = int(os.environ.get("BENCH_RUNS", "60"))
+GAP_S = 0.2  # between spaced messages: 2 Bot API calls per 0.2 s is far below 30/s
+BURST = int(os.environ.get("BENCH_BURST", "150"))
+STAGES = [
+    "update received",
+    "nuntius posted",
+    "query sent",
+    "first token",
+    "answer posted",
+    "sendMessage returned",
+]
 
 
-async def round_trips(api: FakeBotApi, text: str, expect: str) -> list[float]:
-    samples = []
-    for i in range(RUNS):
+async def round_trips(api: FakeBotApi, text: str, runs: int = RUNS) -> list[tuple[float, float]]:
+    """(queued, answered) times, on the fake server's clock, of ``runs`` spaced messages."""
+    out = []
+    for i in range(runs):
         start = len(api.calls)
-        t = time.perf_counter()
+        t = time.monotonic()
         api.add_message(f"{text} {i}", user_id=CAESAR)
-        await api.wait_for_call(
+        call = await api.wait_for_call(
             "sendMessage",
-            lambda c, i=i: str(c.params["text"]).endswith(f"{expect} {i}"),
+            lambda c, i=i: str(c.params["text"]).endswith(f"{text} {i}"),
             start=start,
+            completed=False,
         )
-        samples.append(time.perf_counter() - t)
-    return samples
+        out.append((t, call.at))
+        await asyncio.sleep(GAP_S)
+    return out
 
 
-async def legio_path(root: Path) -> list[float]:
+async def burst(api: FakeBotApi, text: str, n: int = BURST) -> float:
+    """Answers per second for ``n`` messages queued at once."""
+    start = len(api.calls)
+    t = time.monotonic()
+    for i in range(n):
+        api.add_message(f"{text} {i}", user_id=CAESAR)
+    while True:
+        done = [c for c in api.calls[start:] if c.method == "sendMessage" and c.status == 200]
+        if len(done) >= n:
+            return n / (max(c.at for c in done) - t)
+        await asyncio.sleep(0.01)
+
+
+def copy_castra(root: Path) -> Path:
     castra = root / "castra"
     shutil.copytree(
         Path(__file__).parents[1] / "castra",
         castra,
         ignore=shutil.ignore_patterns("*.db*", "workspace"),
     )
+    return castra
+
+
+async def legio_path(root: Path) -> tuple[list[tuple[float, float]], list[timing.Trace], float]:
     fake = FakeCli(FAKE_CLI, root / "log", root / "state")
-    async with running_bot(castra, fake) as bot:
-        await round_trips(bot.api, "warm up", "warm up")
-        return await round_trips(bot.api, "hello", "hello")
+    traces: list[timing.Trace] = []
+    async with running_bot(copy_castra(root), fake) as bot:
+        await round_trips(bot.api, "warm up", 5)
+        timing.install(traces.append)
+        try:
+            samples = await round_trips(bot.api, "hello")
+        finally:
+            timing.install(None)
+        rate = await burst(bot.api, "burst")
+    return samples, traces, rate
 
 
-async def echo_bot() -> list[float]:
+async def echo_bot() -> tuple[list[tuple[float, float]], float]:
     async def echo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         assert update.effective_message is not None
         await update.effective_message.reply_text(str(update.effective_message.text))
 
     async with FakeBotApi() as api:
-        app = ApplicationBuilder().token(api.token).base_url(api.base_url).build()
+        app = (
+            ApplicationBuilder()
+            .token(api.token)
+            .base_url(api.base_url)
+            .rate_limiter(AIORateLimiter(max_retries=5))
+            .build()
+        )
         app.add_handler(MessageHandler(filters.TEXT, echo))
         async with app:
             await app.start()
             assert app.updater is not None
             await app.updater.start_polling(poll_interval=0, timeout=1)
-            await round_trips(api, "warm up", "warm up")
-            samples = await round_trips(api, "hello", "hello")
+            await round_trips(api, "warm up", 5)
+            samples = await round_trips(api, "hello")
+            rate = await burst(api, "burst")
             await app.updater.stop()
             await app.stop()
-    return samples
+    return samples, rate
+
+
+def breakdown(samples: list[tuple[float, float]], traces: list[timing.Trace]) -> list[list[str]]:
+    """Median time of each stage after the previous one (and from the update's queueing)."""
+    steps: dict[str, list[float]] = {}
+    stages = STAGES[:-1]  # the answer arrives at the server before sendMessage returns
+    names = ["queued on the fake server", *stages, "sendMessage arrived at the server"]
+    for (queued, arrived), trace in zip(samples, traces, strict=False):
+        points = [queued, *(trace.first(s) for s in stages), arrived]
+        if any(p is None for p in points):
+            continue
+        times = [p for p in points if p is not None]
+        for name, before, after in zip(names[1:], times, times[1:], strict=False):
+            steps.setdefault(name, []).append(after - before)
+    rows = []
+    total = 0.0
+    for name in names[1:]:
+        if name in steps:
+            median = statistics.median(steps[name]) * 1000
+            total += median
+            rows.append([name, f"{median:.2f}", f"{total:.2f}"])
+    return rows
 
 
 async def parts(root: Path, big: int) -> dict[str, tuple[float, float]]:
@@ -107,7 +181,9 @@ async def parts(root: Path, big: int) -> dict[str, tuple[float, float]]:
     await store.close()
 
     os.environ["FAKE_CLAUDE_STATE_DIR"] = str(root / "state")
-    client = ClaudeSDKClient(ClaudeAgentOptions(cli_path=str(FAKE_CLI)))
+    client = ClaudeSDKClient(
+        ClaudeAgentOptions(cli_path=str(FAKE_CLI), include_partial_messages=True)
+    )
     await client.connect()
     samples = []
     for i in range(RUNS):
@@ -138,28 +214,48 @@ def main() -> None:
     os.environ["FAKE_CLAUDE_STATE_DIR"] = str(root / "state")
     os.environ.setdefault("PTB_TIMEDELTA", "1")
     try:
-        legio = ms_stats(asyncio.run(legio_path(root)))
-        bare = ms_stats(asyncio.run(echo_bot()))
+        legio_samples, traces, legio_rate = asyncio.run(legio_path(root))
+        bare_samples, bare_rate = asyncio.run(echo_bot())
         components = asyncio.run(parts(root, big))
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    legio = ms_stats([b - a for a, b in legio_samples])
+    bare = ms_stats([b - a for a, b in bare_samples])
+    sdk = components["SDK round trip (fake CLI)"]
+    composition = bare[0] + sdk[0]
     rows = [
         ["Legio: message → Legatus → answer", f"{legio[0]:.1f}", f"{legio[1]:.1f}"],
-        ["bare PTB echo bot, same fake server", f"{bare[0]:.1f}", f"{bare[1]:.1f}"],
+        [
+            "bare PTB echo bot (AIORateLimiter), same fake server",
+            f"{bare[0]:.1f}",
+            f"{bare[1]:.1f}",
+        ],
     ]
     rows += [[name, f"{m:.2f}", f"{p:.2f}"] for name, (m, p) in components.items()]
-    known = (
-        2 * components["praetorium: one post()"][0]
-        + components["history: 50 nuntii, 10^2-row DB"][0]
+    body = (
+        f"Latency: {RUNS} messages {GAP_S * 1000:.0f} ms apart (no rate limit applies).\n\n"
+        + table(["path", "p50 ms", "p95 ms"], rows)
     )
-    known += components["SDK round trip (fake CLI)"][0]
-    body = table(["path", "p50 ms", "p95 ms"], rows)
     body += (
-        f"\n\n- Legio / bare bot (p50): **{legio[0] / bare[0]:.2f}**. "
-        f"Of Legio's {legio[0]:.0f} ms: "
-        f"praetorium (2 posts) + history + SDK round trip ≈ {known:.0f} ms; the rest "
-        f"(≈ {legio[0] - known:.0f} ms) is Telegram polling and sending, the Legatus's "
-        "bookkeeping and the status/typing machinery.\n"
+        f"\n\n- Legio / (bare PTB echo + one SDK round trip), p50: "
+        f"{legio[0]:.1f} / ({bare[0]:.1f} + {sdk[0]:.1f}) = **{legio[0] / composition:.2f}×** "
+        "(target ≤ 1.5).\n"
+    )
+    body += "\nWhere Legio's time goes (medians of its own timestamps, `legio.timing`):\n\n"
+    body += table(
+        ["stage reached", "ms after the previous", "ms after queueing"],
+        breakdown(legio_samples, traces),
+    )
+    body += (
+        f"\n\nThroughput: {BURST} messages queued at once, answers per second until the "
+        "last one (both bots with `AIORateLimiter`, 30 requests/s).\n\n"
+    )
+    body += table(
+        ["bot", "messages/s"],
+        [
+            ["Legio (one agent: its turns run one after another)", f"{legio_rate:.1f}"],
+            ["bare PTB echo bot", f"{bare_rate:.1f}"],
+        ],
     )
     print(body)
     update_section("bench_overhead", "## Overhead (`bench_overhead.py`)\n\n" + body)

@@ -3,7 +3,8 @@
 One agent holds the terminal at a time (the first to write); the others' answers are
 printed whole when ready, as before. The holder's text is printed as it grows; when
 its answer arrives it is not printed again (unless the final text differs from the
-streamed one: then it is printed whole). A status line that merely previews streamed text is not shown.
+streamed one: then it is printed whole). A status line that merely previews streamed
+text is not shown.
 """
 
 from __future__ import annotations

@@ -4,12 +4,13 @@ In a private chat, ``LiveView`` (one per request) shows what each answering agen
 writing as a draft (``sendMessageDraft``, Bot API 9.3+): a ``draft_id`` of its own per
 agent and request, under the same attribution header as the final answer, rendered by
 the same Markdown converter, cut to its last 4096 UTF-16 units, updated at most once
-per ``interval_s`` per draft and always through the bot (so ``AIORateLimiter`` paces
-it with every other call). Before an agent writes, its ``⏳`` line (thinking, a tool,
-queued) is its draft; the lines of agents working for it (the centuriones the Legatus
-dispatches to) appear under it. A request that shows nothing within
-``placeholder_after_s`` gets an empty draft (Telegram's "Thinking..." placeholder),
-which its first agent's draft then continues.
+per ``interval_s`` per draft, at most one per ``CHAT_INTERVAL_S`` in a chat (so drafts
+never crowd answers out of Telegram's limits), and always through the bot (so
+``AIORateLimiter`` paces them with every other call). Before an agent writes, its ``⏳``
+line (thinking, a tool, queued) is its draft; the lines of agents working for it (the
+centuriones the Legatus dispatches to) appear under it. A request that shows nothing
+within ``placeholder_after_s`` gets an empty draft (Telegram's "Thinking..."
+placeholder), which its first agent's draft then continues.
 
 A draft is only a preview: the caller still sends the final answer with
 ``sendMessage``, after ``finish(agent)`` (which stops that agent's draft and waits for
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DRAFT_INTERVAL_S = 1.0  # at most one update per draft per second
+CHAT_INTERVAL_S = 0.2  # and five per chat: drafts never crowd answers out of the rate limit
 PLACEHOLDER_AFTER_S = 0.05  # show that work began, unless the answer is already there
 REFRESH_S = 20.0  # a draft lasts 30 s on Telegram: show it again while the agent is silent
 SOURCE_CHARS = 3500  # Markdown kept from the end of a long text before rendering
@@ -56,9 +58,18 @@ TypingShown = Callable[[int], AbstractAsyncContextManager[None]]
 class DraftSupport:
     """Which chats get drafts, for the whole run; hands out draft ids."""
 
-    def __init__(self, enabled: bool, *, first_id: int | None = None) -> None:
+    def __init__(
+        self,
+        enabled: bool,
+        *,
+        first_id: int | None = None,
+        chat_interval_s: float = CHAT_INTERVAL_S,
+    ) -> None:
         self.enabled = enabled
+        self.chat_interval_s = chat_interval_s
         self._refused: set[int] = set()
+        self._next: dict[int, float] = {}
+        self._turns: dict[int, asyncio.Lock] = {}
         start = first_id if first_id is not None else time.time_ns() // 1_000_000 % 10**9 + 1
         self._ids = itertools.count(start)
 
@@ -78,6 +89,15 @@ class DraftSupport:
 
     def new_id(self) -> int:
         return next(self._ids)
+
+    async def turn(self, chat_id: int) -> None:
+        """Wait until a draft may go to ``chat_id`` (first come, first served)."""
+        lock = self._turns.setdefault(chat_id, asyncio.Lock())
+        async with lock:
+            wait = self._next.get(chat_id, 0.0) - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._next[chat_id] = time.monotonic() + self.chat_interval_s
 
 
 def tail_markdown(markdown: str, chars: int = SOURCE_CHARS) -> str:
@@ -245,6 +265,9 @@ class LiveView:
             wait = draft.sent_at + self.interval_s - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
+            if draft.done:
+                return
+            await self.support.turn(self.chat_id)
             async with draft.lock:
                 if draft.done or not self.drafting:
                     return
@@ -308,8 +331,9 @@ class LiveView:
         if not self.drafting:
             await self._start_typing()
         elif not self._drafts:
+            await self.support.turn(self.chat_id)
             async with self._first_lock:
-                if not self._shown_any:
+                if not self._shown_any and not self._drafts:
                     await self._post(self._first_id, "", [])
 
     # ---------------------------------------------------------- context

@@ -289,7 +289,7 @@ class Legatus:
                 LEGATUS,
                 nuntius,
                 on_status,
-                prefix=self.status_xml,  # made when its turn comes, not while it queues
+                prefix=lambda: self.status_xml(roster),  # made when its turn comes
                 ticket=tickets.get(LEGATUS),
                 deliver=lambda outcome: deliver(LEGATUS, outcome),
                 on_text=on_text,

@@ -444,6 +444,7 @@ class SessionManager:
         self._on_status: dict[str, StatusCallback | None] = {}
         self._compaction_failures: dict[str, str] = {}
         self._reaper: asyncio.Task[None] | None = None
+        self._unrecorded: dict[str, list[Turn]] = {}
 
     # ---------------------------------------------------------- specs and options
 
@@ -624,6 +625,7 @@ class SessionManager:
             return await self._turn(name, nuntius, on_status, prefix)
         finally:
             self._locks[name].release()
+            await self._store_turns(name)
 
     async def answer(
         self,
@@ -659,6 +661,7 @@ class SessionManager:
             return outcome
         finally:
             self._locks[name].release()
+            await self._store_turns(name)
 
     async def dispatch_many(
         self,
@@ -823,15 +826,18 @@ class SessionManager:
         on_status: StatusCallback | None,
         on_text: TextCallback | None = None,
     ) -> str:
-        plan = await self._plan(
+        planned = self._plan(
             spec, fresh=session.bootstrap, last_seq=session.last_seq, before_seq=nuntius.seq
         )
-        message = "\n\n".join(part for part in (plan.text(), prefix, nuntius.text) if part)
         session.last_seq = max(session.last_seq, nuntius.seq)
         session.bootstrap = False
-        await self.praetorium.set_checkpoint(
-            spec.name, session.session_id, session.last_seq, session.rebuild_key
+        plan, _ = await asyncio.gather(  # both before the query, neither waits for the other
+            planned,
+            self.praetorium.set_checkpoint(
+                spec.name, session.session_id, session.last_seq, session.rebuild_key
+            ),
         )
+        message = "\n\n".join(part for part in (plan.text(), prefix, nuntius.text) if part)
         text, _ = await self._ask(session, message, on_status, nuntius.seq, on_text)
         return text
 
@@ -864,12 +870,13 @@ class SessionManager:
             raise AgentError(name, _cli_failure(e, session.stderr)) from e
         finally:
             session.last_active = time.monotonic()
-            await self._record(session, seq, result, started)
+            self._record(session, seq, result, started)
         return text, result
 
-    async def _record(
+    def _record(
         self, session: AgentSession, seq: int | None, result: ResultMessage | None, started: float
     ) -> None:
+        """Note a turn's usage; it is stored by ``_store_turns`` once the answer is delivered."""
         usage = (result.usage if result else None) or {}
         cost = 0.0
         if result is not None and result.total_cost_usd is not None:
@@ -888,10 +895,15 @@ class SessionManager:
             duration_ms=int((time.monotonic() - started) * 1000),
             is_error=result is None or result.is_error,
         )
-        try:
-            await self.praetorium.record_turn(turn)
-        except Exception:
-            logger.exception("%s: could not record the turn's usage", session.name)
+        self._unrecorded.setdefault(session.name, []).append(turn)
+
+    async def _store_turns(self, name: str) -> None:
+        """Store the usage of agent ``name``'s turns (after its answer: off the answer's path)."""
+        for turn in self._unrecorded.pop(name, []):
+            try:
+                await self.praetorium.record_turn(turn)
+            except Exception:
+                logger.exception("%s: could not record the turn's usage", name)
 
     # ---------------------------------------------------------- compaction
 
@@ -999,6 +1011,7 @@ class SessionManager:
         finally:
             self._state[name] = "idle"
             self._locks[name].release()
+            await self._store_turns(name)
 
     async def _session_to_compact(self, spec: AgentSpec) -> AgentSession:
         name = spec.name

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Trace:
-    """One request's marks: (stage, ``time.perf_counter()``), in the order they came."""
+    """One request's marks: (stage, ``time.monotonic()``), in the order they came."""
 
     marks: list[tuple[str, float]] = field(default_factory=list)
 
@@ -48,7 +48,7 @@ def begin(stage: str) -> Iterator[None]:
     if _recorder is None:
         yield
         return
-    trace = Trace([(stage, time.perf_counter())])
+    trace = Trace([(stage, time.monotonic())])
     _recorder(trace)
     token = _current.set(trace)
     try:
@@ -61,4 +61,4 @@ def mark(stage: str) -> None:
     """Note that the current request reached ``stage`` (nothing if not recording)."""
     trace = _current.get()
     if trace is not None:
-        trace.marks.append((stage, time.perf_counter()))
+        trace.marks.append((stage, time.monotonic()))
