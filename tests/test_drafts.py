@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -43,7 +44,7 @@ async def test_an_answer_streams_into_a_growing_draft_then_one_message(bot: Runn
     texts = [t for _, t in drafts if t]
     assert len(texts) >= 2
     assert texts[0] != WORDS  # the first draft came before the whole answer existed
-    for shorter, longer in zip(texts, texts[1:], strict=False):
+    for shorter, longer in itertools.pairwise(texts):
         assert WORDS.startswith(shorter) and longer.startswith(shorter)
     assert len({draft_id for draft_id, _ in drafts}) == 1  # one draft, animated
     assert all(draft_id != 0 for draft_id, _ in drafts)

@@ -16,6 +16,7 @@ from typing import TextIO
 from legio.admin import Admin, interruption_notice, is_command
 from legio.console_stream import StreamPrinter
 from legio.legatus import Legatus, Reply
+from legio.timing import begin
 
 BANNER = (
     "Legio console: write to the Legatus, @name for a centurio, /help for commands, Ctrl-D to quit."
@@ -73,9 +74,10 @@ async def run_console(
                 for page in await admin.run(text):
                     show(page)
                 continue
-            await legatus.handle_message(
-                text, on_status, on_reply=print_reply, on_text=printer.stream
-            )
+            with begin("update received"):
+                await legatus.handle_message(
+                    text, on_status, on_reply=print_reply, on_text=printer.stream
+                )
     finally:
         await legatus.close()
         show("Legio console closed.")

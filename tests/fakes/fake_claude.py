@@ -35,7 +35,8 @@ What the model "says" is scripted by directives, one per line of the prompt
     FOR <mcp server key> <directive>   run the directive only in a CLI given that server
                                    (e.g. ``FOR memoria_pullo EXIT 3``: only pullo crashes)
     STREAM <chunks> <delay_s> <text>   answer with <text>, streamed in <chunks> text deltas
-                                   <delay_s> apart (with ``--include-partial-messages``)
+                                   <delay_s> apart (with ``--include-partial-messages``);
+                                   <first_s>/<delay_s>: the message starts after <first_s>
 
 With ``--include-partial-messages`` (``include_partial_messages=True``) each content
 block's ``assistant`` line is preceded, as the real CLI does, by its ``stream_event``
@@ -416,8 +417,11 @@ class FakeCLI:
         usage: dict[str, int],
         chunks: int = 3,
         delay_s: float = 0.0,
+        first_s: float = 0.0,
     ) -> None:
         """The streaming events of a one-block message, as the Messages API sends them."""
+        if first_s:
+            self.sleep(first_s)
         self.stream_event(
             {
                 "type": "message_start",
@@ -491,10 +495,13 @@ class FakeCLI:
         *,
         chunks: int = 3,
         delay_s: float = 0.0,
+        first_s: float = 0.0,
     ) -> None:
         message_id = f"msg_fake_{uuid.uuid4().hex[:16]}"
         if self.partial:
-            self.stream(message_id, block, usage, chunks, delay_s)
+            self.stream(message_id, block, usage, chunks, delay_s, first_s)
+        elif first_s or delay_s:
+            self.sleep(first_s + delay_s * (chunks - 1))
         self.send(
             {
                 "type": "assistant",
@@ -710,7 +717,7 @@ class FakeCLI:
         turn_usage = dict(usage)
         answers: list[str] = []
         reply: str | None = None
-        pace = (3, 0.0)  # text deltas of the reply, and the pause between them
+        pace = (3, 0.0, 0.0)  # text deltas of the reply, the pause between them, the first
         error: str | None = None
         try:
             for line in query.splitlines():
@@ -728,7 +735,8 @@ class FakeCLI:
                 elif verb == "STREAM":
                     chunks, delay, text = [*rest.split(" ", 2), "", "", ""][:3]
                     reply = text.replace("\\n", "\n")
-                    pace = (max(1, int(chunks or 3)), float(delay or 0))
+                    first, _, delay = (delay or "0").rpartition("/")
+                    pace = (max(1, int(chunks or 3)), float(delay or 0), float(first or 0))
                 elif verb == "THINK":
                     self.assistant(
                         {"type": "thinking", "thinking": rest, "signature": "fake"}, usage
@@ -850,7 +858,11 @@ class FakeCLI:
             answers.append(reply)
             try:
                 self.assistant(
-                    {"type": "text", "text": reply}, usage, chunks=pace[0], delay_s=pace[1]
+                    {"type": "text", "text": reply},
+                    usage,
+                    chunks=pace[0],
+                    delay_s=pace[1],
+                    first_s=pace[2],
                 )
             except Interrupted:  # stopped while streaming: the answer is not finished
                 self.interrupted_prompt = query
