@@ -64,6 +64,7 @@ async def telegram(root: Path) -> Row:
     traces: list[timing.Trace] = []
     async with running_bot(copy_castra(root / "t"), fake) as bot:
         await bot.answer(await bot.ask("REPLY warm"))  # the Legatus's CLI is running
+        await asyncio.sleep(1)  # as Caesar would, before the next message
         timing.install(traces.append)
         start = len(bot.api.calls)
         t0 = time.monotonic()
@@ -127,7 +128,7 @@ async def console(root: Path) -> Row:
     task = asyncio.create_task(run_console(lambda: Legatus.open(config), stdin=stdin, out=out))
     os.write(write_fd, b"REPLY warm\n")
     await out.wait_for("warm")
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(1)
     timing.install(traces.append)
     mark = len(out.writes)
     t0 = time.monotonic()

@@ -10,7 +10,8 @@ never crowd answers out of Telegram's limits), and always through the bot (so
 line (thinking, a tool, queued) is its draft; the lines of agents working for it (the
 centuriones the Legatus dispatches to) appear under it. A request that shows nothing
 within ``placeholder_after_s`` gets an empty draft (Telegram's "Thinking..."
-placeholder), which its first agent's draft then continues.
+placeholder), which its first agent's draft then continues; no draft at all is sent
+before then, so an answer that quick costs no Bot API call but its ``sendMessage``.
 
 A draft is only a preview: the caller still sends the final answer with
 ``sendMessage``, after ``finish(agent)`` (which stops that agent's draft and waits for
@@ -184,6 +185,7 @@ class LiveView:
         self._guests: dict[str, str] = {}  # agent -> ⏳ line shown in the host draft
         self._first_id = support.new_id() if self.drafting else 0
         self._shown_any = False
+        self._opened = time.monotonic()
         self._first_lock = asyncio.Lock()  # the placeholder and the first draft, in order
         self._soon: asyncio.Task[None] | None = None
         self._typing: AbstractAsyncContextManager[None] | None = None
@@ -262,7 +264,9 @@ class LiveView:
         while not draft.done and self.drafting:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(draft.changed.wait(), REFRESH_S)
-            wait = draft.sent_at + self.interval_s - time.monotonic()
+            # not before placeholder_after_s: an answer that quick needs no draft at all
+            due = max(draft.sent_at + self.interval_s, self._opened + self.placeholder_after_s)
+            wait = due - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
             if draft.done:
@@ -339,6 +343,7 @@ class LiveView:
     # ---------------------------------------------------------- context
 
     async def __aenter__(self) -> LiveView:
+        self._opened = time.monotonic()
         await self.board.__aenter__()
         self._soon = asyncio.create_task(self._show_soon())
         return self
