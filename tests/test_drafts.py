@@ -9,9 +9,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
 
 from legio.bot import render
 from legio.drafts import draft_chunk
+from legio.session import collect_response
 from tests.botbench import CAESAR, Running, running_bot
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import utf16_len
@@ -134,3 +136,21 @@ def test_the_console_prints_the_answer_as_it_streams(castra_dir: Path, fake_cli:
     assert f"legatus: {WORDS}\n" in out
     assert out.count("ECHO") == 0 and out.count("short") == 1
     assert "[legatus] ⏳" not in out  # no status preview of text already on the screen
+
+
+async def test_streamed_text_starts_again_with_each_message(fake_cli: FakeCli) -> None:
+    seen: list[str] = []
+
+    async def on_text(agent: str, text: str) -> None:
+        seen.append(text)
+
+    options = ClaudeAgentOptions(cli_path=str(fake_cli.path), include_partial_messages=True)
+    async with ClaudeSDKClient(options) as client:
+        await client.query('TOOL Glob {"pattern": "*.none"}\nSTREAM 3 0 the final words')
+        text, _ = await collect_response(client, on_text=on_text, agent="vorenus")
+    assert text == "the final words" == seen[-1]
+    earlier = [t for t in seen if t.startswith("TOOL_")]  # the tool result's message
+    finals = [t for t in seen if t.startswith("the")]  # then the answer, from its start
+    assert earlier and len(finals) == 3 and len(seen) == len(earlier) + len(finals)
+    assert seen.index(finals[0]) > seen.index(earlier[-1])
+    assert all(b.startswith(a) for a, b in itertools.pairwise(finals))
