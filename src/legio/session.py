@@ -829,14 +829,19 @@ class SessionManager:
         planned = self._plan(
             spec, fresh=session.bootstrap, last_seq=session.last_seq, before_seq=nuntius.seq
         )
+        before = session.last_seq, session.bootstrap
         session.last_seq = max(session.last_seq, nuntius.seq)
         session.bootstrap = False
-        plan, _ = await asyncio.gather(  # both before the query, neither waits for the other
-            planned,
-            self.praetorium.set_checkpoint(
-                spec.name, session.session_id, session.last_seq, session.rebuild_key
-            ),
-        )
+        try:
+            plan, _ = await asyncio.gather(  # both before the query; neither waits for the other
+                planned,
+                self.praetorium.set_checkpoint(
+                    spec.name, session.session_id, session.last_seq, session.rebuild_key
+                ),
+            )
+        except BaseException:
+            session.last_seq, session.bootstrap = before  # nothing was sent
+            raise
         message = "\n\n".join(part for part in (plan.text(), prefix, nuntius.text) if part)
         text, _ = await self._ask(session, message, on_status, nuntius.seq, on_text)
         return text
