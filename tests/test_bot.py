@@ -23,6 +23,13 @@ async def bot(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[Running]:
         yield running
 
 
+@pytest.fixture
+async def bot_no_stream(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[Running]:
+    """The bot with ``[telegram] stream = false``: the status message, no drafts."""
+    async with running_bot(castra_dir, fake_cli, telegram="stream = false") as running:
+        yield running
+
+
 async def test_a_plain_message_is_answered_by_the_legatus(bot: Running) -> None:
     start = await bot.ask("hello legatus")
     call = await bot.answer(start)
@@ -216,7 +223,8 @@ async def test_compact_waits_for_a_busy_agent_without_blocking_other_commands(
     assert "Compaction summary, given first" in view.params["text"]
 
 
-async def test_the_status_message_shows_work_and_is_removed(bot: Running) -> None:
+async def test_the_status_message_shows_work_and_is_removed(bot_no_stream: Running) -> None:
+    bot = bot_no_stream
     start = await bot.ask("THINK about it\nSLEEP 1.5\nREPLY done")
     await bot.answer(start, lambda t: t == "done")
     status = await bot.api.wait_for_call(
@@ -228,7 +236,8 @@ async def test_the_status_message_shows_work_and_is_removed(bot: Running) -> Non
     assert not [c for c in bot.api.calls if c.method == "editMessageText" and c.status != 200]
 
 
-async def test_messages_to_one_agent_keep_their_order(bot: Running) -> None:
+async def test_messages_to_one_agent_keep_their_order(bot_no_stream: Running) -> None:
+    bot = bot_no_stream
     first = await bot.ask("@vorenus first\nSLEEP 2\nREPLY first")
     await bot.ask("@vorenus second")
     queued = await bot.api.wait_for_call(

@@ -32,7 +32,7 @@ from legio.sessions.context import ContextReport
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.manager import SessionManager
 from legio.sessions.slot import AgentStatus
-from legio.sessions.turn import StatusCallback
+from legio.sessions.turn import StatusCallback, TextCallback, is_text_preview
 from legio.store.jobs import Job, JobStore
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit
@@ -52,8 +52,10 @@ __all__ = [
     "SearchHit",
     "StatusCallback",
     "StatusRow",
+    "TextCallback",
     "estimate_tokens",
     "format_line",
+    "is_text_preview",
 ]
 
 
@@ -154,18 +156,23 @@ class LegioApp:
         *,
         origin: str | None = None,
         on_reply: ReplyCallback | None = None,
+        on_text: TextCallback | None = None,
     ) -> list[Reply]:
-        """Answer one message from Caesar (see ``Legatus.handle_message``)."""
-        return await self.legatus.handle_message(text, on_status, origin=origin, on_reply=on_reply)
+        """Answer one message from Caesar (see ``Legatus.handle_message``); ``on_text``
+        receives each answering agent's text as it is written."""
+        return await self.legatus.handle_message(
+            text, on_status, origin=origin, on_reply=on_reply, on_text=on_text
+        )
 
     async def retry(
         self,
         seq: int | None = None,
         on_status: StatusCallback | None = None,
         on_reply: ReplyCallback | None = None,
+        on_text: TextCallback | None = None,
     ) -> list[Reply]:
         """Run interrupted requests again (all pending, or the one numbered ``seq``)."""
-        return await self.legatus.retry(seq, on_status, on_reply)
+        return await self.legatus.retry(seq, on_status, on_reply, on_text)
 
     async def notice_interruptions(self) -> list[tuple[Nuntius, list[str]]]:
         """Requests the last run never answered, recorded as told to Caesar (once)."""
@@ -204,6 +211,10 @@ class LegioApp:
 
     def roster(self) -> Roster:
         return self.castra.roster()
+
+    def header(self, agent: str) -> str:
+        """The attribution line a centurio's answer (and its live draft) starts with."""
+        return self.legatus.header(agent, self.roster())
 
     def agents(self) -> list[str]:
         """The Legatus, then every centurio."""

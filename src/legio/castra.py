@@ -20,7 +20,7 @@ centuriones (bad or reserved names, no prompt, broken frontmatter) are reported 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import frontmatter
@@ -91,6 +91,10 @@ def _first_line_description(body: str) -> str:
     return ""
 
 
+_PARSED: dict[tuple[str, Path, str], AgentPrompt] = {}  # by content: a file read unchanged
+_PARSED_MAX = 256  # is not parsed again (YAML + validation cost ~0.2 ms a file, per message)
+
+
 def read_prompt(name: str, path: Path) -> AgentPrompt:
     """Parse one prompt file; raise ``CastraError`` naming the file and the problem."""
     try:
@@ -100,6 +104,16 @@ def read_prompt(name: str, path: Path) -> AgentPrompt:
         raise CastraError(f"{path}: prompt file not found") from None
     except OSError as e:
         raise CastraError(f"{path}: cannot read the prompt file ({e.strerror})") from e
+    key = (name, path, hashlib.sha256(raw).hexdigest())
+    parsed = _PARSED.get(key)
+    if parsed is None:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        parsed = _PARSED[key] = _parse_prompt(name, path, raw, key[2])
+    return replace(parsed, mtime_ns=mtime_ns)
+
+
+def _parse_prompt(name: str, path: Path, raw: bytes, sha256: str) -> AgentPrompt:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -125,8 +139,8 @@ def read_prompt(name: str, path: Path) -> AgentPrompt:
         body=body,
         description=description,
         settings=settings,
-        sha256=hashlib.sha256(raw).hexdigest(),
-        mtime_ns=mtime_ns,
+        sha256=sha256,
+        mtime_ns=0,
     )
 
 

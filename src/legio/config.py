@@ -47,6 +47,7 @@ class TelegramSettings(_Strict):
     token_env: str = "TELEGRAM_BOT_TOKEN"
     caesar_ids: list[int] = Field(default_factory=list)
     base_url: str = ""
+    stream: bool = True  # answers stream into drafts (sendMessageDraft) in private chats
 
     @field_validator("token_env")
     @classmethod

@@ -149,3 +149,21 @@ async def test_a_wrong_token_is_refused_as_invalid() -> None:
         with pytest.raises(InvalidToken):
             async with bot:  # initialize() calls getMe
                 pass
+
+
+async def test_drafts_are_for_private_chats_with_a_non_zero_id_and_4096_units() -> None:
+    async with FakeBotApi() as api:
+        bot = Bot(api.token, base_url=api.base_url)
+        async with bot:
+            assert await bot.send_message_draft(42, 7, "first words")
+            assert await bot.send_message_draft(42, 7, "")  # the "Thinking..." placeholder
+            for chat_id, draft_id, text in [(-100, 7, "a group"), (42, 0, "no id")]:
+                with pytest.raises(BadRequest):
+                    await bot.send_message_draft(chat_id, draft_id, text)
+            with pytest.raises(BadRequest, match="too long"):
+                await bot.send_message_draft(42, 7, "x" * 4097)
+            api.fail("sendMessageDraft", 400, "Bad Request: method not available")
+            with pytest.raises(BadRequest, match="not available"):
+                await bot.send_message_draft(42, 7, "refused once")
+            assert await bot.send_message_draft(42, 7, "then accepted")
+        assert api.drafts(42) == [(7, "first words"), (7, ""), (7, "then accepted")]

@@ -14,6 +14,7 @@ from claude_agent_sdk import (
     CLIJSONDecodeError,
     ProcessError,
     ResultMessage,
+    StreamEvent,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -234,3 +235,27 @@ async def test_history_blocks_are_not_directives(fake_cli: FakeCli) -> None:
         messages = await turn(client, prompt)
     assert text_of(messages) == "ECHO: hello"
     assert fake_cli.processes()[0].prompts == [prompt]
+
+
+async def test_partial_messages_stream_the_text_before_the_assistant_message(
+    fake_cli: FakeCli,
+) -> None:
+    async with ClaudeSDKClient(options(fake_cli, include_partial_messages=True)) as client:
+        messages = await turn(client, "STREAM 4 0.01 one two three four")
+    events = [m.event for m in messages if isinstance(m, StreamEvent)]
+    kinds = [e["type"] for e in events]
+    assert kinds[:2] == ["message_start", "content_block_start"]
+    assert kinds[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    deltas = [e["delta"]["text"] for e in events if e["type"] == "content_block_delta"]
+    assert len(deltas) == 4 and "".join(deltas) == "one two three four"
+    last_event = max(i for i, m in enumerate(messages) if isinstance(m, StreamEvent))
+    first_assistant = min(i for i, m in enumerate(messages) if isinstance(m, AssistantMessage))
+    assert last_event < first_assistant
+    assert text_of(messages) == "one two three four"
+
+
+async def test_without_partial_messages_there_are_no_stream_events(fake_cli: FakeCli) -> None:
+    async with ClaudeSDKClient(options(fake_cli)) as client:
+        messages = await turn(client, "STREAM 4 0.01 one two three four")
+    assert not [m for m in messages if isinstance(m, StreamEvent)]
+    assert text_of(messages) == "one two three four"

@@ -6,8 +6,10 @@ confirms every update below it; long polls wait up to ``timeout`` seconds), logs
 every call with its parameters (``wait_for_call`` awaits one), stores the messages
 the bot sends so that edits and deletes fail as Telegram's do, and injects faults
 (``fail``: an error status with ``retry_after``; ``outage``: a method failing for a
-while). Errors are answered with the HTTP status equal to ``error_code``, as
-Telegram does and as python-telegram-bot expects.
+while). ``sendMessageDraft`` checks what Telegram checks (a private chat, a non-zero
+``draft_id``, at most 4096 UTF-16 units); ``fail("sendMessageDraft", 400, ...)`` makes
+it refuse like an old server or a group would. Errors are answered with the HTTP
+status equal to ``error_code``, as Telegram does and as python-telegram-bot expects.
 """
 
 from __future__ import annotations
@@ -324,6 +326,33 @@ class FakeBotApi:
             message["entities"] = entities
         self.messages[(chat_id, message["message_id"])] = message
         return message
+
+    async def _m_sendMessageDraft(self, params: dict[str, Any]) -> Any:
+        """A draft (Bot API 9.3+): private chats only, a non-zero id, at most 4096 units;
+        an empty text is allowed (a "Thinking..." placeholder, Bot API 10.0)."""
+        chat_id = int(params["chat_id"])
+        if chat_id <= 0:
+            return Fault(400, "Bad Request: drafts can be sent only to private chats")
+        if int(params.get("draft_id") or 0) == 0:
+            return Fault(400, "Bad Request: draft_id must be non-zero")
+        text = str(params.get("text", ""))
+        if utf16_len(text) > MAX_TEXT:
+            return Fault(400, "Bad Request: message is too long")
+        entities = params.get("entities") or []
+        size = utf16_len(text)
+        for entity in entities:
+            offset, length = int(entity.get("offset", -1)), int(entity.get("length", 0))
+            if offset < 0 or length <= 0 or offset + length > size:
+                return Fault(400, "Bad Request: can't parse entities: entity out of range")
+        return True
+
+    def drafts(self, chat_id: int | None = None) -> list[tuple[int, str]]:
+        """(draft_id, text) of the drafts the bot sent successfully (in order)."""
+        return [
+            (int(c.params["draft_id"]), str(c.params.get("text", "")))
+            for c in self.calls_of("sendMessageDraft")
+            if chat_id is None or int(c.params["chat_id"]) == chat_id
+        ]
 
     async def _m_editMessageText(self, params: dict[str, Any]) -> Any:
         key = (int(params["chat_id"]), int(params["message_id"]))

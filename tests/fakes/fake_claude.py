@@ -34,6 +34,15 @@ What the model "says" is scripted by directives, one per line of the prompt
     MALFORMED                      print an assistant message without its required ``model``
     FOR <mcp server key> <directive>   run the directive only in a CLI given that server
                                    (e.g. ``FOR memoria_pullo EXIT 3``: only pullo crashes)
+    STREAM <chunks> <delay_s> <text>   answer with <text>, streamed in <chunks> text deltas
+                                   <delay_s> apart (with ``--include-partial-messages``);
+                                   <first_s>/<delay_s>: the message starts after <first_s>
+
+With ``--include-partial-messages`` (``include_partial_messages=True``) each content
+block's ``assistant`` line is preceded, as the real CLI does, by its ``stream_event``
+lines (Anthropic streaming events): ``message_start``, ``content_block_start``, the
+deltas (``text_delta``: the text in 3 pieces unless ``STREAM`` says otherwise),
+``content_block_stop``, ``message_delta``, ``message_stop``.
 
 Usage otherwise models a cached conversation: ``input_tokens`` is the new prompt's
 length // 4 and ``cache_read_input_tokens`` is everything the session held before.
@@ -70,7 +79,7 @@ HISTORY_BLOCKS = re.compile(
 )
 VERBS = (
     "REPLY|CALL_TOOL|TOOL|THINK|SLEEP_FIRST|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED"
-    "|OVERFLOW"
+    "|OVERFLOW|STREAM"
 )
 DIRECTIVE = re.compile(rf"^({VERBS})\b ?(.*)$")
 INTERRUPTED = "[Request interrupted by user]"
@@ -112,6 +121,7 @@ class FakeCLI:
             os.makedirs(log_dir, exist_ok=True)
             self.log_file = open(os.path.join(log_dir, f"{os.getpid()}.jsonl"), "a")  # noqa: SIM115
         self.resumed = "--resume" in self.opts
+        self.partial = "--include-partial-messages" in self.opts
         self.session_id = (
             self.opts.get("--resume") or self.opts.get("--session-id") or str(uuid.uuid4())
         )
@@ -389,12 +399,114 @@ class FakeCLI:
 
     # ------------------------------------------------------------ a turn
 
-    def assistant(self, block: dict[str, Any], usage: dict[str, int]) -> None:
+    def stream_event(self, event: dict[str, Any]) -> None:
+        self.send(
+            {
+                "type": "stream_event",
+                "uuid": str(uuid.uuid4()),
+                "session_id": self.session_id,
+                "event": event,
+                "parent_tool_use_id": None,
+            }
+        )
+
+    def stream(
+        self,
+        message_id: str,
+        block: dict[str, Any],
+        usage: dict[str, int],
+        chunks: int = 3,
+        delay_s: float = 0.0,
+        first_s: float = 0.0,
+    ) -> None:
+        """The streaming events of a one-block message, as the Messages API sends them."""
+        if first_s:
+            self.sleep(first_s)
+        self.stream_event(
+            {
+                "type": "message_start",
+                "message": {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": self.model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+            }
+        )
+        kind = block.get("type")
+        empty = {"text": {"text": ""}, "thinking": {"thinking": "", "signature": ""}}.get(
+            str(kind), {"input": {}}
+        )
+        start = {k: v for k, v in block.items() if k not in ("text", "thinking", "input")}
+        self.stream_event(
+            {"type": "content_block_start", "index": 0, "content_block": {**start, **empty}}
+        )
+        if kind == "text":
+            text = str(block["text"])
+            size = max(1, -(-len(text) // max(1, chunks)))
+            pieces = [text[i : i + size] for i in range(0, len(text), size)] or [""]
+            for n, piece in enumerate(pieces):
+                if n and delay_s:
+                    self.sleep(delay_s)
+                self.stream_event(
+                    {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "text_delta", "text": piece},
+                    }
+                )
+        elif kind == "thinking":
+            self.stream_event(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "thinking_delta", "thinking": block["thinking"]},
+                }
+            )
+        elif kind == "tool_use":
+            self.stream_event(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {
+                        "type": "input_json_delta",
+                        "partial_json": json.dumps(block["input"]),
+                    },
+                }
+            )
+        self.stream_event({"type": "content_block_stop", "index": 0})
+        self.stream_event(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": usage.get("output_tokens", 1)},
+            }
+        )
+        self.stream_event({"type": "message_stop"})
+
+    def assistant(
+        self,
+        block: dict[str, Any],
+        usage: dict[str, int],
+        *,
+        chunks: int = 3,
+        delay_s: float = 0.0,
+        first_s: float = 0.0,
+    ) -> None:
+        message_id = f"msg_fake_{uuid.uuid4().hex[:16]}"
+        if self.partial:
+            self.stream(message_id, block, usage, chunks, delay_s, first_s)
+        elif first_s or delay_s:
+            self.sleep(first_s + delay_s * (chunks - 1))
         self.send(
             {
                 "type": "assistant",
                 "message": {
-                    "id": f"msg_fake_{uuid.uuid4().hex[:16]}",
+                    "id": message_id,
                     "type": "message",
                     "role": "assistant",
                     "model": self.model,
@@ -605,6 +717,7 @@ class FakeCLI:
         turn_usage = dict(usage)
         answers: list[str] = []
         reply: str | None = None
+        pace = (3, 0.0, 0.0)  # text deltas of the reply, the pause between them, the first
         error: str | None = None
         try:
             for line in query.splitlines():
@@ -619,6 +732,11 @@ class FakeCLI:
                 verb, rest = match.groups()
                 if verb == "REPLY":
                     reply = rest.replace("\\n", "\n")
+                elif verb == "STREAM":
+                    chunks, delay, text = [*rest.split(" ", 2), "", "", ""][:3]
+                    reply = text.replace("\\n", "\n")
+                    first, _, delay = (delay or "0").rpartition("/")
+                    pace = (max(1, int(chunks or 3)), float(delay or 0), float(first or 0))
                 elif verb == "THINK":
                     self.assistant(
                         {"type": "thinking", "thinking": rest, "signature": "fake"}, usage
@@ -738,7 +856,26 @@ class FakeCLI:
             reply = f"ECHO: {echo}"
         if reply is not None:
             answers.append(reply)
-            self.assistant({"type": "text", "text": reply}, usage)
+            try:
+                self.assistant(
+                    {"type": "text", "text": reply},
+                    usage,
+                    chunks=pace[0],
+                    delay_s=pace[1],
+                    first_s=pace[2],
+                )
+            except Interrupted:  # stopped while streaming: the answer is not finished
+                self.interrupted_prompt = query
+                self.finish(
+                    started,
+                    calls,
+                    turn_usage,
+                    None,
+                    "error_during_execution",
+                    is_error=True,
+                    reason="aborted_streaming",
+                )
+                return
         final = answers[-1]
         turn_usage["output_tokens"] = max(1, sum(len(a) for a in answers) // 4)
         self.transcript["turns"][-1]["answer"] = "\n".join(answers)

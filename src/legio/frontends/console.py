@@ -1,8 +1,10 @@
 """The terminal front-end: the same ``LegioApp`` and admin commands, without Telegram.
 
 Reads one message per line from standard input (a terminal or a pipe), shows the
-agents' ``⏳`` status lines while they work, prints each reply, and exits cleanly on
-end of input (Ctrl-D) or Ctrl-C: sessions disconnected, the praetorium closed.
+agents' ``⏳`` status lines while they work, prints an answer as it is written (one
+agent at a time; see ``legio.frontends.console_stream``) or else when it is ready,
+runs scheduled jobs in the same terminal, and exits cleanly on end of input (Ctrl-D)
+or Ctrl-C: the scheduler stopped, sessions disconnected, the praetorium closed.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from typing import TextIO
 
 from legio.admin import Admin, is_command
 from legio.app import Job, JobRun, LegioApp, Reply
+from legio.frontends.console_stream import StreamPrinter
 from legio.frontends.views import interruption_notice
 from legio.names import LEGATUS
+from legio.timing import begin
 
 BANNER = (
     "Legio console: write to the Legatus, @name for a centurio, /help for commands, Ctrl-D to quit."
@@ -44,11 +48,15 @@ async def run_console(
         out.write(text + "\n")
         out.flush()
 
+    printer = StreamPrinter(out, app.header)
+
     async def on_status(agent: str, line: str) -> None:
-        show(f"  [{agent}] {line}")
+        if printer.status(agent, line):
+            show(f"  [{agent}] {line}")
 
     async def print_reply(reply: Reply) -> None:
-        show(reply.text if reply.agent != LEGATUS else f"legatus: {reply.text}")
+        if printer.reply(reply):
+            show(reply.text if reply.agent != LEGATUS else f"legatus: {reply.text}")
 
     async def present_job(job: Job, run: JobRun) -> object:
         return await run(on_status, print_reply)
@@ -73,7 +81,10 @@ async def run_console(
                 for page in await admin.run(text):
                     show(page)
                 continue
-            await app.handle_message(text, on_status, on_reply=print_reply)
+            with begin("update received"):
+                await app.handle_message(
+                    text, on_status, on_reply=print_reply, on_text=printer.stream
+                )
     finally:
         await app.close()
         show("Legio console closed.")

@@ -37,6 +37,7 @@ from telegram.ext import (
 from legio.admin import COMMANDS, Admin, parse_retry
 from legio.app import Job, JobRun, LegioApp, Reply, ReplyCallback
 from legio.config import Config
+from legio.frontends.drafts import DraftSupport, LiveView
 from legio.frontends.sending import (
     SendChains,
     chat_of,
@@ -47,6 +48,8 @@ from legio.frontends.sending import (
 )
 from legio.frontends.status import StatusBoard, Typing
 from legio.frontends.views import interruption_notice
+from legio.names import LEGATUS
+from legio.timing import begin, mark
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +75,7 @@ class LegioBot:
         self.chains = SendChains()
         self._typing: Typing | None = None
         self._bot: Bot | None = None
+        self.drafts = DraftSupport(config.telegram.stream)
 
     @property
     def app(self) -> LegioApp:
@@ -155,14 +159,15 @@ class LegioBot:
             return
         text = message.text
         origin = origin_of(message.chat_id, message.message_id)
-        await self._work(
-            context.bot,
-            message.chat_id,
-            message.message_id,
-            lambda board, send: self.app.handle_message(
-                text, board.update, origin=origin, on_reply=send
-            ),
-        )
+        with begin("update received"):
+            await self._work(
+                context.bot,
+                message.chat_id,
+                message.message_id,
+                lambda live, send: self.app.handle_message(
+                    text, live.update, origin=origin, on_reply=send, on_text=live.stream
+                ),
+            )
 
     async def on_retry(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """/retry [n]: run again what a restart interrupted, answered like any request."""
@@ -178,7 +183,7 @@ class LegioBot:
             context.bot,
             message.chat_id,
             message.message_id,
-            lambda board, send: self.app.retry(seq, board.update, send),
+            lambda live, send: self.app.retry(seq, live.update, send, on_text=live.stream),
         )
 
     async def _work(
@@ -186,19 +191,28 @@ class LegioBot:
         bot: Bot,
         chat_id: int,
         reply_to: int,
-        run: Callable[[StatusBoard, ReplyCallback], Awaitable[list[Reply]]],
+        run: Callable[[LiveView, ReplyCallback], Awaitable[list[Reply]]],
     ) -> None:
-        """Run agents under a status message; send each reply as soon as it exists."""
+        """Run agents under drafts or a status message; send each reply as soon as it exists."""
         if self._typing is None:
             self._typing = Typing(bot)
         self.in_flight += 1
         self.idle.clear()
         sends: list[asyncio.Task[None]] = []
+        live = LiveView(
+            bot,
+            chat_id,
+            self.drafts,
+            StatusBoard(bot, chat_id),
+            self._typing.shown,
+            render,
+            lambda agent: "" if agent == LEGATUS else self.app.header(agent),
+        )
         try:
-            async with self._typing.shown(chat_id), StatusBoard(bot, chat_id) as board:
+            async with live:
 
                 async def send(reply: Reply) -> None:
-                    board.done_with(reply.agent)
+                    await live.finish(reply.agent)
                     sends.append(
                         self.chains.enqueue(
                             chat_id,
@@ -208,7 +222,7 @@ class LegioBot:
                     )
 
                 try:
-                    await run(board, send)
+                    await run(live, send)
                 finally:
                     for result in await asyncio.gather(*sends, return_exceptions=True):
                         if isinstance(result, BaseException):
@@ -268,6 +282,7 @@ class LegioBot:
                 await send_with_retries(
                     bot, chat_id, text, entities=entities or None, reply_parameters=reply
                 )
+                mark("sendMessage returned")
             except BadRequest as e:
                 logger.warning(
                     "Telegram refused a formatted message (%s); sending it as plain text", e

@@ -36,8 +36,9 @@ from legio.names import BROADCAST, CAESAR, LEGATUS, SCHEDULER
 from legio.sessions.history import format_roster_xml, format_status_xml
 from legio.sessions.manager import SessionManager
 from legio.sessions.spec import AgentSpec, spec_from_prompt
-from legio.sessions.turn import Outcome, StatusCallback
+from legio.sessions.turn import Outcome, StatusCallback, TextCallback
 from legio.store.praetorium import Nuntius, Praetorium
+from legio.timing import mark
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +178,7 @@ class Legatus:
         *,
         origin: str | None = None,
         on_reply: ReplyCallback | None = None,
+        on_text: TextCallback | None = None,
     ) -> list[Reply]:
         """Answer one message from Caesar: a reply per agent that answered (and notices).
 
@@ -184,7 +186,8 @@ class Legatus:
         stored and handed over before that agent takes its next request, so one agent's
         answers arrive in order). ``origin`` (e.g. ``telegram:<chat>:<message>``) makes a
         message delivered twice (Telegram does so after a crash) produce one nuntius and
-        one answer: the second delivery gets no reply at all.
+        one answer: the second delivery gets no reply at all. ``on_text`` receives each
+        answering agent's text as it is written (for a live preview).
         """
         emit = _Emitter(on_reply)
         if not text.strip():
@@ -210,7 +213,8 @@ class Legatus:
         except DuplicateOrigin:
             logger.info("message %s was already received; not answering it twice", origin)
             return []
-        await self._answer(nuntius, names, roster, on_status, tickets, emit)
+        mark("nuntius posted")
+        await self._answer(nuntius, names, roster, on_status, tickets, emit, on_text)
         if mentions.unusable:
             await emit.notice("Not dispatched: " + "; ".join(mentions.unusable))
         return emit.replies
@@ -223,11 +227,13 @@ class Legatus:
         on_status: StatusCallback | None,
         tickets: dict[str, asyncio.Future[None]],
         emit: _Emitter,
+        on_text: TextCallback | None = None,
     ) -> None:
         """Ask ``names`` about Caesar's ``nuntius``; store and emit each answer in its turn."""
 
         async def deliver(name: str, outcome: Outcome) -> None:
             await self.praetorium.post(name, outcome.text, [CAESAR], reply_to=nuntius.id)
+            mark("answer posted")
             header = "" if name == LEGATUS else self.header(name, roster)
             await emit.reply(Reply(name, header + outcome.text, outcome.kind))
 
@@ -237,12 +243,15 @@ class Legatus:
                 LEGATUS,
                 nuntius,
                 on_status,
-                prefix=self.status_xml,  # made when its turn comes, not while it queues
+                prefix=lambda: self.status_xml(roster),  # made when its turn comes
                 ticket=tickets.get(LEGATUS),
                 deliver=lambda outcome: deliver(LEGATUS, outcome),
+                on_text=on_text,
             )
         if centuriones:
-            await self.sessions.dispatch_many(centuriones, nuntius, on_status, tickets, deliver)
+            await self.sessions.dispatch_many(
+                centuriones, nuntius, on_status, tickets, deliver, on_text=on_text
+            )
 
     # ---------------------------------------------------------- interrupted requests
 
@@ -280,6 +289,7 @@ class Legatus:
         seq: int | None = None,
         on_status: StatusCallback | None = None,
         on_reply: ReplyCallback | None = None,
+        on_text: TextCallback | None = None,
     ) -> list[Reply]:
         """Run interrupted requests again (all pending, or the one numbered ``seq``), once each."""
         pending = await self.praetorium.interruptions()
@@ -294,7 +304,7 @@ class Legatus:
             if not await self.praetorium.mark_retried(nuntius.seq):
                 continue  # another /retry took it
             tickets = {name: self.sessions.reserve(name) for name in agents}
-            await self._answer(nuntius, agents, roster, on_status, tickets, emit)
+            await self._answer(nuntius, agents, roster, on_status, tickets, emit, on_text)
         return emit.replies
 
     async def answer_nuntius(

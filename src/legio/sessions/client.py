@@ -3,7 +3,8 @@
 ``AgentSession`` is a connected ``ClaudeSDKClient`` and what it has been given.
 ``connect`` starts a CLI with an id we choose (``--session-id``) or resumes one
 (``--resume``); ``ask`` sends one query, reads the answer (``collect_response``) and
-records the turn's usage in the praetorium; a CLI that crashed or spoke garbage marks
+hands the turn's usage to ``record`` (the caller stores it once the answer is
+delivered: off the answer's path); a CLI that crashed or spoke garbage marks
 the session broken, and a session we closed ourselves (``/stop``, ``/reset``,
 shutdown) turns the failure into ``AgentInterrupted``.
 """
@@ -30,9 +31,15 @@ from claude_agent_sdk import (
 
 from legio.errors import AgentError, AgentInterrupted
 from legio.sessions.spec import AgentSpec
-from legio.sessions.turn import SessionTokenTracker, StatusCallback, collect_response
+from legio.sessions.turn import (
+    SessionTokenTracker,
+    StatusCallback,
+    TextCallback,
+    collect_response,
+)
 from legio.store.praetorium import Praetorium
 from legio.store.records import Turn
+from legio.timing import mark
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +47,7 @@ STDERR_LINES = 20
 CONTEXT_USAGE_TIMEOUT = 5.0
 
 MakeClient = Callable[[deque[str], dict[str, Any]], ClaudeSDKClient]  # (stderr, extra options)
+Record = Callable[[Turn], None]  # a turn's usage, to be stored
 
 
 @dataclass
@@ -126,12 +134,13 @@ async def ask(
     message: str,
     on_status: StatusCallback | None,
     *,
-    praetorium: Praetorium,
+    record: Record,
     seq: int | None,
+    on_text: TextCallback | None = None,
 ) -> tuple[str, ResultMessage]:
     """Send one query in ``session``; its answer, with the CLI's failures as ``AgentError``.
 
-    The turn's usage is recorded in the praetorium (for nuntius ``seq``), failed or not.
+    The turn's usage (for nuntius ``seq``) goes to ``record``, failed or not.
     """
     name = session.name
     session.last_active = time.monotonic()
@@ -139,8 +148,9 @@ async def ask(
     result: ResultMessage | None = None
     try:
         await session.client.query(message)
+        mark("query sent")
         text, result = await collect_response(
-            session.client, session.tracker, on_status, agent=name
+            session.client, session.tracker, on_status, agent=name, on_text=on_text
         )
     except (AgentError, ProcessError, CLIJSONDecodeError, CLIConnectionError) as e:
         if session.closed_because:  # we closed it: /reset, /stop, shutdown
@@ -152,24 +162,20 @@ async def ask(
         raise AgentError(name, cli_failure(e, session.stderr)) from e
     finally:
         session.last_active = time.monotonic()
-        await _record(praetorium, session, seq, result, started)
+        record(_turn(session, seq, result, started))
     return text, result
 
 
-async def _record(
-    praetorium: Praetorium,
-    session: AgentSession,
-    seq: int | None,
-    result: ResultMessage | None,
-    started: float,
-) -> None:
+def _turn(
+    session: AgentSession, seq: int | None, result: ResultMessage | None, started: float
+) -> Turn:
     usage = (result.usage if result else None) or {}
     cost = 0.0
     if result is not None and result.total_cost_usd is not None:
         cost = max(0.0, result.total_cost_usd - session.cost_base)  # the CLI's is cumulative
         session.cost_base = result.total_cost_usd
         session.cost += cost
-    turn = Turn(
+    return Turn(
         agent=session.name,
         session_id=session.session_id,
         nuntius_seq=seq,
@@ -181,10 +187,16 @@ async def _record(
         duration_ms=int((time.monotonic() - started) * 1000),
         is_error=result is None or result.is_error,
     )
-    try:
-        await praetorium.record_turn(turn)
-    except Exception:
-        logger.exception("%s: could not record the turn's usage", session.name)
+
+
+async def store_turns(praetorium: Praetorium, turns: list[Turn], agent: str) -> None:
+    """Store the usage ``ask`` handed over (and empty the list); a failure is logged."""
+    while turns:
+        turn = turns.pop(0)
+        try:
+            await praetorium.record_turn(turn)
+        except Exception:
+            logger.exception("%s: could not record the turn's usage", agent)
 
 
 # ------------------------------------------------------------------ the CLI's own count

@@ -116,7 +116,7 @@ async def compact(
         f"{tokens_before:,}",
     )
     request = format_compaction_request(instructions)
-    summary, _ = await ask(session, request, on_status, praetorium=praetorium, seq=None)
+    summary, _ = await ask(session, request, on_status, record=slot.unrecorded.append, seq=None)
     if not summary:
         raise AgentError(name, "it answered the request for a summary with nothing")
     record = await praetorium.add_compaction(

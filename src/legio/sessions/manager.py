@@ -35,12 +35,12 @@ from legio.castra import Castra
 from legio.config import Config
 from legio.errors import AgentError, AgentInterrupted, ContextOverflow
 from legio.memoria import MemoriaStore
-from legio.sessions.client import AgentSession, ask, connect
+from legio.sessions.client import AgentSession, ask, connect, store_turns
 from legio.sessions.compaction import compact, compact_or_fall_back, session_to_compact
 from legio.sessions.context import ContextReport, context_report, plan_context
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure
 from legio.sessions.spec import AgentSpec, SpecFactory, build_options, centurio_spec
-from legio.sessions.turn import Outcome, StatusCallback, failure_outcome, notify
+from legio.sessions.turn import Outcome, StatusCallback, TextCallback, failure_outcome, notify
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.store.records import Compaction
 
@@ -166,17 +166,19 @@ class SessionManager:
         prefix: Prefix = "",
         ticket: asyncio.Future[None] | None = None,
         deliver: Deliver | None = None,
+        on_text: TextCallback | None = None,
     ) -> Outcome:
         """Ask agent ``name`` to answer ``nuntius``; a failure becomes its error reply.
 
         ``prefix`` (e.g. the Legatus's ``<centurio_status>``) goes between the history and
-        the text; a callable is called when the turn comes. ``deliver(outcome)`` runs
-        before the agent's turn ends: answers of one agent are delivered in the order it
-        took the requests, and each as soon as it is ready.
+        the text; a callable is called when the turn comes. ``on_text`` gets the answer's
+        text as it is written. ``deliver(outcome)`` runs before the agent's turn ends:
+        answers of one agent are delivered in the order it took the requests, and each as
+        soon as it is ready; the turn's usage is stored after it, still in the turn.
         """
         async with self.turn_of(name, ticket, on_status) as slot:
             try:
-                outcome = Outcome(await self._turn(slot, nuntius, on_status, prefix))
+                outcome = Outcome(await self._turn(slot, nuntius, on_status, prefix, on_text))
             except asyncio.CancelledError:
                 raise
             except BaseException as e:
@@ -186,6 +188,7 @@ class SessionManager:
                     await deliver(outcome)
                 except Exception:
                     logger.exception("%s: delivering its answer to #%s failed", name, nuntius.seq)
+            await store_turns(self.praetorium, slot.unrecorded, name)
             return outcome
 
     async def dispatch_many(
@@ -195,6 +198,7 @@ class SessionManager:
         on_status: StatusCallback | None = None,
         tickets: dict[str, asyncio.Future[None]] | None = None,
         deliver: Callable[[str, Outcome], Awaitable[None]] | None = None,
+        on_text: TextCallback | None = None,
     ) -> dict[str, Outcome]:
         """Several agents in parallel; one failing never blocks the others."""
         tickets = tickets or {}
@@ -206,14 +210,26 @@ class SessionManager:
 
         results = await asyncio.gather(
             *(
-                self.answer(n, nuntius, on_status, ticket=tickets.get(n), deliver=delivery(n))
+                self.answer(
+                    n,
+                    nuntius,
+                    on_status,
+                    ticket=tickets.get(n),
+                    deliver=delivery(n),
+                    on_text=on_text,
+                )
                 for n in names
             )
         )
         return dict(zip(names, results, strict=True))
 
     async def _turn(
-        self, slot: AgentSlot, nuntius: Nuntius, on_status: StatusCallback | None, prefix: Prefix
+        self,
+        slot: AgentSlot,
+        nuntius: Nuntius,
+        on_status: StatusCallback | None,
+        prefix: Prefix,
+        on_text: TextCallback | None = None,
     ) -> str:
         """One query, with the agent's turn held by the caller."""
         if callable(prefix):
@@ -224,7 +240,7 @@ class SessionManager:
         try:
             session = await self._ensure(slot, spec, on_status)
             try:
-                text = await self._query(session, spec, nuntius, prefix, on_status)
+                text = await self._query(slot, session, spec, nuntius, prefix, on_status, on_text)
             except ContextOverflow as e:
                 logger.warning(
                     "%s: the model refused nuntius %s as too long (%s); compacting and "
@@ -240,7 +256,7 @@ class SessionManager:
                 await slot.close("rebuild")
                 await self.praetorium.clear_checkpoint(name)
                 session = await self._ensure(slot, spec, on_status)
-                text = await self._query(session, spec, nuntius, prefix, on_status)
+                text = await self._query(slot, session, spec, nuntius, prefix, on_status, on_text)
         except AgentInterrupted:
             slot.state = "idle"
             raise
@@ -254,27 +270,42 @@ class SessionManager:
 
     async def _query(
         self,
+        slot: AgentSlot,
         session: AgentSession,
         spec: AgentSpec,
         nuntius: Nuntius,
         prefix: str,
         on_status: StatusCallback | None,
+        on_text: TextCallback | None,
     ) -> str:
-        plan = await plan_context(
+        planned = plan_context(
             self.praetorium,
             spec,
             fresh=session.bootstrap,
             last_seq=session.last_seq,
             before_seq=nuntius.seq,
         )
-        message = "\n\n".join(part for part in (plan.text(), prefix, nuntius.text) if part)
+        before = session.last_seq, session.bootstrap
         session.last_seq = max(session.last_seq, nuntius.seq)
         session.bootstrap = False
-        await self.praetorium.set_checkpoint(
-            spec.name, session.session_id, session.last_seq, session.rebuild_key
-        )
+        try:
+            plan, _ = await asyncio.gather(  # both before the query; neither waits for the other
+                planned,
+                self.praetorium.set_checkpoint(
+                    spec.name, session.session_id, session.last_seq, session.rebuild_key
+                ),
+            )
+        except BaseException:
+            session.last_seq, session.bootstrap = before  # nothing was sent
+            raise
+        message = "\n\n".join(part for part in (plan.text(), prefix, nuntius.text) if part)
         text, _ = await ask(
-            session, message, on_status, praetorium=self.praetorium, seq=nuntius.seq
+            session,
+            message,
+            on_status,
+            record=slot.unrecorded.append,
+            seq=nuntius.seq,
+            on_text=on_text,
         )
         return text
 
@@ -312,6 +343,7 @@ class SessionManager:
                 return record
             finally:
                 slot.state = "idle"
+                await store_turns(self.praetorium, slot.unrecorded, name)
 
     async def context_report(self, name: str, prefix: str = "") -> ContextReport:
         """``/context``: what agent ``name``'s next query would carry (nothing is sent).

@@ -21,6 +21,7 @@ from legio.sessions.client import AgentSession, close
 from legio.sessions.spec import AgentSpec
 from legio.sessions.turn import StatusCallback
 from legio.store.praetorium import Praetorium
+from legio.store.records import Turn
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ class AgentSlot:
     session: AgentSession | None = None
     on_status: StatusCallback | None = None
     compaction_failure: str | None = None
+    unrecorded: list[Turn] = field(default_factory=list)  # usage not stored yet
 
     async def close(self, why: str) -> None:
         """Disconnect the live session, if any (its checkpoint stays)."""

@@ -126,6 +126,7 @@ def build_options(
         setting_sources=[],
         env=env,
         stderr=on_stderr,
+        include_partial_messages=True,  # StreamEvents: the text as it is written
         **confined,
         **extra,
     )

@@ -2,7 +2,8 @@
 
 - ``collect_response`` reads one turn's messages from a ``ClaudeSDKClient``: the answer
   text and the ``ResultMessage``; error results become ``AgentError`` (an interrupt
-  ``AgentInterrupted``, a prompt too long for the model ``ContextOverflow``).
+  ``AgentInterrupted``, a prompt too long for the model ``ContextOverflow``). With
+  ``include_partial_messages`` the text also streams, as it is written, to ``on_text``.
 - ``SessionTokenTracker``: how full a session's context window is.
 - ``status_line``: the ``⏳ …`` line a content block shows Caesar while an agent works.
 - ``Outcome`` and ``failure_outcome``: what an agent made of a request, failures included.
@@ -20,6 +21,7 @@ from claude_agent_sdk import (
     AssistantMessage,
     ClaudeSDKClient,
     ResultMessage,
+    StreamEvent,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
@@ -32,6 +34,7 @@ from legio.errors import (
     ContextOverflow,
     MessageParseError,
 )
+from legio.timing import mark
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +44,7 @@ STATUS_PREVIEW = 80
 REASON_MAX = 300
 
 StatusCallback = Callable[[str, str], Awaitable[None]]  # (agent, "⏳ …" line)
+TextCallback = Callable[[str, str], Awaitable[None]]  # (agent, its message's text so far)
 
 
 # ------------------------------------------------------------------ token tracking
@@ -125,6 +129,12 @@ def status_line(block: object) -> str | None:
     return None
 
 
+def is_text_preview(line: str, text: str) -> bool:
+    """Whether ``line`` is ``status_line``'s preview of ``text`` (redundant once streamed)."""
+    shown = line.removeprefix("⏳ ").removesuffix("…")
+    return bool(shown) and line.startswith("⏳ ") and " ".join(text.split()).startswith(shown)
+
+
 async def notify(on_status: StatusCallback | None, agent: str, line: str) -> None:
     """Hand a status line to the front-end; its failure never fails the turn."""
     if on_status is None:
@@ -166,16 +176,36 @@ def is_context_overflow(text: str | None, *, is_error: bool) -> bool:
     )
 
 
+def _stream_text(event: dict[str, Any], streamed: list[str]) -> bool:
+    """Apply one Anthropic streaming event to ``streamed``; True if its text grew."""
+    kind = event.get("type")
+    if kind == "message_start":
+        streamed.clear()
+    elif kind == "content_block_start":
+        block = event.get("content_block") or {}
+        if block.get("type") == "text" and streamed:
+            streamed.append("\n\n")
+    elif kind == "content_block_delta":
+        delta = event.get("delta") or {}
+        if delta.get("type") == "text_delta" and delta.get("text"):
+            streamed.append(str(delta["text"]))
+            return True
+    return False
+
+
 async def collect_response(
     client: ClaudeSDKClient,
     tracker: SessionTokenTracker | None = None,
     on_status: StatusCallback | None = None,
     *,
     agent: str = "agent",
+    on_text: TextCallback | None = None,
 ) -> tuple[str, ResultMessage]:
     """Read one turn's messages: the answer text and its ``ResultMessage``.
 
-    Status lines go to ``on_status`` (never the same line twice in a row). A message
+    Status lines go to ``on_status`` (never the same line twice in a row). ``on_text``
+    gets the text of the agent's current message as it streams (``StreamEvent`` text
+    deltas of the top-level conversation; it starts again with each new message). A message
     the SDK cannot parse is logged and skipped. An error result raises ``AgentError``
     (``AgentInterrupted`` for an interrupt); a stream that ends without a result raises
     ``AgentError``; CLI crashes and broken JSON propagate as the SDK raised them.
@@ -183,10 +213,19 @@ async def collect_response(
     texts: list[str] = []
     result: ResultMessage | None = None
     last_status: str | None = None
+    streamed: list[str] = []
+    first = True
     while True:
         try:
             async for message in client.receive_response():
-                if isinstance(message, AssistantMessage):
+                if first and isinstance(message, StreamEvent | AssistantMessage):
+                    first = False
+                    mark("first token")
+                if isinstance(message, StreamEvent):
+                    top = on_text is not None and message.parent_tool_use_id is None
+                    if top and _stream_text(message.event, streamed):
+                        await notify(on_text, agent, "".join(streamed))
+                elif isinstance(message, AssistantMessage):
                     if tracker is not None and message.parent_tool_use_id is None:
                         tracker.observe_call(message.usage)
                     for block in message.content:
