@@ -19,6 +19,7 @@ from legio.legatus import LEGATUS, Legatus
 from legio.legatus_tools import format_line
 from legio.praetorium import Compaction, PraetoriumError
 from legio.session import AgentError, AgentInterrupted, AgentStatus, NothingToCompact
+from legio.store.attachments import Attachment
 
 PAGE_LIMIT = 4000  # under Telegram's 4096, with room for a page marker
 HISTORY_DEFAULT, HISTORY_MAX = 20, 200
@@ -193,6 +194,11 @@ def context_lines(report: ContextReport, roster_tokens: int = 0) -> list[str]:
     return lines
 
 
+def clip_marks(files: dict[int, list[Attachment]], seq: int) -> str:
+    """`` 📎 name`` for each file of nuntius ``seq`` (for /history)."""
+    return "".join(f" 📎 {a.name}" for a in files.get(seq, []))
+
+
 def is_command(text: str) -> bool:
     return text.lstrip().startswith("/")
 
@@ -244,20 +250,31 @@ class Admin:
         nuntii = await self.legatus.praetorium.get_history(count)
         if not nuntii:
             return ["No messages yet."]
-        return paginate([format_line(n, LINE_PREVIEW) for n in nuntii])
+        files = await self.legatus.sessions.attachments.of_nuntii(n.seq for n in nuntii)
+        return paginate([format_line(n, LINE_PREVIEW) + clip_marks(files, n.seq) for n in nuntii])
 
     async def cmd_search(self, args: str) -> list[str]:
         if not args:
             return [
                 'Usage: /search <words>, e.g. /search bridge repair, or /search "exact phrase".'
             ]
+        named = await self.legatus.sessions.attachments.search_names(args, SEARCH_LIMIT)
         try:
             hits = await self.legatus.praetorium.search(args, "caesar", SEARCH_LIMIT)
         except PraetoriumError as e:
-            return [str(e)]
-        if not hits:
+            if not named:
+                return [str(e)]
+            hits = []
+        if not hits and not named:
             return [f"Nothing matches {args!r}."]
         lines = []
+        for attachment in named:  # a file name matched: its nuntius
+            found = await self.legatus.praetorium.get_history(1, attachment.nuntius_seq + 1)
+            for n in found:
+                lines.append(
+                    f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}"
+                )
+                lines.append(f"   📎 {attachment.name}")
         for hit in hits:
             n = hit.nuntius
             lines.append(

@@ -44,6 +44,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from legio.admin import COMMANDS, Admin, interruption_notice, parse_retry
 from legio.config import Config
 from legio.legatus import Legatus, Reply, ReplyCallback
+from legio.telegram_files import UNSUPPORTED, receive, resume_pending, send_files
 
 logger = logging.getLogger(__name__)
 
@@ -299,6 +300,7 @@ class LegioBot:
         self.idle.set()
         self.chains = SendChains()
         self._typing: Typing | None = None
+        self.downloads: set[asyncio.Task[Any]] = set()  # cancelled at shutdown, resumed at start
 
     @property
     def legatus(self) -> Legatus:
@@ -319,6 +321,10 @@ class LegioBot:
             await app.bot.set_my_commands(commands)
         except TelegramError as e:
             logger.warning("could not set the command menu: %s", e)
+        try:
+            await resume_pending(app.bot, self._legatus)  # files a restart cut off
+        except Exception:
+            logger.exception("could not finish the downloads a restart interrupted")
         await self.tell_interruptions(app.bot)
 
     async def tell_interruptions(self, bot: Bot) -> None:
@@ -376,6 +382,44 @@ class LegioBot:
             ),
         )
 
+    async def on_file(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A photo, document, audio, voice note or video: stored, then routed like text."""
+        message = update.effective_message
+        if message is None:
+            return
+        origin = origin_of(message.chat_id, message.message_id)
+        self.in_flight += 1  # a shutdown waits for a download, then cancels it
+        self.idle.clear()
+        try:
+            task = asyncio.create_task(receive(context.bot, message, origin, self.legatus))
+            self.downloads.add(task)
+            await asyncio.wait([task])
+            self.downloads.discard(task)
+            if task.cancelled():
+                return  # resumed at the next start
+            received = task.result()
+            if isinstance(received, str):
+                await send_with_retries(context.bot, message.chat_id, received)
+                return
+            if received is None:
+                return  # delivered twice: stored the first time
+            await self._work(
+                context.bot,
+                message.chat_id,
+                message.message_id,
+                lambda board, send: self.legatus.handle_message(
+                    received.text,
+                    board.update,
+                    origin=origin,
+                    on_reply=send,
+                    attachments=[received],
+                ),
+            )
+        finally:
+            self.in_flight -= 1
+            if self.in_flight == 0:
+                self.idle.set()
+
     async def on_retry(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """/retry [n]: run again what a restart interrupted, answered like any request."""
         message = update.effective_message
@@ -418,6 +462,9 @@ class LegioBot:
                             lambda: self.send_markdown(bot, chat_id, reply.text, reply_to),
                         )
                     )
+                    if reply.files:  # after the text, in the agent's order
+                        files = lambda: send_files(bot, chat_id, reply.agent, reply.files)  # noqa: E731
+                        sends.append(self.chains.enqueue(chat_id, reply.agent, files))
 
                 try:
                     await run(board, send)
@@ -445,14 +492,10 @@ class LegioBot:
                 await send_with_retries(context.bot, message.chat_id, piece)
 
     async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """Photos, stickers, voice…: say what the bot can read."""
+        """Stickers, locations, contacts…: say what the bot can take."""
         message = update.effective_message
         if message is not None:
-            await send_with_retries(
-                context.bot,
-                message.chat_id,
-                "I can read text messages only: please write your request.",
-            )
+            await send_with_retries(context.bot, message.chat_id, UNSUPPORTED)
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Log with the traceback, then tell Caesar briefly."""
@@ -507,6 +550,15 @@ def build_application(
     app.add_handler(
         MessageHandler(message & filters.TEXT & ~filters.COMMAND, bot.on_text, block=False)
     )
+    files = (
+        filters.PHOTO
+        | filters.Document.ALL
+        | filters.AUDIO
+        | filters.VOICE
+        | filters.VIDEO
+        | filters.VIDEO_NOTE
+    )
+    app.add_handler(MessageHandler(message & files, bot.on_file, block=False))
     app.add_handler(MessageHandler(message & ~filters.TEXT, bot.on_other))
     app.add_error_handler(bot.on_error)
     return app
@@ -551,6 +603,8 @@ async def serve(
                 )
                 if bot._legatus is not None:
                     await bot.admin.cmd_stop("")
+                for download in list(bot.downloads):  # its pending row is resumed at start
+                    download.cancel()
             if app.running:
                 await app.stop()
             await bot.shutdown()

@@ -114,9 +114,12 @@ class ContextPlan:
     summary: str = ""
     nuntii: list[Nuntius] = field(default_factory=list)
     truncated: bool = False
+    attachments: dict[int, list[etree._Element]] = field(default_factory=dict)  # by seq
 
     def history(self) -> str:
-        return format_history_xml(self.nuntii, self.viewer, truncated=self.truncated)
+        return format_history_xml(
+            self.nuntii, self.viewer, truncated=self.truncated, attachments=self.attachments
+        )
 
     def text(self) -> str:
         """The blocks, joined: summary, history, and the notice when the session is new."""

@@ -13,11 +13,14 @@ from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from legio.admin import Admin, interruption_notice, is_command
+from legio.attachments import AttachmentError, take_local_file
 from legio.legatus import Legatus, Reply
 
 BANNER = (
-    "Legio console: write to the Legatus, @name for a centurio, /help for commands, Ctrl-D to quit."
+    "Legio console: write to the Legatus, @name for a centurio, /attach PATH [text] for a "
+    "file, /help for commands, Ctrl-D to quit."
 )
+ATTACH_USAGE = "Usage: /attach PATH [text], e.g. /attach ~/report.pdf @vorenus review this"
 
 
 async def _lines(stream: TextIO) -> asyncio.StreamReader:
@@ -47,6 +50,8 @@ async def run_console(
 
     async def print_reply(reply: Reply) -> None:
         show(reply.text if reply.agent != "legatus" else f"legatus: {reply.text}")
+        for file in reply.files:
+            show(f"📎 {reply.agent} sent {file.name}: {file.path}")
 
     try:
         show(BANNER)
@@ -63,11 +68,27 @@ async def run_console(
             text = raw.decode("utf-8", errors="replace").rstrip("\n")
             if not text.strip():
                 continue
-            if is_command(text):
+            attachments = []
+            if text.split(maxsplit=1)[0] == "/attach":
+                parts = text.split(maxsplit=2)
+                if len(parts) < 2:
+                    show(ATTACH_USAGE)
+                    continue
+                try:
+                    files = legatus.sessions.files
+                    pending = await asyncio.to_thread(take_local_file, files, parts[1], "")
+                except AttachmentError as e:
+                    show(f"⚠️ {e}")
+                    continue
+                text = parts[2] if len(parts) > 2 else ""
+                attachments = [pending]
+            elif is_command(text):
                 for page in await admin.run(text):
                     show(page)
                 continue
-            await legatus.handle_message(text, on_status, on_reply=print_reply)
+            await legatus.handle_message(
+                text, on_status, on_reply=print_reply, attachments=attachments
+            )
     finally:
         await legatus.close()
         show("Legio console closed.")

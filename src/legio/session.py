@@ -59,6 +59,15 @@ from claude_agent_sdk import (
 # MessageParseError is raised by the SDK but not exported from its package root.
 from claude_agent_sdk._errors import MessageParseError
 
+from legio.attachments import (
+    FileStore,
+    Outbox,
+    one_message,
+    prepare_delivery,
+    send_file_tool,
+    user_message,
+    window_elements,
+)
 from legio.castra import AgentPrompt, Castra
 from legio.compaction import (
     ContextPlan,
@@ -75,6 +84,7 @@ from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
 from legio.policy import PathGuard, builtin_tools, path_guard_hook, working_dir
 from legio.praetorium import Compaction, Nuntius, Praetorium, Turn
+from legio.store.attachments import AttachmentStore
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +182,7 @@ _TOOL_STATUS = {
     "list_centuriones": "Checking the centuriones",
     "reset_centurio": "Resetting a centurio",
     "post_nuntius": "Posting a nuntius",
+    "send_file": "Sending a file",
 }
 
 
@@ -406,6 +417,9 @@ class SessionManager:
         self._on_status: dict[str, StatusCallback | None] = {}
         self._compaction_failures: dict[str, str] = {}
         self._reaper: asyncio.Task[None] | None = None
+        self.outbox = Outbox()  # files agents send_file in their running turn
+        self.attachments = AttachmentStore(praetorium)
+        self.files = FileStore(self.castra.root)
 
     # ---------------------------------------------------------- specs and options
 
@@ -418,10 +432,17 @@ class SessionManager:
         prompt = self.castra.read_centurio(name)
 
         def servers() -> dict[str, tuple[McpSdkServerConfig, list[str]]]:
-            server = build_memoria_centurio_server(self.memoria, name)
+            extra = [self.send_file_tool(prompt)]
+            server = build_memoria_centurio_server(self.memoria, name, extra)
             return {server.name: (server.config, [t.name for t in server.tools])}
 
         return self.spec_from_prompt(prompt, prompt.body, prompt.sha256, servers)
+
+    def send_file_tool(self, prompt: AgentPrompt) -> Any:
+        """The agent's ``send_file`` tool: files from its workspace, queued on its turn."""
+        guard = PathGuard(self.castra, prompt.name, self.config.path)
+        workspace = lambda: working_dir(self.castra, prompt)  # noqa: E731
+        return send_file_tool(self.outbox, prompt.name, workspace, guard)
 
     def spec_from_prompt(
         self,
@@ -759,7 +780,9 @@ class SessionManager:
             truncated = len(nuntii) > window
             nuntii = _unseen(nuntii[-window:], name)
         nuntii, cut = fit_to_budget(nuntii, budget)
-        return ContextPlan(name, fresh, compaction, summary, nuntii, truncated or cut)
+        files = await self.attachments.of_nuntii(n.seq for n in nuntii)
+        elements = window_elements(files, spec.cwd, name)
+        return ContextPlan(name, fresh, compaction, summary, nuntii, truncated or cut, elements)
 
     async def _query(
         self,
@@ -772,13 +795,16 @@ class SessionManager:
         plan = await self._plan(
             spec, fresh=session.bootstrap, last_seq=session.last_seq, before_seq=nuntius.seq
         )
-        message = "\n\n".join(part for part in (plan.text(), prefix, nuntius.text) if part)
+        files = await self.attachments.of_nuntius(nuntius.seq)
+        delivery = await prepare_delivery(self.files, files, spec.cwd, nuntius.seq)
+        parts = (plan.text(), prefix, nuntius.text, delivery.note)
+        message = "\n\n".join(part for part in parts if part)
         session.last_seq = max(session.last_seq, nuntius.seq)
         session.bootstrap = False
         await self.praetorium.set_checkpoint(
             spec.name, session.session_id, session.last_seq, session.rebuild_key
         )
-        text, _ = await self._ask(session, message, on_status, nuntius.seq)
+        text, _ = await self._ask(session, message, on_status, nuntius.seq, delivery.images)
         return text
 
     async def _ask(
@@ -787,14 +813,20 @@ class SessionManager:
         message: str,
         on_status: StatusCallback | None,
         seq: int | None,
+        images: list[dict[str, Any]] | None = None,
     ) -> tuple[str, ResultMessage]:
-        """Send one query in ``session``; its answer, with the CLI's failures as ``AgentError``."""
+        """Send one query in ``session``; its answer, with the CLI's failures as ``AgentError``.
+
+        With ``images``, the query is one user message of content blocks (images, then text).
+        """
         name = session.name
         session.last_active = time.monotonic()
         started = time.monotonic()
         result: ResultMessage | None = None
         try:
-            await session.client.query(message)
+            await session.client.query(
+                one_message(user_message(message, images)) if images else message
+            )
             text, result = await collect_response(
                 session.client, session.tracker, on_status, agent=name
             )

@@ -1,0 +1,1 @@
+"""The praetorium and its sibling tables: SQLite through one aiosqlite connection."""
