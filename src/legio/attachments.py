@@ -201,13 +201,18 @@ def check_image(path: Path, name: str) -> None:
         ) from e
 
 
-def image_source(path: Path, mime_type: str) -> dict[str, str]:
-    """A base64 image source within the Messages API's limits (downscaled if need be)."""
+def image_source(path: Path) -> dict[str, str]:
+    """A base64 image source within the Messages API's limits (downscaled if need be).
+
+    The media type is the one Pillow reads in the bytes, not the one declared: the API
+    refuses an image whose type does not match its content.
+    """
     from PIL import Image
 
     data = path.read_bytes()
     with Image.open(io.BytesIO(data)) as image:
         width, height = image.size
+        mime_type = Image.MIME.get(image.format or "", "")
         fits = (
             mime_type in IMAGE_TYPES
             and max(width, height) <= MAX_IMAGE_SIDE
@@ -327,7 +332,7 @@ async def prepare_delivery(
         lines.append(_render(attachment_element(attachment, copy)))
         if attachment.kind in IMAGE_KINDS:
             try:
-                source = await asyncio.to_thread(image_source, stored, attachment.mime_type)
+                source = await asyncio.to_thread(image_source, stored)
             except Exception as e:
                 logger.warning("cannot show %s to the model: %s", attachment.name, e)
                 delivery.problems.append(f"{attachment.name} could not be shown as an image")
