@@ -14,7 +14,7 @@ from PIL import Image
 
 from legio.praetorium import Praetorium
 from legio.store.attachments import AttachmentStore
-from tests.botbench import CAESAR, Running, running_bot
+from tests.botbench import Running, running_bot
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import FakeBotApi
 from tests.legion import processes_of
