@@ -199,6 +199,10 @@ async def test_memoria_tools_stay_usable_beside_the_guard(legatus: Legatus) -> N
         ("legatus", "praetorium.db", False, False),
         ("legatus", "legatus/workspace/plan.md", True, True),
         ("legatus", "legio.lock", False, False),
+        ("vorenus", "attachments/ab12.png", False, False),
+        ("legatus", "attachments/ab12.png", False, True),
+        ("legatus", "attachments/ab12.png", True, False),
+        ("vorenus", "centuriones/vorenus/workspace/inbox/1-a.png", False, True),
     ],
 )
 def test_guard_rules(castra_dir: Path, agent: str, path: str, write: bool, allowed: bool) -> None:

@@ -126,6 +126,8 @@ class PathGuard:
         items.append(
             "every prompt.md, edicta/, acta/, commentarii/ (read only: memoria tools write)"
         )
+        who = "read only" if self.agent == "legatus" else "no access"
+        items.append(f"{self.root}/attachments/ ({who}: given files are copied to inbox/)")
         items.append(f"searches over {self.root} or a folder containing it (refused)")
         return items
 
@@ -163,6 +165,11 @@ class PathGuard:
             return "Legio's lock file is not for agents"
         if self.config_path and path == self.config_path:
             return "Legio's configuration is not for agents"
+        if parts and parts[0] == "attachments" and (write or self.agent != "legatus"):
+            return (
+                "Legio's file store is not for agents: the files you are given are copied "
+                "into your workspace's inbox/"
+            )
         if self.agent != "legatus":
             if parts and parts[0] == "legatus":
                 return "the Legatus's folder is not yours"
