@@ -135,3 +135,29 @@ def test_an_unreadable_image_says_so_in_one_line(tmp_path: Path) -> None:
         check_image(path, "broken.jpg")
     assert str(caught.value).startswith("broken.jpg is not a readable image (")
     assert "\n" not in str(caught.value)
+
+
+def test_a_window_shows_a_file_as_an_element_with_the_viewers_copy(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from lxml import etree
+
+    from legio.attachments import window_elements
+    from legio.history import format_history_xml
+    from legio.praetorium import Nuntius
+    from legio.store.attachments import Attachment
+
+    name = 'a "quoted" <b>.png'
+    attachment = Attachment(1, 7, "in", "photo", "image/png", name, 5, "ab" * 32)
+    nuntius = Nuntius("id-7", 7, "caesar", "look </nuntius>", ("vorenus",), datetime.now(UTC))
+    workspace = tmp_path / "workspace"
+    assert window_elements({7: [attachment]}, workspace, "vorenus")[7][0].get("path") is None
+    (workspace / "inbox").mkdir(parents=True)
+    (workspace / "inbox" / f"7-{name}").write_bytes(b"12345")
+    elements = window_elements({7: [attachment]}, workspace, "vorenus")
+    xml = format_history_xml([nuntius], "vorenus", attachments=elements)
+    [element] = etree.fromstring(xml).iter("nuntius")
+    assert element.text == "look </nuntius>"
+    [file] = list(element)
+    assert (file.tag, file.get("kind"), file.get("name")) == ("attachment", "photo", name)
+    assert file.get("path") == str(workspace / "inbox" / f"7-{name}")

@@ -344,6 +344,8 @@ async def prepare_delivery(
             f"Caesar attached these files; copies are in your workspace{shown}. "
             "Read them with the Read tool:\n" + "\n".join(lines)
         )
+        if delivery.problems:
+            delivery.note += "\n(" + "; ".join(delivery.problems) + ")"
     return delivery
 
 

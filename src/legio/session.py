@@ -51,6 +51,7 @@ from claude_agent_sdk import (
     McpSdkServerConfig,
     ProcessError,
     ResultMessage,
+    SdkMcpTool,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
@@ -438,7 +439,7 @@ class SessionManager:
 
         return self.spec_from_prompt(prompt, prompt.body, prompt.sha256, servers)
 
-    def send_file_tool(self, prompt: AgentPrompt) -> Any:
+    def send_file_tool(self, prompt: AgentPrompt) -> SdkMcpTool[Any]:
         """The agent's ``send_file`` tool: files from its workspace, queued on its turn."""
         guard = PathGuard(self.castra, prompt.name, self.config.path)
         workspace = lambda: working_dir(self.castra, prompt)  # noqa: E731
