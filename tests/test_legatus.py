@@ -296,8 +296,9 @@ async def test_list_and_reset_tools_and_the_full_tool_set(app: LegioApp, fake_cl
         "list_centuriones",
         "reset_centurio",
     ]
-    assert len(tools) == 17
+    assert len(tools) == 18
     assert "publish_edictum" in tools and "search_memoria" in tools
+    assert tools[-1] == "send_file"
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t "])

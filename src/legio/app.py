@@ -8,16 +8,20 @@ way: every agent (centuriones, then the Legatus), then the praetorium, then the 
 
 A front-end hands it Caesar's messages (``handle_message``, ``retry``) and asks it
 typed questions (history, search, status rows, context, usage) or to act (stop,
-reset, compact). It never sees SQLite or the SDK.
+reset, compact). Files from Caesar come in through ``receive_file`` (a front-end says
+how to fetch one), ``resume_downloads`` and ``attach_local``. It never sees SQLite or
+the SDK.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from legio.castra import Castra, Roster
 from legio.config import Config
+from legio.legatus.intake import Fetch, Intake, take_local_file
 from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
@@ -26,26 +30,36 @@ from legio.sandbox import sandbox_status_lines
 from legio.sessions.context import ContextReport
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.manager import SessionManager
+from legio.sessions.outbox import SentFile
 from legio.sessions.slot import AgentStatus
 from legio.sessions.turn import StatusCallback
+from legio.store.attachments import Attachment, PendingFile
+from legio.store.files import guess_mime, kind_of, safe_name
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit
 from legio.store.records import Compaction, UsageTotals
 
 __all__ = [
     "AgentStatus",
+    "Attachment",
     "Compaction",
     "ContextReport",
     "ContextView",
+    "Fetch",
     "LegioApp",
     "Nuntius",
+    "PendingFile",
     "Reply",
     "ReplyCallback",
     "SearchHit",
+    "SentFile",
     "StatusCallback",
     "StatusRow",
     "estimate_tokens",
     "format_line",
+    "guess_mime",
+    "kind_of",
+    "safe_name",
 ]
 
 
@@ -85,6 +99,7 @@ class LegioApp:
         self.sessions = sessions
         self.legatus = legatus
         self._lock: CastraLock | None = lock
+        self.intake = Intake(praetorium, sessions.attachments, sessions.files)
 
     @classmethod
     async def open(
@@ -139,9 +154,28 @@ class LegioApp:
         *,
         origin: str | None = None,
         on_reply: ReplyCallback | None = None,
+        attachments: Sequence[PendingFile] = (),
     ) -> list[Reply]:
-        """Answer one message from Caesar (see ``Legatus.handle_message``)."""
-        return await self.legatus.handle_message(text, on_status, origin=origin, on_reply=on_reply)
+        """Answer one message from Caesar (see ``Legatus.handle_message``); ``attachments``
+        are its files, complete (from ``receive_file`` or ``attach_local``)."""
+        return await self.legatus.handle_message(
+            text, on_status, origin=origin, on_reply=on_reply, attachments=attachments
+        )
+
+    async def receive_file(self, pending: PendingFile, fetch: Fetch) -> PendingFile | None:
+        """Fetch and store the file of Caesar's message ``pending.origin``: complete (for
+        ``handle_message``), or None if that message is already stored. Raises
+        ``AttachmentError`` (one line for Caesar) if it is refused; nothing is kept then."""
+        return await self.intake.receive(pending, fetch)
+
+    async def resume_downloads(self, fetch: Fetch) -> int:
+        """At start-up: finish the files a restart cut off and store their messages,
+        unanswered (``notice_interruptions`` then reports them). How many were stored."""
+        return await self.intake.resume(fetch, self.legatus.record)
+
+    async def attach_local(self, path: str, text: str = "") -> PendingFile:
+        """A file of this machine, stored for ``handle_message`` (``AttachmentError``)."""
+        return await asyncio.to_thread(take_local_file, self.sessions.files, path, text)
 
     async def retry(
         self,
@@ -172,6 +206,18 @@ class LegioApp:
     async def search(self, query: str, limit: int) -> list[SearchHit]:
         """Full-text search over every nuntius (``SearchQueryError`` for a bad query)."""
         return await self.praetorium.search(query, CAESAR, limit)
+
+    async def files_of(self, seqs: Iterable[int]) -> dict[int, list[Attachment]]:
+        """The files of these nuntii, by seq (nuntii without files left out)."""
+        return await self.sessions.attachments.of_nuntii(seqs)
+
+    async def search_files(self, name: str, limit: int) -> list[tuple[Nuntius, Attachment]]:
+        """Files whose name contains ``name``, newest first, each with its nuntius."""
+        found = []
+        for attachment in await self.sessions.attachments.search_names(name, limit):
+            seq = attachment.nuntius_seq
+            found += [(n, attachment) for n in await self.praetorium.get_history(1, seq + 1)]
+        return found
 
     async def status_rows(self) -> list[StatusRow]:
         """Every agent's state, latest summary and usage, for ``/status``."""

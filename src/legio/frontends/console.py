@@ -3,6 +3,8 @@
 Reads one message per line from standard input (a terminal or a pipe), shows the
 agents' ``⏳`` status lines while they work, prints each reply, and exits cleanly on
 end of input (Ctrl-D) or Ctrl-C: sessions disconnected, the praetorium closed.
+``/attach PATH [text]`` gives a file of this machine like a Telegram upload; files the
+agents send are printed as paths.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from legio.admin import Admin, is_command
-from legio.app import LegioApp, Reply
+from legio.app import LegioApp, PendingFile, Reply
+from legio.errors import AttachmentError
 from legio.frontends.views import interruption_notice
 from legio.names import LEGATUS
 
 BANNER = (
-    "Legio console: write to the Legatus, @name for a centurio, /help for commands, Ctrl-D to quit."
+    "Legio console: write to the Legatus, @name for a centurio, /attach PATH [text] for a "
+    "file, /help for commands, Ctrl-D to quit."
 )
+ATTACH_USAGE = "Usage: /attach PATH [text], e.g. /attach ~/report.pdf @vorenus review this"
 
 
 async def _lines(stream: TextIO) -> asyncio.StreamReader:
@@ -49,6 +54,8 @@ async def run_console(
 
     async def print_reply(reply: Reply) -> None:
         show(reply.text if reply.agent != LEGATUS else f"legatus: {reply.text}")
+        for file in reply.files:
+            show(f"📎 {reply.agent} sent {file.name}: {file.path}")
 
     try:
         show(BANNER)
@@ -65,11 +72,23 @@ async def run_console(
             text = raw.decode("utf-8", errors="replace").rstrip("\n")
             if not text.strip():
                 continue
-            if is_command(text):
+            attachments: list[PendingFile] = []
+            if text.split(maxsplit=1)[0] == "/attach":
+                parts = text.split(maxsplit=2)
+                if len(parts) < 2:
+                    show(ATTACH_USAGE)
+                    continue
+                try:
+                    attachments = [await app.attach_local(parts[1])]
+                except AttachmentError as e:
+                    show(f"⚠️ {e}")
+                    continue
+                text = parts[2] if len(parts) > 2 else ""
+            elif is_command(text):
                 for page in await admin.run(text):
                     show(page)
                 continue
-            await app.handle_message(text, on_status, on_reply=print_reply)
+            await app.handle_message(text, on_status, on_reply=print_reply, attachments=attachments)
     finally:
         await app.close()
         show("Legio console closed.")

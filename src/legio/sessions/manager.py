@@ -29,18 +29,22 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError
+from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError, SdkMcpTool
 
-from legio.castra import Castra
+from legio.castra import AgentPrompt, Castra
 from legio.config import Config
 from legio.errors import AgentError, AgentInterrupted, ContextOverflow
 from legio.memoria import MemoriaStore
 from legio.sessions.client import AgentSession, ask, connect
 from legio.sessions.compaction import compact, compact_or_fall_back, session_to_compact
 from legio.sessions.context import ContextReport, context_report, plan_context
+from legio.sessions.delivery import prepare_delivery
+from legio.sessions.outbox import Outbox, send_file_for
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure
 from legio.sessions.spec import AgentSpec, SpecFactory, build_options, centurio_spec
 from legio.sessions.turn import Outcome, StatusCallback, failure_outcome, notify
+from legio.store.attachments import AttachmentStore
+from legio.store.files import FileStore
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.store.records import Compaction
 
@@ -72,6 +76,9 @@ class SessionManager:
         self._slots: dict[str, AgentSlot] = {}
         self._specs: dict[str, SpecFactory] = {}
         self._reaper: asyncio.Task[None] | None = None
+        self.outbox = Outbox()  # files agents send_file in their running turn
+        self.attachments = AttachmentStore(praetorium)
+        self.files = FileStore(self.castra.root)
 
     def _slot(self, name: str) -> AgentSlot:
         return self._slots.setdefault(name, AgentSlot(name))
@@ -87,7 +94,11 @@ class SessionManager:
         factory = self._specs.get(name)
         if factory is not None:
             return await factory(name)
-        return centurio_spec(self.config, self.castra, self.memoria, name)
+        return centurio_spec(self.config, self.castra, self.memoria, name, self.outbox)
+
+    def send_file_tool(self, prompt: AgentPrompt) -> SdkMcpTool[Any]:
+        """The ``send_file`` tool of a registered agent (the Legatus), queued in ``outbox``."""
+        return send_file_for(self.config, self.castra, prompt, self.outbox)
 
     # ---------------------------------------------------------- sessions
 
@@ -267,14 +278,22 @@ class SessionManager:
             last_seq=session.last_seq,
             before_seq=nuntius.seq,
         )
-        message = "\n\n".join(part for part in (plan.text(), prefix, nuntius.text) if part)
+        files = await self.attachments.of_nuntius(nuntius.seq)
+        delivery = await prepare_delivery(self.files, files, spec.cwd, nuntius.seq)
+        parts = (plan.text(), prefix, nuntius.text, delivery.note)
+        message = "\n\n".join(part for part in parts if part)
         session.last_seq = max(session.last_seq, nuntius.seq)
         session.bootstrap = False
         await self.praetorium.set_checkpoint(
             spec.name, session.session_id, session.last_seq, session.rebuild_key
         )
         text, _ = await ask(
-            session, message, on_status, praetorium=self.praetorium, seq=nuntius.seq
+            session,
+            message,
+            on_status,
+            praetorium=self.praetorium,
+            seq=nuntius.seq,
+            images=delivery.images,
         )
         return text
 

@@ -268,6 +268,14 @@ class Praetorium(AgentRecords):
             row = await cursor.fetchone()
         return _nuntius(row) if row else None
 
+    async def get_by_origin(self, origin: str) -> Nuntius | None:
+        """The nuntius that came from ``origin`` (e.g. one Telegram message), if stored."""
+        async with self._db.execute(
+            f"SELECT {COLUMNS} FROM nuntii AS n WHERE n.origin = ?", (origin,)
+        ) as cursor:
+            row = await cursor.fetchone()
+        return _nuntius(row) if row else None
+
     async def get_history(self, limit: int, before_seq: int | None = None) -> list[Nuntius]:
         """All nuntii, newest first (the admin view); ``before_seq`` pages backwards."""
         before = before_seq if before_seq is not None else 2**63 - 1
