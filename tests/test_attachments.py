@@ -242,3 +242,32 @@ async def test_a_restart_mid_download_loses_nothing_and_duplicates_nothing(
         store = AttachmentStore(praetorium)
         assert [a.name for a in (await store.of_nuntii([1, 2])).get(1, [])] == ["notes.txt"]
         assert await store.pending() == []
+
+
+async def test_send_file_takes_a_file_from_a_granted_folder_too(
+    bot: Running, castra_dir: Path, tmp_path: Path
+) -> None:
+    granted = tmp_path / "code" / "myapp"
+    granted.mkdir(parents=True)
+    (granted / "build.log").write_text("all green\n")
+    (granted / "store").symlink_to(castra_dir / "attachments", target_is_directory=True)
+    prompt = castra_dir / "centuriones/vorenus/prompt.md"
+    text = prompt.read_text().replace(
+        "---\ndescription", f"---\nadd_dirs: [{granted}]\ndescription"
+    )
+    prompt.write_text(text)
+
+    def call(path: str) -> str:
+        return f"CALL_TOOL memoria_vorenus send_file {json.dumps({'path': path})}"
+
+    start = await bot.ask(f"@vorenus {call(str(granted / 'build.log'))}")
+    answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    assert "TOOL_RESULT: Queued build.log" in answer.params["text"]
+    await bot.api.wait_for_call("sendDocument", start=start)
+    assert [(u.filename, u.content) for u in bot.api.uploads] == [("build.log", b"all green\n")]
+
+    start = await bot.ask(f"@vorenus {call(str(granted / 'store' / 'x.png'))}")
+    refused = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    assert "is outside your workspace" in refused.params["text"]
+    assert f"and your granted folders ({granted.resolve()})" in refused.params["text"]
+    assert len(bot.api.uploads) == 1
