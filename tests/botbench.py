@@ -55,6 +55,7 @@ async def running_bot(
     *,
     api: FakeBotApi | None = None,
     telegram: str = "",
+    grace_s: float = 20.0,
 ) -> AsyncIterator[Running]:
     """Serve the bot until the block ends, then stop it as SIGTERM would (``telegram``:
     more keys of the ``[telegram]`` section, e.g. ``stream = false``)."""
@@ -72,9 +73,12 @@ async def running_bot(
             return opened[-1]
 
         stop = asyncio.Event()
-        task = asyncio.create_task(serve(config, server.token, factory, stop, poll_timeout=1))
-        await server.wait_for_call("setMyCommands")
-        await server.wait_for_call("getUpdates", completed=False)
+        first = len(server.calls)  # a server reused across restarts has older calls
+        task = asyncio.create_task(
+            serve(config, server.token, factory, stop, poll_timeout=1, grace_s=grace_s)
+        )
+        await server.wait_for_call("setMyCommands", start=first)
+        await server.wait_for_call("getUpdates", completed=False, start=first)
         try:
             yield Running(server, config, opened[0], fake_cli)
         finally:

@@ -250,7 +250,7 @@ async def test_messages_to_one_agent_keep_their_order(bot_no_stream: Running) ->
     assert processes_of(bot.fake_cli, "vorenus")[0].prompts[0].startswith("@vorenus first")
 
 
-async def test_a_photo_gets_a_polite_answer(bot: Running) -> None:
+async def test_a_photo_telegram_will_not_hand_over_gets_a_clear_answer(bot: Running) -> None:
     start = len(bot.api.calls)
     bot.api.add_update(
         {
@@ -264,4 +264,8 @@ async def test_a_photo_gets_a_polite_answer(bot: Running) -> None:
         }
     )
     call = await bot.answer(start)
-    assert call.params["text"] == "I can read text messages only: please write your request."
+    assert call.params["text"] == (
+        "⚠️ Telegram would not hand over photo-y.jpg (Invalid file_id); send it again"
+    )
+    assert await bot.app.praetorium.count() == 0
+    assert await bot.app.sessions.attachments.pending() == []

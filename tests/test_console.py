@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +65,30 @@ def test_admin_commands_work_in_the_console(castra_dir: Path, fake_cli: FakeCli)
     assert "💤 legatus: idle · no live session" in result.stdout
     assert "No agent named 'nobody'." in result.stdout
     assert "/search <words>" in result.stdout
+
+
+def test_attach_gives_a_file_to_an_agent_and_files_sent_back_are_printed(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the eagle is in the tent\n")
+    send = json.dumps({"path": "inbox/1-notes.txt", "caption": "back to you"})
+    lines = [
+        f"/attach {notes} @vorenus CALL_TOOL memoria_vorenus send_file {send}",
+        "/attach /no/such/file.txt",
+        "/attach",
+        "/history",
+    ]
+    result = run_console(castra_dir, fake_cli, "\n".join(lines) + "\n")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "TOOL_RESULT: Queued 1-notes.txt" in out
+    sent = re.search(r"📎 vorenus sent 1-notes\.txt: (\S+)", out)
+    assert sent is not None
+    assert Path(sent.group(1)).read_text() == "the eagle is in the tent\n"
+    assert "⚠️ /no/such/file.txt is not a file: give the path of an existing file" in out
+    assert "Usage: /attach PATH [text]" in out
+    assert "📎 notes.txt" in out and "📎 1-notes.txt" in out
+    [prompt] = [p for proc in fake_cli.processes() for p in proc.prompts]
+    inbox = castra_dir.resolve() / "centuriones/vorenus/workspace/inbox/1-notes.txt"
+    assert f'<attachment kind="document" name="notes.txt" path="{inbox}"' in prompt

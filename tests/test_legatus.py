@@ -296,9 +296,9 @@ async def test_list_and_reset_tools_and_the_full_tool_set(app: LegioApp, fake_cl
         "list_centuriones",
         "reset_centurio",
     ]
-    assert len(tools) == 20  # its 6, the 11 memoria tools and the 3 job tools
+    assert len(tools) == 21  # its 6, the 11 memoria tools, the 3 job tools, send_file
     assert "publish_edictum" in tools and "search_memoria" in tools
-    assert tools[-3:] == ["schedule_job", "list_jobs", "cancel_job"]
+    assert tools[-4:] == ["schedule_job", "list_jobs", "cancel_job", "send_file"]
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t "])

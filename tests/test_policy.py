@@ -226,6 +226,10 @@ async def test_memoria_tools_stay_usable_beside_the_guard(app: LegioApp) -> None
         ("legatus", "praetorium.db", False, False),
         ("legatus", "legatus/workspace/plan.md", True, True),
         ("legatus", "legio.lock", False, False),
+        ("vorenus", "attachments/ab12.png", False, False),
+        ("legatus", "attachments/ab12.png", False, True),
+        ("legatus", "attachments/ab12.png", True, False),
+        ("vorenus", "centuriones/vorenus/workspace/inbox/1-a.png", False, True),
     ],
 )
 def test_guard_rules(castra_dir: Path, agent: str, path: str, write: bool, allowed: bool) -> None:
@@ -272,6 +276,7 @@ def test_deny_rules_of_a_centurio_cover_the_protected_set_and_not_its_workspace(
         assert f"Read({root}/{path})" not in rules  # readable: its own
     assert f"Edit({root}/edicta/**)" in rules
     assert f"Edit({root}/acta/**)" in rules
+    assert f"Read({root}/attachments/**)" in rules and f"Edit({root}/attachments/**)" in rules
     assert all(rule.startswith(("Read(//", "Edit(//")) for rule in rules)
     workspace = working_dir(castra, castra.read_centurio("vorenus"), create=False)
     covering = [e for e in protected_entries(castra, "vorenus", config_path) if e.covers(workspace)]
@@ -285,6 +290,8 @@ def test_deny_rules_of_the_legatus_let_it_read_the_centuriones(castra_dir: Path)
     assert f"Edit({root}/centuriones/**)" in rules
     assert f"Edit({root}/legatus/prompt.md)" in rules
     assert f"Read({root}/praetorium.db)" in rules
+    assert f"Edit({root}/attachments/**)" in rules  # Legio's file store: read only
+    assert not any(r.startswith(f"Read({root}/attachments") for r in rules)
     assert not any(r.startswith(f"Read({root}/centuriones") for r in rules)
     assert not any(r.startswith(f"Read({root}/legatus") for r in rules)
 

@@ -48,6 +48,8 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "turns",
             "interruptions",
             "compactions",
+            "attachments",
+            "attachments_pending",
             "jobs",
             "_migrations",
         },
@@ -58,6 +60,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "idx_nuntii_origin",
             "idx_nuntii_reply_to",
             "idx_compactions_agent",
+            "idx_attachments_nuntius",
             "idx_jobs_next_run",
         },
         "trigger": {
@@ -65,6 +68,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "nuntii_fts_insert",
             "nuntii_fts_delete",
             "nuntii_fts_update",
+            "attachments_arrive",
         },
     }
     with sqlite3.connect(path) as db:
@@ -90,6 +94,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m003_agent_sessions_and_turns",
             "m004_origins_and_interruptions",
             "m005_compactions",
+            "m006_attachments",
             "m007_jobs",
         ]
         plan = " ".join(

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
+from legio.store.attachments import PendingFile
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi, latest_prompt
 from tests.legion import Legion
@@ -100,3 +104,42 @@ async def test_the_real_cli_overflow_is_compacted_and_retried_once(real_cli: Rea
     assert report.sdk_usage.max_tokens == 200_000
     assert report.sdk_usage.total_tokens > 0
     assert all(name.lower() != "free space" for name, _ in report.sdk_usage.categories)
+
+
+async def test_the_real_cli_sends_an_attached_image_as_an_image_block(
+    real_cli: RealCli, tmp_path: Path
+) -> None:
+    legion, api = real_cli
+    buffer = io.BytesIO()
+    Image.new("RGB", (24, 16), "green").save(buffer, format="PNG")
+    shot = tmp_path / "shot.png"
+    shot.write_bytes(buffer.getvalue())
+    stored = legion.manager.files.add_copy(shot, "shot.png", "image/png")
+    await legion.manager.attachments.stage(
+        PendingFile(
+            "local:1",
+            "REPLY seen",
+            "image",
+            "image/png",
+            "shot.png",
+            stored.size,
+            sha256=stored.sha256,
+        )
+    )
+    nuntius = await legion.praetorium.post("caesar", "REPLY seen", ["vorenus"], origin="local:1")
+    outcomes = await legion.manager.dispatch_many(["vorenus"], nuntius)
+    assert outcomes["vorenus"].kind == "answer"  # (the CLI adds an "[Image: source: …]" text)
+    content = api.requests[0]["messages"][-1]["content"]
+    images = [b for b in content if b.get("type") == "image"]
+    assert images == [
+        {
+            "type": "image",
+            "source": {
+                "type": "base64",
+                "media_type": "image/png",
+                "data": base64.b64encode(buffer.getvalue()).decode(),
+            },
+        }
+    ]
+    texts = " ".join(b.get("text", "") for b in content if b.get("type") == "text")
+    assert '<attachment kind="image" name="shot.png" path="' in texts

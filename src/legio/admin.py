@@ -119,20 +119,24 @@ class Admin:
         nuntii = await self.app.history(count)
         if not nuntii:
             return ["No messages yet."]
-        return paginate(history_lines(nuntii))
+        files = await self.app.files_of(n.seq for n in nuntii)
+        return paginate(history_lines(nuntii, files))
 
     async def cmd_search(self, args: str) -> list[str]:
         if not args:
             return [
                 'Usage: /search <words>, e.g. /search bridge repair, or /search "exact phrase".'
             ]
+        named = await self.app.search_files(args, SEARCH_LIMIT)  # "report.pdf" finds its file
         try:
             hits = await self.app.search(args, SEARCH_LIMIT)
         except PraetoriumError as e:
-            return [str(e)]
-        if not hits:
+            if not named:
+                return [str(e)]
+            hits = []
+        if not hits and not named:
             return [f"Nothing matches {args!r}."]
-        return paginate(search_lines(hits))
+        return paginate(search_lines(hits, named))
 
     async def cmd_status(self, args: str) -> list[str]:
         rows = await self.app.status_rows()

@@ -10,16 +10,20 @@ Legatus), then the praetorium, then the lock.
 
 A front-end hands it Caesar's messages (``handle_message``, ``retry``) and asks it
 typed questions (history, search, status rows, context, usage) or to act (stop,
-reset, compact). It never sees SQLite or the SDK.
+reset, compact). Files from Caesar come in through ``receive_file`` (a front-end says
+how to fetch one), ``resume_downloads`` and ``attach_local``. It never sees SQLite or
+the SDK.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from legio.castra import Castra, Roster
 from legio.config import Config
+from legio.legatus.intake import Fetch, Intake, take_local_file
 from legio.legatus.jobs import JobRun, Presenter, attach_scheduler, job_lines
 from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
 from legio.memoria import MemoriaStore
@@ -31,8 +35,11 @@ from legio.scheduler import Clock, Scheduler
 from legio.sessions.context import ContextReport
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.manager import SessionManager
+from legio.sessions.outbox import SentFile
 from legio.sessions.slot import AgentStatus
 from legio.sessions.turn import StatusCallback, TextCallback, is_text_preview
+from legio.store.attachments import Attachment, PendingFile
+from legio.store.files import guess_mime, kind_of, safe_name
 from legio.store.jobs import Job, JobStore
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit
@@ -40,22 +47,29 @@ from legio.store.records import Compaction, UsageTotals
 
 __all__ = [
     "AgentStatus",
+    "Attachment",
     "Compaction",
     "ContextReport",
     "ContextView",
+    "Fetch",
     "Job",
     "JobRun",
     "LegioApp",
     "Nuntius",
+    "PendingFile",
     "Reply",
     "ReplyCallback",
     "SearchHit",
+    "SentFile",
     "StatusCallback",
     "StatusRow",
     "TextCallback",
     "estimate_tokens",
     "format_line",
+    "guess_mime",
     "is_text_preview",
+    "kind_of",
+    "safe_name",
 ]
 
 
@@ -98,6 +112,7 @@ class LegioApp:
         self._lock: CastraLock | None = lock
         self._presenter: Presenter | None = None
         self.scheduler: Scheduler = attach_scheduler(legatus, self._present, clock=clock)
+        self.intake = Intake(praetorium, sessions.attachments, sessions.files)
 
     @classmethod
     async def open(
@@ -157,12 +172,34 @@ class LegioApp:
         origin: str | None = None,
         on_reply: ReplyCallback | None = None,
         on_text: TextCallback | None = None,
+        attachments: Sequence[PendingFile] = (),
     ) -> list[Reply]:
-        """Answer one message from Caesar (see ``Legatus.handle_message``); ``on_text``
-        receives each answering agent's text as it is written."""
+        """Answer one message from Caesar (see ``Legatus.handle_message``): ``on_text``
+        receives each answering agent's text as it is written; ``attachments`` are its
+        files, complete (from ``receive_file`` or ``attach_local``)."""
         return await self.legatus.handle_message(
-            text, on_status, origin=origin, on_reply=on_reply, on_text=on_text
+            text,
+            on_status,
+            origin=origin,
+            on_reply=on_reply,
+            on_text=on_text,
+            attachments=attachments,
         )
+
+    async def receive_file(self, pending: PendingFile, fetch: Fetch) -> PendingFile | None:
+        """Fetch and store the file of Caesar's message ``pending.origin``: complete (for
+        ``handle_message``), or None if that message is already stored. Raises
+        ``AttachmentError`` (one line for Caesar) if it is refused; nothing is kept then."""
+        return await self.intake.receive(pending, fetch)
+
+    async def resume_downloads(self, fetch: Fetch) -> int:
+        """At start-up: finish the files a restart cut off and store their messages,
+        unanswered (``notice_interruptions`` then reports them). How many were stored."""
+        return await self.intake.resume(fetch, self.legatus.record)
+
+    async def attach_local(self, path: str, text: str = "") -> PendingFile:
+        """A file of this machine, stored for ``handle_message`` (``AttachmentError``)."""
+        return await asyncio.to_thread(take_local_file, self.sessions.files, path, text)
 
     async def retry(
         self,
@@ -227,6 +264,18 @@ class LegioApp:
     async def search(self, query: str, limit: int) -> list[SearchHit]:
         """Full-text search over every nuntius (``SearchQueryError`` for a bad query)."""
         return await self.praetorium.search(query, CAESAR, limit)
+
+    async def files_of(self, seqs: Iterable[int]) -> dict[int, list[Attachment]]:
+        """The files of these nuntii, by seq (nuntii without files left out)."""
+        return await self.sessions.attachments.of_nuntii(seqs)
+
+    async def search_files(self, name: str, limit: int) -> list[tuple[Nuntius, Attachment]]:
+        """Files whose name contains ``name``, newest first, each with its nuntius."""
+        found = []
+        for attachment in await self.sessions.attachments.search_names(name, limit):
+            seq = attachment.nuntius_seq
+            found += [(n, attachment) for n in await self.praetorium.get_history(1, seq + 1)]
+        return found
 
     async def status_rows(self) -> list[StatusRow]:
         """Every agent's state, latest summary and usage, for ``/status``."""

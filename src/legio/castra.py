@@ -169,6 +169,11 @@ class Castra:
         return self.root / "praetorium.db"
 
     @property
+    def attachments_dir(self) -> Path:
+        """Every file sent to or by the agents, content-addressed (Legio's, not theirs)."""
+        return self.root / "attachments"
+
+    @property
     def edicta_dir(self) -> Path:
         return self.root / "edicta"
 

@@ -14,6 +14,7 @@ from claude_agent_sdk._errors import MessageParseError
 __all__ = [
     "AgentError",
     "AgentInterrupted",
+    "AttachmentError",
     "CastraError",
     "ConfigError",
     "ContextOverflow",
@@ -84,3 +85,7 @@ class ContextOverflow(AgentError):
 
 class NothingToCompact(AgentError):
     """``/compact`` for an agent that has no conversation yet."""
+
+
+class AttachmentError(LegioError):
+    """A file Legio cannot take or send; the message is one line for Caesar or the agent."""

@@ -74,6 +74,8 @@ class PathGuard:
         items.append(
             "every prompt.md, edicta/, acta/, commentarii/ (read only: memoria tools write)"
         )
+        who = "read only" if self.agent == LEGATUS else "no access"
+        items.append(f"{self.root}/attachments/ ({who}: given files are copied to inbox/)")
         items.append(f"searches over {self.root} or a folder containing it (refused)")
         return items
 

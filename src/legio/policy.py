@@ -11,8 +11,9 @@
   ``workspace/`` of its own; frontmatter ``add_dirs`` grants more folders, outside
   the castra only. Writes go there and nowhere else.
 - **Protected paths.** ``protected_entries`` lists, for one agent, what it may not read
-  (the praetorium, the config, the lock, other agents' folders) or not write (prompts,
-  edicta, acta, commentarii). From that one list come both the CLI's
+  (the praetorium, the config, the lock, other agents' folders; the file store
+  ``attachments/``, which only the Legatus may read) or not write (prompts, edicta,
+  acta, commentarii). From that one list come both the CLI's
   ``permissions.deny`` rules (``deny_rules``: they bind the file tools and, through the
   sandbox, shell commands) and the ``PreToolUse`` hook (``PathGuard``), which also
   confines writes and searches and tells the model why.
@@ -133,6 +134,11 @@ PRAETORIUM_REASON = (
     "you with each message"
 )
 
+ATTACHMENTS_REASON = (
+    "Legio's file store is not for agents: the files you are given are copied into your "
+    "workspace's inbox/"
+)
+
 
 def protected_entries(castra: Castra, agent: str, config_path: Path | None) -> list[Protected]:
     """Everything ``agent`` may not read or write, most specific first."""
@@ -162,6 +168,15 @@ def protected_entries(castra: Castra, agent: str, config_path: Path | None) -> l
                 reason="Legio's configuration is not for agents",
             )
         )
+    entries.append(
+        Protected(
+            castra.attachments_dir.resolve(),
+            read=agent == LEGATUS,
+            write=False,
+            reason=ATTACHMENTS_REASON,
+            folder=True,
+        )
+    )
     entries += [
         Protected(
             home / PROMPT_FILE,

@@ -10,6 +10,12 @@ while). ``sendMessageDraft`` checks what Telegram checks (a private chat, a non-
 ``draft_id``, at most 4096 UTF-16 units); ``fail("sendMessageDraft", 400, ...)`` makes
 it refuse like an old server or a group would. Errors are answered with the HTTP
 status equal to ``error_code``, as Telegram does and as python-telegram-bot expects.
+
+Files: ``add_file`` registers content under a file id (``add_photo``/``add_document``
+queue a message carrying it); ``getFile`` and the download path
+``/file/bot<token>/<file_path>`` serve it (``hold_downloads`` stalls a download
+half-way until released); ``sendPhoto``/``sendDocument`` multipart uploads are read
+with aiohttp's multipart reader and kept in ``uploads``.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 BOT_USER = {"id": 7000001, "is_bot": True, "first_name": "Legio", "username": "legio_test_bot"}
 MAX_TEXT = 4096
@@ -41,6 +47,26 @@ class Call:
     at: float = field(default_factory=time.monotonic)
     status: int | None = None  # None while the request is being answered
     result: Any = None
+
+
+@dataclass
+class FakeFile:
+    file_id: str
+    file_unique_id: str
+    content: bytes
+    file_size: int  # what Telegram says (may differ from the content, to fake big files)
+    file_path: str
+
+
+@dataclass
+class Upload:
+    """A file the bot sent (sendPhoto / sendDocument)."""
+
+    method: str
+    chat_id: int
+    filename: str
+    content: bytes
+    caption: str
 
 
 @dataclass
@@ -82,6 +108,10 @@ class FakeBotApi:
         self._runner: web.AppRunner | None = None
         self._closing = False
         self.port = 0
+        self.files: dict[str, FakeFile] = {}
+        self.downloads: list[str] = []  # file paths requested
+        self.uploads: list[Upload] = []
+        self.download_gate: asyncio.Event | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -92,6 +122,8 @@ class FakeBotApi:
     async def start(self) -> FakeBotApi:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
+        self._closing = False
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -104,6 +136,8 @@ class FakeBotApi:
     async def stop(self) -> None:
         self._closing = True
         await self._notify()  # release long polls still waiting (e.g. a killed client's)
+        if self.download_gate is not None:
+            self.download_gate.set()  # and downloads held half-way
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -152,6 +186,73 @@ class FakeBotApi:
                 {"type": "bot_command", "offset": 0, "length": utf16_len(command)}
             ]
         return self.add_update({"message": message})
+
+    def add_file(self, content: bytes, *, file_size: int | None = None) -> FakeFile:
+        """Register a file Telegram holds for the bot (``file_size`` may pretend more)."""
+        number = len(self.files) + 1
+        file = FakeFile(
+            file_id=f"file-{number}",
+            file_unique_id=f"uniq{number}",
+            content=content,
+            file_size=len(content) if file_size is None else file_size,
+            file_path=f"documents/file_{number}",
+        )
+        self.files[file.file_id] = file
+        return file
+
+    def add_media(
+        self, field: str, payload: Any, *, caption: str | None = None, user_id: int = 1001
+    ) -> dict[str, Any]:
+        """Queue a message from ``user_id`` carrying ``payload`` under ``field`` (photo,
+        document, sticker, location…)."""
+        message: dict[str, Any] = {
+            "message_id": self._new_message_id(),
+            "date": int(time.time()),
+            "chat": {"id": user_id, "type": "private", "first_name": "Caesar"},
+            "from": {"id": user_id, "is_bot": False, "first_name": "Caesar"},
+            field: payload,
+        }
+        if caption is not None:
+            message["caption"] = caption
+        return self.add_update({"message": message})
+
+    def add_photo(
+        self, content: bytes, *, caption: str | None = None, user_id: int = 1001
+    ) -> dict[str, Any]:
+        """A photo as Telegram sends it: several sizes (the last one the largest)."""
+        small = self.add_file(content[:100])
+        large = self.add_file(content)
+        sizes = [
+            {"file_id": f.file_id, "file_unique_id": f.file_unique_id, "width": w, "height": h}
+            | {"file_size": f.file_size}
+            for f, w, h in ((small, 90, 60), (large, 1280, 853))
+        ]
+        return self.add_media("photo", sizes, caption=caption, user_id=user_id)
+
+    def add_document(
+        self,
+        content: bytes,
+        file_name: str,
+        mime_type: str,
+        *,
+        caption: str | None = None,
+        file_size: int | None = None,
+        user_id: int = 1001,
+    ) -> dict[str, Any]:
+        file = self.add_file(content, file_size=file_size)
+        document = {
+            "file_id": file.file_id,
+            "file_unique_id": file.file_unique_id,
+            "file_name": file_name,
+            "mime_type": mime_type,
+            "file_size": file.file_size,
+        }
+        return self.add_media("document", document, caption=caption, user_id=user_id)
+
+    def hold_downloads(self) -> asyncio.Event:
+        """Stall every download after half its bytes until the returned event is set."""
+        self.download_gate = asyncio.Event()
+        return self.download_gate
 
     def fail(
         self,
@@ -226,10 +327,43 @@ class FakeBotApi:
         self._next_message_id += 1
         return self._next_message_id
 
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        path = request.match_info["path"]
+        self.downloads.append(path)
+        await self._notify()
+        found = next((f for f in self.files.values() if f.file_path == path), None)
+        if request.match_info["token"] != self.token or found is None:
+            return web.Response(status=404, text="Not Found")
+        response = web.StreamResponse(headers={"Content-Length": str(len(found.content))})
+        await response.prepare(request)
+        half = len(found.content) // 2
+        await response.write(found.content[:half])
+        if self.download_gate is not None:
+            await self.download_gate.wait()
+        try:
+            await response.write(found.content[half:])
+            await response.write_eof()
+        except ConnectionResetError:  # the bot gave the download up (it was stopped)
+            pass
+        return response
+
+    async def _multipart(self, request: web.Request) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            assert isinstance(part, BodyPartReader)
+            if part.filename is not None:
+                params[str(part.name)] = {"filename": part.filename, "content": await part.read()}
+            else:
+                params[str(part.name)] = _decode(await part.text())
+        return params
+
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         if request.content_type == "application/json":
             params = await request.json()
+        elif request.content_type == "multipart/form-data":
+            params = await self._multipart(request)
         else:
             form = await request.post()
             params = {k: _decode(str(v)) for k, v in form.items()}
@@ -353,6 +487,48 @@ class FakeBotApi:
             for c in self.calls_of("sendMessageDraft")
             if chat_id is None or int(c.params["chat_id"]) == chat_id
         ]
+
+    async def _m_getFile(self, params: dict[str, Any]) -> Any:
+        file = self.files.get(str(params.get("file_id")))
+        if file is None:
+            return Fault(400, "Bad Request: invalid file_id")
+        if file.file_size > 20 * 1024 * 1024:
+            return Fault(400, "Bad Request: file is too big")
+        return {
+            "file_id": file.file_id,
+            "file_unique_id": file.file_unique_id,
+            "file_size": file.file_size,
+            "file_path": file.file_path,
+        }
+
+    def _upload(self, method: str, field: str, params: dict[str, Any]) -> Any:
+        sent = params.get(field)
+        if not isinstance(sent, dict):
+            return Fault(400, f"Bad Request: there is no {field} in the request")
+        chat_id = int(params["chat_id"])
+        caption = str(params.get("caption") or "")
+        self.uploads.append(Upload(method, chat_id, sent["filename"], sent["content"], caption))
+        file = self.add_file(sent["content"])
+        message: dict[str, Any] = {
+            "message_id": self._new_message_id(),
+            "date": int(time.time()),
+            "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "group"},
+            "from": BOT_USER,
+        }
+        ids = {"file_id": file.file_id, "file_unique_id": file.file_unique_id}
+        if field == "photo":
+            message["photo"] = [{**ids, "width": 100, "height": 100}]
+        else:
+            message["document"] = {**ids, "file_name": sent["filename"]}
+        if caption:
+            message["caption"] = caption
+        return message
+
+    async def _m_sendPhoto(self, params: dict[str, Any]) -> Any:
+        return self._upload("sendPhoto", "photo", params)
+
+    async def _m_sendDocument(self, params: dict[str, Any]) -> Any:
+        return self._upload("sendDocument", "document", params)
 
     async def _m_editMessageText(self, params: dict[str, Any]) -> Any:
         key = (int(params["chat_id"]), int(params["message_id"]))

@@ -21,6 +21,7 @@ class CliProcess:
     session_id: str
     resumed: bool
     prompts: list[str] = field(default_factory=list)
+    images: list[list[dict[str, Any]]] = field(default_factory=list)  # per prompt: image blocks
     prompt_times: list[float] = field(default_factory=list)
     result_times: list[float] = field(default_factory=list)
     received: list[dict[str, Any]] = field(default_factory=list)
@@ -86,6 +87,7 @@ def read_cli_logs(log_dir: Path) -> list[CliProcess]:
                 continue
             elif event == "prompt":
                 process.prompts.append(record["text"])
+                process.images.append(record.get("images", []))
                 process.prompt_times.append(record["t"])
             elif event == "in":
                 process.received.append(record["data"])

@@ -55,7 +55,8 @@ from the transcript.
 
 Environment:
     FAKE_CLAUDE_LOG_DIR    write ``<pid>.jsonl`` there: argv, env, cwd, every line in and
-                           out, and a ``prompt`` record per user turn (see tests/fakes/cli_log.py)
+                           out, and a ``prompt`` record per user turn with the image blocks
+                           it carried (see tests/fakes/cli_log.py)
     FAKE_CLAUDE_STATE_DIR  session transcripts (``<session_id>.json``) for ``--resume``
 """
 
@@ -127,6 +128,7 @@ class FakeCLI:
         )
         self.transcript: dict[str, Any] = {"session_id": self.session_id, "turns": []}
         self.interrupted_prompt: str | None = None
+        self.images: list[dict[str, Any]] = []  # image blocks of the current user message
         self.stdout_closed = False
         self.log(
             {
@@ -393,8 +395,18 @@ class FakeCLI:
                     self.respond(message["request_id"], {})
             elif kind == "user":
                 content = message.get("message", {}).get("content", "")
-                if isinstance(content, list):
-                    content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+                self.images = []
+                if isinstance(content, list):  # content blocks: text, and images logged apart
+                    blocks = [b for b in content if isinstance(b, dict)]
+                    self.images = [
+                        {
+                            "media_type": b.get("source", {}).get("media_type"),
+                            "base64_chars": len(b.get("source", {}).get("data", "")),
+                        }
+                        for b in blocks
+                        if b.get("type") == "image"
+                    ]
+                    content = "\n".join(b["text"] for b in blocks if b.get("type") == "text")
                 self.turn(str(content))
 
     # ------------------------------------------------------------ a turn
@@ -682,7 +694,14 @@ class FakeCLI:
 
     def turn(self, prompt: str) -> None:
         started = time.monotonic()
-        self.log({"event": "prompt", "text": prompt, "session_id": self.session_id})
+        self.log(
+            {
+                "event": "prompt",
+                "text": prompt,
+                "session_id": self.session_id,
+                "images": self.images,
+            }
+        )
         context_tokens = self.context_chars() // 4
         self.transcript["turns"].append({"prompt": prompt, "answer": None})
         self.save()  # the real CLI writes the prompt to its transcript at once

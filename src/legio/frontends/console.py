@@ -5,6 +5,8 @@ agents' ``⏳`` status lines while they work, prints an answer as it is written 
 agent at a time; see ``legio.frontends.console_stream``) or else when it is ready,
 runs scheduled jobs in the same terminal, and exits cleanly on end of input (Ctrl-D)
 or Ctrl-C: the scheduler stopped, sessions disconnected, the praetorium closed.
+``/attach PATH [text]`` gives a file of this machine like a Telegram upload; files the
+agents send are printed as paths.
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from legio.admin import Admin, is_command
-from legio.app import Job, JobRun, LegioApp, Reply
+from legio.app import Job, JobRun, LegioApp, PendingFile, Reply
+from legio.errors import AttachmentError
 from legio.frontends.console_stream import StreamPrinter
 from legio.frontends.views import interruption_notice
 from legio.names import LEGATUS
 from legio.timing import begin
 
 BANNER = (
-    "Legio console: write to the Legatus, @name for a centurio, /help for commands, Ctrl-D to quit."
+    "Legio console: write to the Legatus, @name for a centurio, /attach PATH [text] for a "
+    "file, /help for commands, Ctrl-D to quit."
 )
+ATTACH_USAGE = "Usage: /attach PATH [text], e.g. /attach ~/report.pdf @vorenus review this"
 
 
 async def _lines(stream: TextIO) -> asyncio.StreamReader:
@@ -57,6 +62,8 @@ async def run_console(
     async def print_reply(reply: Reply) -> None:
         if printer.reply(reply):
             show(reply.text if reply.agent != LEGATUS else f"legatus: {reply.text}")
+        for file in reply.files:
+            show(f"📎 {reply.agent} sent {file.name}: {file.path}")
 
     async def present_job(job: Job, run: JobRun) -> object:
         return await run(on_status, print_reply)
@@ -77,13 +84,29 @@ async def run_console(
             text = raw.decode("utf-8", errors="replace").rstrip("\n")
             if not text.strip():
                 continue
-            if is_command(text):
+            attachments: list[PendingFile] = []
+            if text.split(maxsplit=1)[0] == "/attach":
+                parts = text.split(maxsplit=2)
+                if len(parts) < 2:
+                    show(ATTACH_USAGE)
+                    continue
+                try:
+                    attachments = [await app.attach_local(parts[1])]
+                except AttachmentError as e:
+                    show(f"⚠️ {e}")
+                    continue
+                text = parts[2] if len(parts) > 2 else ""
+            elif is_command(text):
                 for page in await admin.run(text):
                     show(page)
                 continue
             with begin("update received"):
                 await app.handle_message(
-                    text, on_status, on_reply=print_reply, on_text=printer.stream
+                    text,
+                    on_status,
+                    on_reply=print_reply,
+                    on_text=printer.stream,
+                    attachments=attachments,
                 )
     finally:
         await app.close()

@@ -5,6 +5,9 @@
 - ``send_with_retries``: sendMessage retried with backoff on network errors and 5xx
   (``AIORateLimiter`` retries 429s).
 - ``SendChains``: one agent's answers go out in the order it gave them.
+- ``send_files``: the files an agent sent with ``send_file``, after its answer: images as
+  photos (a document if Telegram refuses the photo), the rest as documents, captioned
+  like answers (``⚔️ name`` for centuriones).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from telegram import Bot, MessageEntity
@@ -19,11 +23,16 @@ from telegram.error import BadRequest, NetworkError, TimedOut
 from telegramify_markdown import convert, split_entities
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from legio.app import SentFile
+from legio.names import LEGATUS
+
 logger = logging.getLogger(__name__)
 
 MAX_UTF16 = 4096
 MAX_ENTITIES = 100
 SEND_ATTEMPTS = 6
+FILE_ATTEMPTS = 4
+CAPTION_LIMIT = 1024
 
 Chunk = tuple[str, list[MessageEntity]]
 
@@ -72,6 +81,42 @@ async def send_with_retries(bot: Bot, chat_id: int, text: str, **kwargs: Any) ->
     ):
         with attempt:
             await bot.send_message(chat_id, text, **kwargs)
+
+
+def caption_for(agent: str, file: SentFile) -> str:
+    """An agent's file is attributed like its answers."""
+    head = "" if agent == LEGATUS else f"⚔️ {agent}"
+    return "\n".join(part for part in (head, file.caption) if part)[:CAPTION_LIMIT]
+
+
+async def send_files(bot: Bot, chat_id: int, agent: str, files: tuple[SentFile, ...]) -> None:
+    """Send an agent's files: images as photos, the rest as documents."""
+    for file in files:
+        caption = caption_for(agent, file) or None
+        if file.is_photo:
+            try:
+                await _send_file(bot, chat_id, file.path, file.name, caption, photo=True)
+                continue
+            except BadRequest as e:  # e.g. PHOTO_INVALID_DIMENSIONS: a document always goes
+                logger.info("Telegram refused %s as a photo (%s); sending a document", file.name, e)
+        await _send_file(bot, chat_id, file.path, file.name, caption, photo=False)
+
+
+async def _send_file(
+    bot: Bot, chat_id: int, path: Path, name: str, caption: str | None, *, photo: bool
+) -> None:
+    async for attempt in AsyncRetrying(
+        retry=retry_if_exception(_transient),
+        stop=stop_after_attempt(FILE_ATTEMPTS),
+        wait=wait_exponential(multiplier=0.5, max=8),
+        reraise=True,
+    ):
+        with attempt:
+            data = await asyncio.to_thread(path.read_bytes)
+            if photo:
+                await bot.send_photo(chat_id, data, caption=caption, filename=name)
+            else:
+                await bot.send_document(chat_id, data, caption=caption, filename=name)
 
 
 def origin_of(chat_id: int, message_id: int) -> str:

@@ -5,6 +5,9 @@
 - Text messages, ``/retry``, ``/compact`` and ``/context`` run as non-blocking handlers,
   so the other admin commands answer at once while agents work; requests to one agent
   are answered in the order they arrived (its turn lock), and a queued request says so.
+- Photos, documents, audio, voice notes and videos (``legio.frontends.files``) are
+  stored, then routed like text (the caption is the message); files agents send come
+  after their answer's text. Stickers, locations… get one line saying what is taken.
 - While agents work: the typing action and a status message (``legio.frontends.status``).
 - Each agent's answer is its own message, rendered and split by
   ``legio.frontends.sending``; if Telegram refuses the formatting, it is sent again as
@@ -38,12 +41,14 @@ from legio.admin import COMMANDS, Admin, parse_retry
 from legio.app import Job, JobRun, LegioApp, Reply, ReplyCallback
 from legio.config import Config
 from legio.frontends.drafts import DraftSupport, LiveView
+from legio.frontends.files import UNSUPPORTED, receive, resume_pending
 from legio.frontends.sending import (
     SendChains,
     chat_of,
     origin_of,
     plain_pages,
     render,
+    send_files,
     send_with_retries,
 )
 from legio.frontends.status import StatusBoard, Typing
@@ -76,6 +81,7 @@ class LegioBot:
         self._typing: Typing | None = None
         self._bot: Bot | None = None
         self.drafts = DraftSupport(config.telegram.stream)
+        self.downloads: set[asyncio.Task[Any]] = set()  # cancelled at shutdown, resumed at start
 
     @property
     def app(self) -> LegioApp:
@@ -97,6 +103,10 @@ class LegioBot:
             await app.bot.set_my_commands(commands)
         except TelegramError as e:
             logger.warning("could not set the command menu: %s", e)
+        try:
+            await resume_pending(app.bot, self._app)  # files a restart cut off
+        except Exception:
+            logger.exception("could not finish the downloads a restart interrupted")
         await self.tell_interruptions(app.bot)
         await self.app.start_jobs(self.present_job)  # after the interruptions were noted
 
@@ -169,6 +179,45 @@ class LegioBot:
                 ),
             )
 
+    async def on_file(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A photo, document, audio, voice note or video: stored, then routed like text."""
+        message = update.effective_message
+        if message is None:
+            return
+        origin = origin_of(message.chat_id, message.message_id)
+        self.in_flight += 1  # a shutdown waits for a download, then cancels it
+        self.idle.clear()
+        try:
+            task = asyncio.create_task(receive(context.bot, message, origin, self.app))
+            self.downloads.add(task)
+            await asyncio.wait([task])
+            self.downloads.discard(task)
+            if task.cancelled():
+                return  # resumed at the next start
+            received = task.result()
+            if isinstance(received, str):
+                await send_with_retries(context.bot, message.chat_id, received)
+                return
+            if received is None:
+                return  # delivered twice: stored the first time
+            await self._work(
+                context.bot,
+                message.chat_id,
+                message.message_id,
+                lambda live, send: self.app.handle_message(
+                    received.text,
+                    live.update,
+                    origin=origin,
+                    on_reply=send,
+                    on_text=live.stream,
+                    attachments=[received],
+                ),
+            )
+        finally:
+            self.in_flight -= 1
+            if self.in_flight == 0:
+                self.idle.set()
+
     async def on_retry(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """/retry [n]: run again what a restart interrupted, answered like any request."""
         message = update.effective_message
@@ -220,6 +269,9 @@ class LegioBot:
                             lambda: self.send_markdown(bot, chat_id, reply.text, reply_to),
                         )
                     )
+                    if reply.files:  # after the text, in the agent's order
+                        files = lambda: send_files(bot, chat_id, reply.agent, reply.files)  # noqa: E731
+                        sends.append(self.chains.enqueue(chat_id, reply.agent, files))
 
                 try:
                     await run(live, send)
@@ -247,14 +299,10 @@ class LegioBot:
                 await send_with_retries(context.bot, message.chat_id, piece)
 
     async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """Photos, stickers, voice…: say what the bot can read."""
+        """Stickers, locations, contacts…: say what the bot can take."""
         message = update.effective_message
         if message is not None:
-            await send_with_retries(
-                context.bot,
-                message.chat_id,
-                "I can read text messages only: please write your request.",
-            )
+            await send_with_retries(context.bot, message.chat_id, UNSUPPORTED)
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Log with the traceback, then tell Caesar briefly."""
@@ -310,6 +358,15 @@ def build_application(
     app.add_handler(
         MessageHandler(message & filters.TEXT & ~filters.COMMAND, bot.on_text, block=False)
     )
+    files = (
+        filters.PHOTO
+        | filters.Document.ALL
+        | filters.AUDIO
+        | filters.VOICE
+        | filters.VIDEO
+        | filters.VIDEO_NOTE
+    )
+    app.add_handler(MessageHandler(message & files, bot.on_file, block=False))
     app.add_handler(MessageHandler(message & ~filters.TEXT, bot.on_other))
     app.add_error_handler(bot.on_error)
     return app
@@ -355,6 +412,8 @@ async def serve(
                     "interrupting %d running request(s) after %.0fs", bot.in_flight, grace_s
                 )
                 await bot.stop_all()
+                for download in list(bot.downloads):  # its pending row is resumed at start
+                    download.cancel()
             if app.running:
                 await app.stop()
             await bot.shutdown()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from legio.app import (
     AgentStatus,
+    Attachment,
     Compaction,
     ContextReport,
     Nuntius,
@@ -188,16 +189,29 @@ def status_lines(rows: list[StatusRow], limit: int, problems: tuple[str, ...]) -
     return lines
 
 
-def history_lines(nuntii: list[Nuntius]) -> list[str]:
-    """/history: one line per nuntius, newest first."""
-    return [format_line(n, LINE_PREVIEW) for n in nuntii]
+def clip_marks(files: dict[int, list[Attachment]], seq: int) -> str:
+    """`` 📎 name`` for each file of nuntius ``seq``."""
+    return "".join(f" 📎 {a.name}" for a in files.get(seq, []))
 
 
-def search_lines(hits: list[SearchHit]) -> list[str]:
-    """/search: each hit's header and its snippet."""
+def history_lines(
+    nuntii: list[Nuntius], files: dict[int, list[Attachment]] | None = None
+) -> list[str]:
+    """/history: one line per nuntius, newest first, its files marked 📎."""
+    return [format_line(n, LINE_PREVIEW) + clip_marks(files or {}, n.seq) for n in nuntii]
+
+
+def _header(n: Nuntius) -> str:
+    return f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}"
+
+
+def search_lines(
+    hits: list[SearchHit], named: list[tuple[Nuntius, Attachment]] | None = None
+) -> list[str]:
+    """/search: nuntii whose file names match (📎 name), then each hit and its snippet."""
     lines = []
+    for n, attachment in named or []:
+        lines += [_header(n), f"   📎 {attachment.name}"]
     for hit in hits:
-        n = hit.nuntius
-        lines.append(f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}")
-        lines.append(f"   {' '.join(hit.snippet.split())}")
+        lines += [_header(hit.nuntius), f"   {' '.join(hit.snippet.split())}"]
     return lines

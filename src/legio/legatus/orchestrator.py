@@ -17,10 +17,12 @@ its tools are the Legatus tools and the full memoria server under the key
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 import re
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -35,8 +37,10 @@ from legio.memoria.tools import memoria_full_tools
 from legio.names import BROADCAST, CAESAR, LEGATUS, SCHEDULER
 from legio.sessions.history import format_roster_xml, format_status_xml
 from legio.sessions.manager import SessionManager
+from legio.sessions.outbox import SentFile, record_outgoing
 from legio.sessions.spec import AgentSpec, spec_from_prompt
 from legio.sessions.turn import Outcome, StatusCallback, TextCallback
+from legio.store.attachments import PendingFile
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.timing import mark
 
@@ -55,6 +59,7 @@ class Reply:
     agent: str
     text: str
     kind: Literal["answer", "error", "interrupted", "notice"] = "answer"
+    files: tuple[SentFile, ...] = ()  # sent with send_file: to deliver after the text
 
 
 ReplyCallback = Callable[["Reply"], Awaitable[None]]
@@ -145,6 +150,7 @@ class Legatus:
             )
             tools = own + memoria_full_tools(self.memoria)
             tools += [t for make in self.extra_tools for t in make()]
+            tools.append(self.sessions.send_file_tool(prompt))
             server = create_sdk_mcp_server(TOOLS_KEY, tools=tools)
             return {TOOLS_KEY: (server, [t.name for t in tools])}
 
@@ -179,8 +185,12 @@ class Legatus:
         origin: str | None = None,
         on_reply: ReplyCallback | None = None,
         on_text: TextCallback | None = None,
+        attachments: Sequence[PendingFile] = (),
     ) -> list[Reply]:
         """Answer one message from Caesar: a reply per agent that answered (and notices).
+
+        ``attachments``: files that came with it, complete in the castra; they are stored
+        with the nuntius (its text is their caption) and given to the addressed agents.
 
         ``on_reply`` receives each reply as soon as it exists (an agent's answer is
         stored and handed over before that agent takes its next request, so one agent's
@@ -190,7 +200,7 @@ class Legatus:
         answering agent's text as it is written (for a live preview).
         """
         emit = _Emitter(on_reply)
-        if not text.strip():
+        if not text.strip() and not attachments:
             return await emit.notice(
                 "Your message is empty. Write a request for the Legatus, or start with "
                 "@name to ask a centurio (/help lists the commands)."
@@ -199,7 +209,7 @@ class Legatus:
         mentions = parse_mentions(text, roster)
         if mentions.unusable and not mentions.names:
             return await emit.notice("Cannot dispatch: " + "; ".join(mentions.unusable))
-        if mentions.names and not strip_mentions(text):
+        if mentions.names and not strip_mentions(text) and not attachments:
             who = ", ".join(f"@{n}" for n in mentions.names)
             return await emit.notice(f"What should {who} do? Write the request after the name.")
         audience = ([BROADCAST] if mentions.broadcast else mentions.names) or [LEGATUS]
@@ -208,6 +218,12 @@ class Legatus:
             # One message at a time through here, in arrival order: it is stored, then takes
             # its place in line at each agent it addresses, so agents answer in that order.
             async with self._intake:
+                if attachments:  # stored with the nuntius by a trigger, in its INSERT
+                    origin = origin or f"local:{uuid.uuid4()}"
+                    for pending in attachments:
+                        await self.sessions.attachments.stage(
+                            dataclasses.replace(pending, origin=origin)
+                        )
                 nuntius = await self.praetorium.post(CAESAR, text, audience, origin=origin)
                 tickets = {name: self.sessions.reserve(name) for name in names}
         except DuplicateOrigin:
@@ -232,10 +248,11 @@ class Legatus:
         """Ask ``names`` about Caesar's ``nuntius``; store and emit each answer in its turn."""
 
         async def deliver(name: str, outcome: Outcome) -> None:
-            await self.praetorium.post(name, outcome.text, [CAESAR], reply_to=nuntius.id)
+            answer = await self.praetorium.post(name, outcome.text, [CAESAR], reply_to=nuntius.id)
             mark("answer posted")
+            files = await self._sent_files(name, answer.seq)
             header = "" if name == LEGATUS else self.header(name, roster)
-            await emit.reply(Reply(name, header + outcome.text, outcome.kind))
+            await emit.reply(Reply(name, header + outcome.text, outcome.kind, files))
 
         centuriones = [n for n in names if n != LEGATUS]
         if LEGATUS in names:
@@ -252,6 +269,22 @@ class Legatus:
             await self.sessions.dispatch_many(
                 centuriones, nuntius, on_status, tickets, deliver, on_text=on_text
             )
+
+    async def _sent_files(self, name: str, seq: int) -> tuple[SentFile, ...]:
+        """The files ``name`` queued with send_file in its turn, recorded on its answer."""
+        s = self.sessions
+        return await record_outgoing(s.outbox, s.files, s.attachments, name, seq)
+
+    async def record(self, pending: PendingFile) -> bool:
+        """Store Caesar's message of a file a restart cut off, without answering it (it is
+        then an interrupted request); False if its nuntius is already stored."""
+        mentions = parse_mentions(pending.text, self.castra.roster())
+        audience = ([BROADCAST] if mentions.broadcast else mentions.names) or [LEGATUS]
+        try:
+            await self.praetorium.post(CAESAR, pending.text, audience, origin=pending.origin)
+        except DuplicateOrigin:
+            return False
+        return True
 
     # ---------------------------------------------------------- interrupted requests
 
@@ -326,7 +359,9 @@ class Legatus:
         nuntius = await self.praetorium.post(LEGATUS, text, names)
 
         async def store(name: str, outcome: Outcome) -> None:
-            await self.praetorium.post(name, outcome.text, [LEGATUS], reply_to=nuntius.id)
+            answer = await self.praetorium.post(name, outcome.text, [LEGATUS], reply_to=nuntius.id)
+            if await self._sent_files(name, answer.seq):  # recorded, not sent: no Caesar here
+                logger.info("%s sent files in a dispatch; they reach the Legatus only", name)
 
         on_status = self.sessions.current_status(LEGATUS)
         return await self.sessions.dispatch_many(names, nuntius, on_status, deliver=store)

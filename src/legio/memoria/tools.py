@@ -17,7 +17,7 @@ session.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
 from typing import Any
@@ -302,7 +302,10 @@ def build_memoria_full_server(store: MemoriaStore, name: str = "memoria") -> Mem
     return MemoriaServer(name, tools, create_sdk_mcp_server(name, tools=tools))
 
 
-def build_memoria_centurio_server(store: MemoriaStore, centurio: str) -> MemoriaServer:
+def build_memoria_centurio_server(
+    store: MemoriaStore, centurio: str, extra: Sequence[SdkMcpTool[Any]] = ()
+) -> MemoriaServer:
+    """One centurio's server: its memoria tools, plus ``extra`` (e.g. ``send_file``)."""
     name = f"memoria_{centurio}"
-    tools = memoria_centurio_tools(store, centurio)
+    tools = [*memoria_centurio_tools(store, centurio), *extra]
     return MemoriaServer(name, tools, create_sdk_mcp_server(name, tools=tools))

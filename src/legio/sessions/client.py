@@ -17,7 +17,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,6 +129,20 @@ def cli_failure(error: Exception, stderr: deque[str]) -> str:
     return f"the Claude CLI failed: {error}"
 
 
+def user_message(text: str, images: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One SDK user message with content blocks: the images, then the text."""
+    return {
+        "type": "user",
+        "message": {"role": "user", "content": [*images, {"type": "text", "text": text}]},
+        "parent_tool_use_id": None,
+    }
+
+
+async def one_message(message: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    """``ClaudeSDKClient.query`` takes an async iterable of messages for content blocks."""
+    yield message
+
+
 async def ask(
     session: AgentSession,
     message: str,
@@ -137,17 +151,22 @@ async def ask(
     record: Record,
     seq: int | None,
     on_text: TextCallback | None = None,
+    images: Sequence[dict[str, Any]] = (),
 ) -> tuple[str, ResultMessage]:
     """Send one query in ``session``; its answer, with the CLI's failures as ``AgentError``.
 
-    The turn's usage (for nuntius ``seq``) goes to ``record``, failed or not.
+    With ``images`` (image content blocks), the query is one user message of content
+    blocks: the images, then the text. The turn's usage (for nuntius ``seq``) goes to
+    ``record``, failed or not.
     """
     name = session.name
     session.last_active = time.monotonic()
     started = time.monotonic()
     result: ResultMessage | None = None
     try:
-        await session.client.query(message)
+        await session.client.query(
+            one_message(user_message(message, images)) if images else message
+        )
         mark("query sent")
         text, result = await collect_response(
             session.client, session.tracker, on_status, agent=name, on_text=on_text

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lxml import etree
+
 from legio.sessions.client import ContextUsage, sdk_usage
 from legio.sessions.compaction import format_compaction_summary
+from legio.sessions.delivery import window_elements
 from legio.sessions.history import (
     estimate_tokens,
     fit_to_budget,
@@ -25,6 +28,7 @@ from legio.sessions.history import (
 )
 from legio.sessions.slot import AgentSlot
 from legio.sessions.spec import AgentSpec
+from legio.store.attachments import AttachmentStore
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.store.records import Compaction
 
@@ -41,9 +45,12 @@ class ContextPlan:
     summary: str = ""
     nuntii: list[Nuntius] = field(default_factory=list)
     truncated: bool = False
+    attachments: dict[int, list[etree._Element]] = field(default_factory=dict)  # by seq
 
     def history(self) -> str:
-        return format_history_xml(self.nuntii, self.viewer, truncated=self.truncated)
+        return format_history_xml(
+            self.nuntii, self.viewer, truncated=self.truncated, attachments=self.attachments
+        )
 
     def text(self) -> str:
         """The blocks, joined: summary, history, and the notice when the session is new."""
@@ -122,7 +129,9 @@ async def plan_context(
         nuntii = unseen(nuntii[-window:], name)
     share = nuntius_share(spec.history_token_budget)  # as in the compaction's tail
     nuntii, cut = fit_to_budget(nuntii, budget, share_tokens=share)
-    return ContextPlan(name, fresh, compaction, summary, nuntii, truncated or cut)
+    files = await AttachmentStore(praetorium).of_nuntii(n.seq for n in nuntii)
+    elements = window_elements(files, spec.cwd, name)  # the files as elements, no bytes
+    return ContextPlan(name, fresh, compaction, summary, nuntii, truncated or cut, elements)
 
 
 async def context_report(

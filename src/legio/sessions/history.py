@@ -15,6 +15,7 @@ do not round-trip it.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -101,8 +102,15 @@ def fit_to_budget(
     return list(reversed(kept)), False
 
 
-def format_history_xml(nuntii: Iterable[Nuntius], viewer: str, *, truncated: bool = False) -> str:
-    """``<praetorium recent="true" viewer=…>`` holding ``nuntii`` in the order given."""
+def format_history_xml(
+    nuntii: Iterable[Nuntius],
+    viewer: str,
+    *,
+    truncated: bool = False,
+    attachments: Mapping[int, Sequence[etree._Element]] | None = None,
+) -> str:
+    """``<praetorium recent="true" viewer=…>`` holding ``nuntii`` in the order given;
+    ``attachments`` (by seq) are ``<attachment/>`` elements put inside their nuntius."""
     root = etree.Element("praetorium", recent="true", viewer=viewer)
     if truncated:
         root.set("truncated", "true")
@@ -118,6 +126,8 @@ def format_history_xml(nuntii: Iterable[Nuntius], viewer: str, *, truncated: boo
         if nuntius.reply_to:
             element.set("reply_to", nuntius.reply_to)
         element.text = xml_safe(nuntius.text)
+        for attachment in (attachments or {}).get(nuntius.seq, ()):
+            element.append(copy.copy(attachment))
     return _render(root)
 
 

@@ -24,23 +24,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError
+from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError, SdkMcpTool
 
-from legio.castra import Castra
+from legio.castra import AgentPrompt, Castra
 from legio.config import Config
 from legio.errors import AgentError, AgentInterrupted, ContextOverflow
 from legio.memoria import MemoriaStore
 from legio.sessions.client import AgentSession, ask, connect, store_turns
 from legio.sessions.compaction import compact, compact_or_fall_back, session_to_compact
-from legio.sessions.context import ContextReport, context_report, plan_context
+from legio.sessions.context import ContextReport, context_report
+from legio.sessions.outbox import Outbox, send_file_for
+from legio.sessions.query import prepare_query
+from legio.sessions.reaper import Reaper
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure
 from legio.sessions.spec import AgentSpec, SpecFactory, build_options, centurio_spec
 from legio.sessions.turn import Outcome, StatusCallback, TextCallback, failure_outcome, notify
+from legio.store.attachments import AttachmentStore
+from legio.store.files import FileStore
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.store.records import Compaction
 
@@ -71,7 +75,10 @@ class SessionManager:
         self.env = dict(env or {})
         self._slots: dict[str, AgentSlot] = {}
         self._specs: dict[str, SpecFactory] = {}
-        self._reaper: asyncio.Task[None] | None = None
+        self.reaper = Reaper(lambda: self._slots.values(), self.idle_timeout_s, reap_interval_s)
+        self.outbox = Outbox()  # files agents send_file in their running turn
+        self.attachments = AttachmentStore(praetorium)
+        self.files = FileStore(self.castra.root)
 
     def _slot(self, name: str) -> AgentSlot:
         return self._slots.setdefault(name, AgentSlot(name))
@@ -87,7 +94,11 @@ class SessionManager:
         factory = self._specs.get(name)
         if factory is not None:
             return await factory(name)
-        return centurio_spec(self.config, self.castra, self.memoria, name)
+        return centurio_spec(self.config, self.castra, self.memoria, name, self.outbox)
+
+    def send_file_tool(self, prompt: AgentPrompt) -> SdkMcpTool[Any]:
+        """The ``send_file`` tool of a registered agent (the Legatus), queued in ``outbox``."""
+        return send_file_for(self.config, self.castra, prompt, self.outbox)
 
     # ---------------------------------------------------------- sessions
 
@@ -278,27 +289,9 @@ class SessionManager:
         on_status: StatusCallback | None,
         on_text: TextCallback | None,
     ) -> str:
-        planned = plan_context(
-            self.praetorium,
-            spec,
-            fresh=session.bootstrap,
-            last_seq=session.last_seq,
-            before_seq=nuntius.seq,
+        message, images = await prepare_query(
+            self.praetorium, self.attachments, self.files, session, spec, nuntius, prefix
         )
-        before = session.last_seq, session.bootstrap
-        session.last_seq = max(session.last_seq, nuntius.seq)
-        session.bootstrap = False
-        try:
-            plan, _ = await asyncio.gather(  # both before the query; neither waits for the other
-                planned,
-                self.praetorium.set_checkpoint(
-                    spec.name, session.session_id, session.last_seq, session.rebuild_key
-                ),
-            )
-        except BaseException:
-            session.last_seq, session.bootstrap = before  # nothing was sent
-            raise
-        message = "\n\n".join(part for part in (plan.text(), prefix, nuntius.text) if part)
         text, _ = await ask(
             session,
             message,
@@ -306,6 +299,7 @@ class SessionManager:
             record=slot.unrecorded.append,
             seq=nuntius.seq,
             on_text=on_text,
+            images=images,
         )
         return text
 
@@ -390,38 +384,15 @@ class SessionManager:
 
     async def reap_idle(self) -> list[str]:
         """Close sessions idle longer than the timeout (their checkpoints stay: they resume)."""
-        now = time.monotonic()
-        reaped = []
-        for slot in list(self._slots.values()):
-            if slot.session is None or slot.lock.locked():
-                continue
-            if now - slot.session.last_active > self.idle_timeout_s:
-                await slot.close("idle")
-                reaped.append(slot.name)
-        if reaped:
-            logger.info("reaped idle sessions: %s", ", ".join(reaped))
-        return reaped
-
-    async def _reap_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.reap_interval_s)
-            try:
-                await self.reap_idle()
-            except Exception:
-                logger.exception("idle reaper failed (will try again)")
+        return await self.reaper.reap_idle()
 
     def start(self) -> None:
         """Start the idle reaper."""
-        if self._reaper is None or self._reaper.done():
-            self._reaper = asyncio.create_task(self._reap_loop(), name="legio-reaper")
+        self.reaper.start()
 
     async def shutdown(self) -> None:
         """Stop the reaper and disconnect every client: centuriones first, then the rest."""
-        if self._reaper is not None:
-            self._reaper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reaper
-            self._reaper = None
+        await self.reaper.stop()
         slots = list(self._slots.values())
         centuriones = [s for s in slots if s.name not in self._specs]
         await asyncio.gather(*(s.close("shutdown") for s in centuriones))

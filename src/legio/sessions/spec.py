@@ -28,6 +28,7 @@ from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
 from legio.policy import granted_dirs, working_dir
 from legio.sandbox import agent_options, effective_tools
+from legio.sessions.outbox import Outbox, send_file_for
 
 logger = logging.getLogger(__name__)
 
@@ -77,12 +78,16 @@ def spec_from_prompt(
     )
 
 
-def centurio_spec(config: Config, castra: Castra, memoria: MemoriaStore, name: str) -> AgentSpec:
-    """The spec of centurio ``name`` from its prompt file (``CastraError`` if gone)."""
+def centurio_spec(
+    config: Config, castra: Castra, memoria: MemoriaStore, name: str, outbox: Outbox
+) -> AgentSpec:
+    """The spec of centurio ``name`` from its prompt file (``CastraError`` if gone); its
+    server holds its memoria tools and ``send_file`` (queued in ``outbox``)."""
     prompt = castra.read_centurio(name)
 
     def servers() -> dict[str, tuple[McpSdkServerConfig, list[str]]]:
-        server = build_memoria_centurio_server(memoria, name)
+        extra = [send_file_for(config, castra, prompt, outbox)]
+        server = build_memoria_centurio_server(memoria, name, extra)
         return {server.name: (server.config, [t.name for t in server.tools])}
 
     # The deny rules name every other centurio's folder: a new folder rebuilds the session.

@@ -106,6 +106,7 @@ _TOOL_STATUS = {
     "list_centuriones": "Checking the centuriones",
     "reset_centurio": "Resetting a centurio",
     "post_nuntius": "Posting a nuntius",
+    "send_file": "Sending a file",
 }
 
 

@@ -188,6 +188,52 @@ async def m005_compactions(db: aiosqlite.Connection) -> None:
 
 
 @migration
+async def m006_attachments(db: aiosqlite.Connection) -> None:
+    """Files that came with or went out with a nuntius, and incoming files still on their way.
+
+    An incoming file is first an ``attachments_pending`` row (written before the download,
+    keyed by the message's origin); the trigger moves it into ``attachments`` in the same
+    statement that inserts its nuntius, so a restart at any point neither loses the file
+    nor stores it twice.
+    """
+    columns = """kind TEXT NOT NULL,
+                mime_type TEXT NOT NULL,
+                name TEXT NOT NULL,
+                size INTEGER NOT NULL DEFAULT 0,
+                sha256 TEXT,
+                file_unique_id TEXT,
+                created_at TEXT NOT NULL"""
+    await _script(
+        db,
+        [
+            f"""CREATE TABLE attachments (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                nuntius_seq INTEGER NOT NULL REFERENCES nuntii(seq),
+                direction TEXT NOT NULL CHECK (direction IN ('in', 'out')),
+                {columns},
+                source_path TEXT
+            )""",
+            "CREATE INDEX idx_attachments_nuntius ON attachments(nuntius_seq)",
+            f"""CREATE TABLE attachments_pending (
+                origin TEXT PRIMARY KEY,
+                text TEXT NOT NULL,
+                file_id TEXT,
+                {columns}
+            )""",
+            """CREATE TRIGGER attachments_arrive AFTER INSERT ON nuntii
+               WHEN new.origin IS NOT NULL BEGIN
+                INSERT INTO attachments (nuntius_seq, direction, kind, mime_type, name, size,
+                    sha256, file_unique_id, created_at)
+                SELECT new.seq, 'in', kind, mime_type, name, size, sha256, file_unique_id,
+                    created_at
+                FROM attachments_pending WHERE origin = new.origin AND sha256 IS NOT NULL;
+                DELETE FROM attachments_pending WHERE origin = new.origin;
+            END""",
+        ],
+    )
+
+
+@migration
 async def m007_jobs(db: aiosqlite.Connection) -> None:
     """Scheduled jobs (store/jobs.py): times in UTC ISO; run_* mark a run in progress."""
     await _script(

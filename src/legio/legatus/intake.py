@@ -1,0 +1,141 @@
+"""Files from Caesar, on their way in: staged, downloaded, stored, resumed after a restart.
+
+A front-end says what file a message carries (a ``PendingFile``) and how to fetch it
+(``Fetch``: write it to a path, or raise ``AttachmentError``); it never sees the store.
+
+1. ``Intake.receive`` refuses a file over Telegram's 20 MB download limit before
+   anything is stored or fetched, and a message already stored (delivered twice) is
+   neither fetched nor stored again. Otherwise the file is recorded as pending
+   (``attachments_pending``, keyed by the message's origin) *before* the download,
+   fetched into a temp file in ``castra/attachments/``, checked with Pillow if it is an
+   image, and stored content-addressed. The caller then hands it to
+   ``Legatus.handle_message``, which stores the nuntius; a trigger moves the pending
+   row into ``attachments`` in that same INSERT. A refused file leaves nothing behind.
+2. A restart mid-way (a crash, or a shutdown that cancels the download) leaves the
+   pending row: ``Intake.resume`` at the next start fetches it again (its Telegram
+   file_id stays valid) and records its nuntius without answering it; Caesar is then
+   told about the unanswered request like any other interrupted one (``/retry``).
+3. ``take_local_file``: a file of this machine (the console's ``/attach``), stored the
+   same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from legio.errors import AttachmentError
+from legio.images import check_image
+from legio.store.attachments import AttachmentStore, PendingFile
+from legio.store.files import (
+    DOWNLOAD_LIMIT,
+    IMAGE_KINDS,
+    FileStore,
+    guess_mime,
+    kind_of,
+    safe_name,
+    too_big,
+)
+from legio.store.praetorium import Praetorium
+
+logger = logging.getLogger(__name__)
+
+Fetch = Callable[[PendingFile, Path], Awaitable[None]]  # write the file at the path
+Record = Callable[[PendingFile], Awaitable[bool]]  # store its nuntius, unanswered
+
+
+class Intake:
+    """Incoming files: the attachment tables, the castra's file store, the praetorium."""
+
+    def __init__(self, praetorium: Praetorium, store: AttachmentStore, files: FileStore) -> None:
+        self.praetorium = praetorium
+        self.store = store
+        self.files = files
+
+    async def receive(self, pending: PendingFile, fetch: Fetch) -> PendingFile | None:
+        """Fetch Caesar's file and store it: complete (for ``handle_message``), or None
+        if its message is already stored. ``AttachmentError`` (one line) if refused."""
+        if pending.size > DOWNLOAD_LIMIT:
+            refusal = too_big(pending.name, pending.size, DOWNLOAD_LIMIT)
+            raise AttachmentError(f"{refusal}: send a link or a smaller file.")
+        if await self.praetorium.get_by_origin(pending.origin) is not None:
+            logger.info("message %s was already received; not downloading it again", pending.origin)
+            return None
+        await self.store.stage(pending)  # before the download: a restart finishes it
+        try:
+            return await self.download(pending, fetch)
+        except AttachmentError:
+            await self.store.drop_pending(pending.origin)
+            raise
+
+    async def download(self, pending: PendingFile, fetch: Fetch) -> PendingFile:
+        """Fetch a pending file into the castra and mark it complete."""
+        if pending.file_id is None:
+            raise AttachmentError(f"{pending.name} cannot be fetched again: no Telegram file id")
+        temp = await asyncio.to_thread(self.files.temp_path)
+        try:
+            await fetch(pending, temp)
+            if pending.kind in IMAGE_KINDS:
+                await asyncio.to_thread(check_image, temp, pending.name)
+            stored = await asyncio.to_thread(
+                self.files.adopt, temp, pending.name, pending.mime_type
+            )
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                temp.unlink()
+        await self.store.downloaded(pending.origin, stored.sha256, stored.size)
+        return dataclasses.replace(pending, sha256=stored.sha256, size=stored.size)
+
+    async def resume(self, fetch: Fetch, record: Record) -> int:
+        """Finish incoming files a restart interrupted: fetch them, ``record`` their
+        nuntius (not answered: Caesar is told, and ``/retry`` runs it). Returns how many
+        were stored."""
+        await asyncio.to_thread(self.files.clean_temp)
+        stored = 0
+        for pending in await self.store.pending():
+            if await self.praetorium.get_by_origin(pending.origin) is not None:
+                await self.store.drop_pending(pending.origin)
+                continue
+            try:
+                if pending.sha256 is None or not self.files.find(
+                    pending.sha256, pending.name, pending.mime_type
+                ):
+                    await self.download(pending, fetch)
+            except AttachmentError as e:
+                logger.warning("could not finish the download of %s: %s", pending.name, e)
+                continue
+            if await record(pending):
+                stored += 1
+        if stored:
+            logger.info("finished %d download(s) a restart interrupted", stored)
+        return stored
+
+
+def take_local_file(files: FileStore, raw: str, text: str) -> PendingFile:
+    """A file from this machine (the console's ``/attach``), stored like a Telegram upload."""
+    path = Path(os.path.expanduser(raw))
+    if not path.is_file():
+        raise AttachmentError(f"{raw} is not a file: give the path of an existing file")
+    size = path.stat().st_size
+    if size > DOWNLOAD_LIMIT:
+        raise AttachmentError(too_big(path.name, size, DOWNLOAD_LIMIT))
+    name = safe_name(path.name, "file")
+    mime = guess_mime(name)
+    kind = kind_of(mime)
+    if kind == "image":
+        check_image(path, name)
+    stored = files.add_copy(path, name, mime)
+    return PendingFile(
+        origin="",
+        text=text,
+        kind=kind,
+        mime_type=mime,
+        name=name,
+        size=stored.size,
+        sha256=stored.sha256,
+    )

@@ -1,0 +1,129 @@
+"""What an agent gets of the files of the nuntius it answers, and of those in its window.
+
+For each file of the nuntius: a copy in the agent's workspace (``inbox/<seq>-<name>``,
+readable by its Read tool and its sandbox) named in the message as
+``<attachment kind=… name=… path=…/>``; for an image also an image content block in
+that query, once (``legio.images`` fits it to the Messages API). History windows show
+the element only, never the bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lxml import etree
+
+from legio.images import image_source
+from legio.sessions.history import xml_safe
+from legio.store.attachments import Attachment
+from legio.store.files import IMAGE_KINDS, FileStore
+
+logger = logging.getLogger(__name__)
+
+INBOX = "inbox"
+
+
+def inbox_path(workspace: Path, seq: int, name: str) -> Path:
+    return workspace / INBOX / f"{seq}-{name}"
+
+
+def copy_to_inbox(source: Path, workspace: Path, seq: int, name: str) -> Path:
+    """Copy a stored file into the agent's ``inbox/`` (atomically; once)."""
+    target = inbox_path(workspace, seq, name)
+    if target.exists() and target.stat().st_size == source.stat().st_size:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".copy-", suffix=".part")
+    os.close(fd)
+    try:
+        shutil.copyfile(source, temp)
+        os.replace(temp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+    return target
+
+
+def attachment_element(attachment: Attachment, path: Path | str | None) -> etree._Element:
+    """``<attachment kind=… name=… [path=…]/>`` for a history window or a message."""
+    element = etree.Element("attachment", kind=attachment.kind, name=xml_safe(attachment.name))
+    if path is not None:
+        element.set("path", xml_safe(str(path)))
+    element.set("mime_type", attachment.mime_type)
+    element.set("size", str(attachment.size))
+    if attachment.direction == "out":
+        element.set("sent", "true")
+    return element
+
+
+def _render(element: etree._Element) -> str:
+    return etree.tostring(element, encoding="unicode")
+
+
+def window_elements(
+    attachments: Mapping[int, Sequence[Attachment]], workspace: Path, viewer: str
+) -> dict[int, list[etree._Element]]:
+    """For a history window: each nuntius's files as elements, with the path where the
+    viewer finds a copy (its inbox, or the file it sent itself), never the bytes."""
+    out: dict[int, list[etree._Element]] = {}
+    for seq, files in attachments.items():
+        elements = []
+        for attachment in files:
+            copy = inbox_path(workspace, seq, attachment.name)
+            path: Path | str | None = copy if copy.exists() else None
+            if path is None and attachment.direction == "out" and attachment.source_path:
+                path = attachment.source_path
+            elements.append(attachment_element(attachment, path))
+        out[seq] = elements
+    return out
+
+
+@dataclass
+class Delivery:
+    """What one query carries for the files of the nuntius it answers."""
+
+    note: str = ""
+    images: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+async def prepare_delivery(
+    files: FileStore, attachments: Sequence[Attachment], workspace: Path, seq: int
+) -> Delivery:
+    """Copy the nuntius's files into the agent's inbox; image blocks for its images."""
+    delivery = Delivery()
+    lines = []
+    for attachment in attachments:
+        stored = files.find(attachment.sha256, attachment.name, attachment.mime_type)
+        if stored is None:
+            delivery.problems.append(f"{attachment.name} is missing from the castra")
+            lines.append(_render(attachment_element(attachment, None)))
+            continue
+        copy = await asyncio.to_thread(copy_to_inbox, stored, workspace, seq, attachment.name)
+        lines.append(_render(attachment_element(attachment, copy)))
+        if attachment.kind in IMAGE_KINDS:
+            try:
+                source = await asyncio.to_thread(image_source, stored)
+            except Exception as e:
+                logger.warning("cannot show %s to the model: %s", attachment.name, e)
+                delivery.problems.append(f"{attachment.name} could not be shown as an image")
+                continue
+            delivery.images.append({"type": "image", "source": source})
+    if lines:
+        shown = " (the images are also shown to you)" if delivery.images else ""
+        delivery.note = (
+            f"Caesar attached these files; copies are in your workspace{shown}. "
+            "Read them with the Read tool:\n" + "\n".join(lines)
+        )
+        if delivery.problems:
+            delivery.note += "\n(" + "; ".join(delivery.problems) + ")"
+    return delivery

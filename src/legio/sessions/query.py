@@ -1,0 +1,60 @@
+"""One query's message: the planned context, the agent's checkpoint, the request's files.
+
+``prepare_query`` does what must happen before a query is sent, in this order of
+promise: the window is planned (``legio.sessions.context``) and the checkpoint saved
+together (neither waits for the other; the checkpoint first of all, so a CLI that
+finishes its turn after the daemon died is never sent the same nuntius again), and the
+request's files are copied into the agent's ``inbox/``. It returns the text and the
+image blocks to send. If it fails, the session is as it was: nothing was sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from legio.sessions.client import AgentSession
+from legio.sessions.context import plan_context
+from legio.sessions.delivery import prepare_delivery
+from legio.sessions.spec import AgentSpec
+from legio.store.attachments import AttachmentStore
+from legio.store.files import FileStore
+from legio.store.praetorium import Nuntius, Praetorium
+
+
+async def prepare_query(
+    praetorium: Praetorium,
+    attachments: AttachmentStore,
+    files: FileStore,
+    session: AgentSession,
+    spec: AgentSpec,
+    nuntius: Nuntius,
+    prefix: str,
+) -> tuple[str, list[dict[str, Any]]]:
+    """The message answering ``nuntius`` in ``session`` (history, ``prefix``, its text,
+    its files' note) and its image blocks; the session's checkpoint is saved."""
+    planned = plan_context(
+        praetorium,
+        spec,
+        fresh=session.bootstrap,
+        last_seq=session.last_seq,
+        before_seq=nuntius.seq,
+    )
+    delivery = await prepare_delivery(
+        files, await attachments.of_nuntius(nuntius.seq), spec.cwd, nuntius.seq
+    )
+    before = session.last_seq, session.bootstrap
+    session.last_seq = max(session.last_seq, nuntius.seq)
+    session.bootstrap = False
+    try:
+        plan, _ = await asyncio.gather(  # both before the query; neither waits for the other
+            planned,
+            praetorium.set_checkpoint(
+                spec.name, session.session_id, session.last_seq, session.rebuild_key
+            ),
+        )
+    except BaseException:
+        session.last_seq, session.bootstrap = before  # nothing was sent
+        raise
+    parts = (plan.text(), prefix, nuntius.text, delivery.note)
+    return "\n\n".join(part for part in parts if part), list(delivery.images)

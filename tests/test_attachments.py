@@ -1,0 +1,273 @@
+"""Files both ways, end to end: the real PTB on the fake Bot API, agents on the fake CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from legio.store.attachments import AttachmentStore
+from legio.store.praetorium import Praetorium
+from tests.botbench import Running, running_bot
+from tests.conftest import FakeCli
+from tests.fakes.bot_api import FakeBotApi
+from tests.legion import processes_of
+
+PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
+
+
+def png(size: tuple[int, int] = (40, 30), color: str = "red") -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, color).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+@pytest.fixture
+async def bot(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[Running]:
+    async with running_bot(castra_dir, fake_cli) as running:
+        yield running
+
+
+def stored_files(castra_dir: Path) -> list[Path]:
+    folder = castra_dir / "attachments"
+    return sorted(folder.iterdir()) if folder.is_dir() else []
+
+
+async def test_a_photo_to_vorenus_reaches_its_model_once_then_as_an_element(
+    bot: Running, castra_dir: Path
+) -> None:
+    start = len(bot.api.calls)
+    bot.api.add_photo(png(), caption="@vorenus what is wrong in this screenshot?")
+    await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    [process] = processes_of(bot.fake_cli, "vorenus")
+    assert process.images == [
+        [{"media_type": "image/png", "base64_chars": len(base64.b64encode(png()))}]
+    ]
+    prompt = process.prompts[0]
+    assert prompt.startswith("@vorenus what is wrong in this screenshot?")
+    inbox = castra_dir.resolve() / "centuriones/vorenus/workspace/inbox/1-photo-uniq2.jpg"
+    assert f'<attachment kind="photo" name="photo-uniq2.jpg" path="{inbox}"' in prompt
+    assert inbox.read_bytes() == png()
+    assert processes_of(bot.fake_cli, "legatus") == []  # addressed to vorenus only
+
+    await bot.answer(await bot.ask("/reset vorenus"))
+    start = await bot.ask("@vorenus and what about the colour?")
+    await bot.answer(start, lambda t: "colour" in t)
+    fresh = processes_of(bot.fake_cli, "vorenus")[-1]
+    window = fresh.prompts[0]
+    assert "<praetorium" in window
+    assert f'<attachment kind="photo" name="photo-uniq2.jpg" path="{inbox}"' in window
+    every = [images for p in processes_of(bot.fake_cli, "vorenus") for images in p.images]
+    assert sum(len(images) for images in every) == 1  # the bytes went once, in that query
+    call = await bot.answer(await bot.ask("/history"))
+    assert "📎 photo-uniq2.jpg" in call.params["text"]
+
+
+async def test_a_pdf_lands_in_the_workspace_and_its_path_is_in_the_message(
+    bot: Running, castra_dir: Path
+) -> None:
+    start = len(bot.api.calls)
+    bot.api.add_document(PDF, "report.pdf", "application/pdf", caption="@pullo summarise this")
+    await bot.answer(start, lambda t: t.startswith("⚔️ pullo"))
+    [process] = processes_of(bot.fake_cli, "pullo")
+    copy = castra_dir.resolve() / "centuriones/pullo/workspace/inbox/1-report.pdf"
+    assert copy.read_bytes() == PDF
+    assert f'name="report.pdf" path="{copy}"' in process.prompts[0]
+    assert "Read them with the Read tool" in process.prompts[0]
+    assert process.images == [[]]  # a document is no image block
+    [kept] = stored_files(castra_dir)
+    assert kept.suffix == ".pdf" and kept.read_bytes() == PDF
+
+    search = await bot.answer(await bot.ask("/search report.pdf"))
+    assert "#1 " in search.params["text"] and "📎 report.pdf" in search.params["text"]
+    history = await bot.answer(await bot.ask("/history"))
+    assert "caesar → pullo: @pullo summarise this 📎 report.pdf" in history.params["text"]
+
+
+async def test_a_25_mb_document_is_refused_before_any_download(
+    bot: Running, castra_dir: Path
+) -> None:
+    start = len(bot.api.calls)
+    bot.api.add_document(b"x", "backup.zip", "application/zip", file_size=25 * 1024 * 1024)
+    call = await bot.answer(start)
+    assert call.params["text"] == (
+        "⚠️ backup.zip is 25.0 MB; Telegram lets a bot take files up to 20 MB: "
+        "send a link or a smaller file."
+    )
+    assert bot.api.calls_of("getFile") == []
+    assert bot.api.downloads == []
+    assert await bot.app.praetorium.count() == 0
+    assert stored_files(castra_dir) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "payload"),
+    [
+        (
+            "sticker",
+            {
+                "file_id": "s",
+                "file_unique_id": "s1",
+                "width": 512,
+                "height": 512,
+                "is_animated": False,
+                "is_video": False,
+                "type": "regular",
+            },
+        ),
+        ("location", {"latitude": 43.67, "longitude": 4.63}),
+    ],
+)
+async def test_a_sticker_or_a_location_gets_one_clear_line(
+    bot: Running, field: str, payload: dict[str, object]
+) -> None:
+    start = len(bot.api.calls)
+    bot.api.add_media(field, payload)
+    call = await bot.answer(start)
+    assert call.params["text"] == (
+        "I can take text, photos, documents, audio, voice notes and videos; "
+        "not stickers, locations, contacts or polls."
+    )
+    assert await bot.app.praetorium.count() == 0
+
+
+async def test_a_corrupt_image_is_refused_and_nothing_is_stored(
+    bot: Running, castra_dir: Path
+) -> None:
+    start = len(bot.api.calls)
+    bot.api.add_document(b"\x89PNG\r\n\x1a\nnot really", "shot.png", "image/png", caption="look")
+    call = await bot.answer(start)
+    assert call.params["text"].startswith("⚠️ shot.png is not a readable image (")
+    assert "\n" not in call.params["text"]
+    assert await bot.app.praetorium.count() == 0
+    assert await bot.app.sessions.attachments.pending() == []
+    assert stored_files(castra_dir) == []
+
+
+async def test_a_strangers_file_is_never_downloaded(bot: Running) -> None:
+    bot.api.add_document(PDF, "virus.pdf", "application/pdf", user_id=666)
+    call = await bot.answer(await bot.ask("/history"))
+    assert call.params["text"] == "No messages yet."
+    assert bot.api.calls_of("getFile") == []
+    assert bot.api.downloads == []
+
+
+async def test_send_file_delivers_a_document_and_a_photo_and_refuses_a_path_outside(
+    bot: Running, castra_dir: Path, tmp_path: Path
+) -> None:
+    workspace = castra_dir / "centuriones/vorenus/workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "fix.diff").write_text("-bug\n+fix\n")
+    (workspace / "chart.png").write_bytes(png((64, 64), "blue"))
+    outside = tmp_path / "secret.txt"
+    outside.write_text("not for sending")
+    (workspace / "link.txt").symlink_to(outside)
+
+    def call(args: dict[str, str]) -> str:
+        return f"CALL_TOOL memoria_vorenus send_file {json.dumps(args)}"
+
+    start = await bot.ask(
+        "@vorenus "
+        + "\n".join(
+            [
+                call({"path": "fix.diff", "caption": "the fix"}),
+                call({"path": str(workspace / "chart.png")}),
+            ]
+        )
+    )
+    answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    assert "TOOL_RESULT: Queued chart.png" in answer.params["text"]
+    await bot.api.wait_for_call("sendPhoto", start=start)
+    document = await bot.api.wait_for_call("sendDocument", start=start)
+    assert document.at > answer.at  # the files come after the text
+    assert [(u.method, u.filename, u.caption) for u in bot.api.uploads] == [
+        ("sendDocument", "fix.diff", "⚔️ vorenus\nthe fix"),
+        ("sendPhoto", "chart.png", "⚔️ vorenus"),
+    ]
+    assert bot.api.uploads[0].content == b"-bug\n+fix\n"
+    history = await bot.answer(await bot.ask("/history 1"))
+    assert "vorenus → caesar" in history.params["text"]
+    assert "📎 fix.diff 📎 chart.png" in history.params["text"]
+
+    for path, shown in ((str(outside), str(outside)), ("link.txt", "link.txt")):
+        start = await bot.ask("@vorenus " + call({"path": path}))
+        refused = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+        assert f"TOOL_RESULT: Error: {shown} is outside your workspace" in refused.params["text"]
+    await asyncio.sleep(0.2)
+    assert len(bot.api.uploads) == 2
+
+
+async def test_a_restart_mid_download_loses_nothing_and_duplicates_nothing(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    content = b"line of notes\n" * 2000
+    api = FakeBotApi()  # started and stopped by each run, like Telegram stays up
+    gate = api.hold_downloads()
+    async with running_bot(castra_dir, fake_cli, api=api, grace_s=0.2) as first:
+        update = api.add_document(content, "notes.txt", "text/plain", caption="@vorenus read this")
+        for _ in range(200):
+            if api.downloads:
+                break
+            await asyncio.sleep(0.05)
+        assert api.downloads, "the download started"
+        assert await first.app.praetorium.count() == 0
+    # stopped half-way through the download: only the pending row is kept
+    assert [p.name for p in stored_files(castra_dir) if not p.name.startswith(".")] == []
+    gate.set()
+    api.download_gate = None
+
+    async with running_bot(castra_dir, fake_cli, api=api) as second:
+        notice = await second.answer(0, lambda t: t.startswith("⚠️ Interrupted"))
+        assert notice.params["text"] == (
+            '⚠️ Interrupted by a restart: "@vorenus read this" (#1, no answer from '
+            "vorenus). Send /retry to run it again."
+        )
+        api.add_update({"message": update["message"]})  # Telegram delivers it again
+        await second.answer(await second.ask("/retry"), lambda t: t.startswith("⚔️ vorenus"))
+        assert len(api.downloads) == 2  # the cut one, and the one finished at start
+        assert api.calls_of("getFile")[-1].at < notice.at
+        [process] = processes_of(fake_cli, "vorenus")
+        copy = castra_dir.resolve() / "centuriones/vorenus/workspace/inbox/1-notes.txt"
+        assert f'path="{copy}"' in process.prompts[0]
+        assert copy.read_bytes() == content
+    assert [p.read_bytes() for p in stored_files(castra_dir)] == [content]
+    async with await Praetorium.open(castra_dir / "praetorium.db") as praetorium:
+        assert await praetorium.count() == 2  # Caesar's message and vorenus's answer
+        store = AttachmentStore(praetorium)
+        assert [a.name for a in (await store.of_nuntii([1, 2])).get(1, [])] == ["notes.txt"]
+        assert await store.pending() == []
+
+
+async def test_send_file_takes_a_file_from_a_granted_folder_too(
+    bot: Running, castra_dir: Path, tmp_path: Path
+) -> None:
+    granted = tmp_path / "code" / "myapp"
+    granted.mkdir(parents=True)
+    (granted / "build.log").write_text("all green\n")
+    (granted / "store").symlink_to(castra_dir / "attachments", target_is_directory=True)
+    prompt = castra_dir / "centuriones/vorenus/prompt.md"
+    text = prompt.read_text().replace(
+        "---\ndescription", f"---\nadd_dirs: [{granted}]\ndescription"
+    )
+    prompt.write_text(text)
+
+    def call(path: str) -> str:
+        return f"CALL_TOOL memoria_vorenus send_file {json.dumps({'path': path})}"
+
+    start = await bot.ask(f"@vorenus {call(str(granted / 'build.log'))}")
+    answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    assert "TOOL_RESULT: Queued build.log" in answer.params["text"]
+    await bot.api.wait_for_call("sendDocument", start=start)
+    assert [(u.filename, u.content) for u in bot.api.uploads] == [("build.log", b"all green\n")]
+
+    start = await bot.ask(f"@vorenus {call(str(granted / 'store' / 'x.png'))}")
+    refused = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    assert "is outside your workspace" in refused.params["text"]
+    assert f"and your granted folders ({granted.resolve()})" in refused.params["text"]
+    assert len(bot.api.uploads) == 1
