@@ -49,15 +49,21 @@ class Running:
 
 @asynccontextmanager
 async def running_bot(
-    castra_dir: Path, fake_cli: FakeCli, extra: str = "", *, api: FakeBotApi | None = None
+    castra_dir: Path,
+    fake_cli: FakeCli,
+    extra: str = "",
+    *,
+    api: FakeBotApi | None = None,
+    telegram: str = "",
 ) -> AsyncIterator[Running]:
-    """Serve the bot until the block ends, then stop it as SIGTERM would."""
+    """Serve the bot until the block ends, then stop it as SIGTERM would; ``extra`` is
+    top-level TOML, ``telegram`` more keys of the ``[telegram]`` table."""
     async with api or FakeBotApi() as server:
         config = fake_cli_config(
             castra_dir,
             fake_cli,
             f"shutdown_grace_seconds = 2\n{extra}\n[telegram]\n"
-            f'caesar_ids = [{CAESAR}]\nbase_url = "{server.base_url}"',
+            f'caesar_ids = [{CAESAR}]\nbase_url = "{server.base_url}"\n{telegram}',
         )
         opened: list[LegioApp] = []
 

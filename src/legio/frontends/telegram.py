@@ -1,7 +1,11 @@
 """The Telegram front-end (python-telegram-bot): Caesar only, answers rendered, never blocked.
 
-- Only ``telegram.caesar_ids`` are served. Every other update is dropped before any
-  handler runs: no reply, nothing stored; the refusal is logged once per user id.
+- Only ``telegram.caesar_ids`` are served, in their private chats (and the groups of
+  ``telegram.allowed_chats``; admin commands stay private). Every other update is
+  dropped before any handler runs (``legio.frontends.gate``): no reply, nothing stored;
+  the refusal is logged once per user id or chat. A command for another bot
+  (``/status@other_bot``) is ignored.
+- No message the bot sends shows a link preview (Telegram would fetch the URL).
 - Text messages, ``/retry``, ``/compact`` and ``/context`` run as non-blocking handlers,
   so the other admin commands answer at once while agents work; requests to one agent
   are answered in the order they arrived (its turn lock), and a queued request says so.
@@ -20,7 +24,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from telegram import Bot, BotCommand, ReplyParameters, Update
+from telegram import Bot, BotCommand, LinkPreviewOptions, Message, ReplyParameters, Update
+from telegram.constants import ChatType
 from telegram.error import BadRequest, TelegramError
 from telegram.ext import (
     AIORateLimiter,
@@ -29,6 +34,7 @@ from telegram.ext import (
     ApplicationHandlerStop,
     CommandHandler,
     ContextTypes,
+    Defaults,
     MessageHandler,
     TypeHandler,
     filters,
@@ -37,6 +43,7 @@ from telegram.ext import (
 from legio.admin import COMMANDS, Admin, parse_retry
 from legio.app import LegioApp, Reply, ReplyCallback
 from legio.config import Config
+from legio.frontends.gate import Gate, addressed_elsewhere
 from legio.frontends.sending import (
     SendChains,
     chat_of,
@@ -65,7 +72,7 @@ class LegioBot:
         self.caesar_ids = frozenset(config.telegram.caesar_ids)
         self._app: LegioApp | None = None
         self._admin: Admin | None = None
-        self._refused: set[int] = set()
+        self.doors = Gate(config.telegram.caesar_ids, config.telegram.allowed_chats)
         self.in_flight = 0
         self.idle = asyncio.Event()
         self.idle.set()
@@ -119,21 +126,18 @@ class LegioBot:
     # ---------------------------------------------------------- gate
 
     async def gate(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """Drop every update not from Caesar (no reply, nothing stored; logged once per id)."""
-        user = update.effective_user if isinstance(update, Update) else None
-        if user is not None and user.id in self.caesar_ids:
-            return
-        user_id = user.id if user else 0
-        if user_id not in self._refused:
-            self._refused.add(user_id)
-            chat = update.effective_chat if isinstance(update, Update) else None
-            logger.warning(
-                "ignoring Telegram user id %s (%s, chat %s): not in telegram.caesar_ids",
-                user_id or "unknown",
-                user.full_name if user else "no user",
-                chat.type if chat else "none",
-            )
-        raise ApplicationHandlerStop
+        """Drop every update but Caesar's in his chats (``legio.frontends.gate``)."""
+        if not self.doors.admits(update):
+            raise ApplicationHandlerStop
+
+    async def _private_only(self, bot: Bot, message: Message) -> bool:
+        """Admin commands answer in Caesar's private chat only; say so in a group."""
+        if message.chat.type == ChatType.PRIVATE:
+            return True
+        await send_with_retries(
+            bot, message.chat_id, "Admin commands work in the private chat with the bot only."
+        )
+        return False
 
     # ---------------------------------------------------------- Caesar
 
@@ -157,6 +161,8 @@ class LegioBot:
         """/retry [n]: run again what a restart interrupted, answered like any request."""
         message = update.effective_message
         if message is None or message.text is None:
+            return
+        if not await self._private_only(context.bot, message):
             return
         parts = message.text.split(maxsplit=1)
         seq = parse_retry(parts[1] if len(parts) > 1 else "")
@@ -211,6 +217,10 @@ class LegioBot:
         """An admin command: answered at once, even while agents work."""
         message = update.effective_message
         if message is None or message.text is None:
+            return
+        if addressed_elsewhere(message.text, context.bot.username):
+            return  # /cmd@other_bot: for another bot in the same chat
+        if not await self._private_only(context.bot, message):
             return
         if self._typing is None:
             self._typing = Typing(context.bot)
@@ -268,7 +278,13 @@ def build_application(
     config: Config, token: str, bot: LegioBot
 ) -> Application[Any, Any, Any, Any, Any, Any]:
     """The python-telegram-bot Application with every handler registered."""
-    builder = ApplicationBuilder().token(token).rate_limiter(AIORateLimiter(max_retries=5))
+    builder = (
+        ApplicationBuilder()
+        .token(token)
+        .rate_limiter(AIORateLimiter(max_retries=5))
+        # every sendMessage and edit: a previewed URL is fetched by Telegram, no click needed
+        .defaults(Defaults(link_preview_options=LinkPreviewOptions(is_disabled=True)))
+    )
     if config.telegram.base_url:
         base = config.telegram.base_url.rstrip("/")
         builder = builder.base_url(base).base_file_url(base.replace("/bot", "/file/bot", 1))

@@ -337,13 +337,15 @@ class Praetorium(AgentRecords):
             async with self._db.execute(sql, params) as cursor:
                 rows = await cursor.fetchall()
         except sqlite3.OperationalError as e:
-            message = str(e)
-            if not any(word in message for word in ("database", "disk", "locked", "memory")):
-                raise SearchQueryError(
-                    f"cannot search for {query!r}: {message.removeprefix('fts5: ')}. "
-                    'Use plain words, or put a phrase in "double quotes".'
-                ) from e
-            raise
+            # FTS5 reports a query it cannot parse as a plain SQLITE_ERROR ("fts5: syntax
+            # error", "no such column: database", "unterminated string"); a busy, full or
+            # broken database has its own codes and is not the query's fault.
+            if getattr(e, "sqlite_errorcode", sqlite3.SQLITE_ERROR) != sqlite3.SQLITE_ERROR:
+                raise
+            raise SearchQueryError(
+                f"that search could not be read: {str(e).removeprefix('fts5: ')} (in {query!r}). "
+                'Use plain words, or put a phrase in "double quotes".'
+            ) from e
         return [SearchHit(_nuntius(r), r["snip"], float(r["rank"])) for r in rows]
 
     async def requests_from(self, sender: str, limit: int) -> list[Request]:
