@@ -107,7 +107,9 @@ class LegioApp:
         except BaseException:
             lock.release()
             raise
-        memoria = MemoriaStore(config.castra, config.memoria.max_document_bytes)
+        memoria = MemoriaStore(
+            config.castra, config.memoria.max_document_bytes, config.memoria.max_commentarii
+        )
         sessions = SessionManager(
             config,
             praetorium,
