@@ -75,10 +75,11 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "timestamp",
             "reply_to",
             "origin",
+            "forwarded_from",
         ]
         fks = db.execute("PRAGMA foreign_key_list(nuntii)").fetchall()
         assert [(f[2], f[3], f[4]) for f in fks] == [("nuntii", "reply_to", "id")]
-        assert db.execute("PRAGMA user_version").fetchone() == (5,)
+        assert db.execute("PRAGMA user_version").fetchone() == (6,)
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         names = [r[0] for r in db.execute("SELECT name FROM _migrations ORDER BY name")]
         assert names == [
@@ -87,6 +88,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m003_agent_sessions_and_turns",
             "m004_origins_and_interruptions",
             "m005_compactions",
+            "m008_forwarded",
         ]
         plan = " ".join(
             str(r)
@@ -108,7 +110,7 @@ async def test_reopening_keeps_data_and_does_not_migrate_again(tmp_path: Path) -
         second = await store.post("legatus", "salve", ["caesar"], reply_to=first.id)
         assert second.seq == first.seq + 1
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT count(*) FROM _migrations").fetchone() == (5,)
+        assert db.execute("SELECT count(*) FROM _migrations").fetchone() == (6,)
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
@@ -395,3 +397,17 @@ async def test_requests_with_their_repliers_and_interruptions(store: Praetorium)
     assert not await store.mark_retried(asked.seq)
     assert await store.interruptions() == []
     assert len(await store.interruptions(pending_only=False)) == 1
+
+
+async def test_a_forwarded_nuntius_keeps_its_source(store: Praetorium) -> None:
+    posted = await store.post("caesar", "buy now", ["legatus"], forwarded_from="Marcus <m>")
+    assert posted.forwarded_from == "Marcus <m>"
+    [read] = await store.get_history(1)
+    assert read.forwarded_from == "Marcus <m>"
+    plain = await store.post("caesar", "mine", ["legatus"])
+    assert [n.forwarded_from for n in await store.get_visible_nuntii("vorenus", 5)] == []
+    assert [n.forwarded_from for n in await store.get_visible_nuntii("legatus", 5)] == [
+        "Marcus <m>",
+        None,
+    ]
+    assert plain.forwarded_from is None

@@ -140,9 +140,12 @@ class LegioApp:
         *,
         origin: str | None = None,
         on_reply: ReplyCallback | None = None,
+        forwarded_from: str | None = None,
     ) -> list[Reply]:
         """Answer one message from Caesar (see ``Legatus.handle_message``)."""
-        return await self.legatus.handle_message(text, on_status, origin=origin, on_reply=on_reply)
+        return await self.legatus.handle_message(
+            text, on_status, origin=origin, on_reply=on_reply, forwarded_from=forwarded_from
+        )
 
     async def retry(
         self,

@@ -11,7 +11,9 @@
 What was logged is remembered in ``BoundedSet``\\ s of ``REMEMBERED`` ids each, so a
 flood of strangers cannot grow the daemon's memory without limit (an id forgotten
 after a flood is logged again, once). ``addressed_elsewhere`` tells a command meant
-for another bot (``/status@other_bot``) from one for us.
+for another bot (``/status@other_bot``) from one for us. ``forwarded_from`` names where
+a forwarded message (or one sent via an inline bot) came from: stored with it, and
+shown to agents as its source, never as Caesar's own words.
 """
 
 from __future__ import annotations
@@ -20,7 +22,15 @@ import logging
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 
-from telegram import Update
+from telegram import (
+    Chat,
+    Message,
+    MessageOriginChannel,
+    MessageOriginChat,
+    MessageOriginHiddenUser,
+    MessageOriginUser,
+    Update,
+)
 from telegram.constants import ChatType
 
 from legio.admin import command_target
@@ -102,3 +112,29 @@ def addressed_elsewhere(text: str, username: str | None) -> bool:
     """Whether command ``text`` names another bot (``/cmd@other_bot``)."""
     target = command_target(text)
     return target is not None and target.lower() != (username or "").lower()
+
+
+def _chat_name(chat: Chat, signature: str | None) -> str:
+    name = chat.title or (f"@{chat.username}" if chat.username else f"chat {chat.id}")
+    return f"{name} ({signature})" if signature else name
+
+
+def forwarded_from(message: Message) -> str | None:
+    """Who a forwarded message came from, or which inline bot sent it; None if neither."""
+    source: str | None = None
+    origin = message.forward_origin
+    if isinstance(origin, MessageOriginUser):
+        user = origin.sender_user
+        source = user.full_name + (f" (@{user.username})" if user.username else "")
+    elif isinstance(origin, MessageOriginHiddenUser):
+        source = origin.sender_user_name
+    elif isinstance(origin, MessageOriginChat):
+        source = _chat_name(origin.sender_chat, origin.author_signature)
+    elif isinstance(origin, MessageOriginChannel):
+        source = _chat_name(origin.chat, origin.author_signature)
+    elif origin is not None:
+        source = "an unknown source"
+    if message.via_bot is not None:
+        via = f"@{message.via_bot.username or message.via_bot.id} (inline bot)"
+        source = f"{source}, via {via}" if source else via
+    return source

@@ -43,7 +43,7 @@ from telegram.ext import (
 from legio.admin import COMMANDS, Admin, parse_retry
 from legio.app import LegioApp, Reply, ReplyCallback
 from legio.config import Config
-from legio.frontends.gate import Gate, addressed_elsewhere
+from legio.frontends.gate import Gate, addressed_elsewhere, forwarded_from
 from legio.frontends.sending import (
     SendChains,
     chat_of,
@@ -148,12 +148,13 @@ class LegioBot:
             return
         text = message.text
         origin = origin_of(message.chat_id, message.message_id)
+        source = forwarded_from(message)
         await self._work(
             context.bot,
             message.chat_id,
             message.message_id,
             lambda board, send: self.app.handle_message(
-                text, board.update, origin=origin, on_reply=send
+                text, board.update, origin=origin, on_reply=send, forwarded_from=source
             ),
         )
 

@@ -174,6 +174,7 @@ class Legatus:
         *,
         origin: str | None = None,
         on_reply: ReplyCallback | None = None,
+        forwarded_from: str | None = None,
     ) -> list[Reply]:
         """Answer one message from Caesar: a reply per agent that answered (and notices).
 
@@ -181,7 +182,8 @@ class Legatus:
         stored and handed over before that agent takes its next request, so one agent's
         answers arrive in order). ``origin`` (e.g. ``telegram:<chat>:<message>``) makes a
         message delivered twice (Telegram does so after a crash) produce one nuntius and
-        one answer: the second delivery gets no reply at all.
+        one answer: the second delivery gets no reply at all. ``forwarded_from`` marks a
+        message Caesar forwarded: agents read it as coming from there, not from him.
         """
         emit = _Emitter(on_reply)
         if not text.strip():
@@ -202,7 +204,9 @@ class Legatus:
             # One message at a time through here, in arrival order: it is stored, then takes
             # its place in line at each agent it addresses, so agents answer in that order.
             async with self._intake:
-                nuntius = await self.praetorium.post(CAESAR, text, audience, origin=origin)
+                nuntius = await self.praetorium.post(
+                    CAESAR, text, audience, origin=origin, forwarded_from=forwarded_from
+                )
                 tickets = {name: self.sessions.reserve(name) for name in names}
         except DuplicateOrigin:
             logger.info("message %s was already received; not answering it twice", origin)

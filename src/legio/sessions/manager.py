@@ -38,6 +38,7 @@ from legio.memoria import MemoriaStore
 from legio.sessions.client import AgentSession, ask, connect
 from legio.sessions.compaction import compact, compact_or_fall_back, session_to_compact
 from legio.sessions.context import ContextReport, context_report, plan_context
+from legio.sessions.history import current_message
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure
 from legio.sessions.spec import AgentSpec, SpecFactory, build_options, centurio_spec
 from legio.sessions.turn import Outcome, StatusCallback, failure_outcome, notify
@@ -267,7 +268,8 @@ class SessionManager:
             last_seq=session.last_seq,
             before_seq=nuntius.seq,
         )
-        message = "\n\n".join(part for part in (plan.text(), prefix, nuntius.text) if part)
+        current = current_message(nuntius)  # a forward says where it came from
+        message = "\n\n".join(part for part in (plan.text(), prefix, current) if part)
         session.last_seq = max(session.last_seq, nuntius.seq)
         session.bootstrap = False
         await self.praetorium.set_checkpoint(
