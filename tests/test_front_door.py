@@ -18,14 +18,14 @@ from legio.cli import default_castra_source
 from legio.frontends.gate import BoundedSet, Gate
 from tests.botbench import CAESAR, running_bot
 from tests.conftest import FakeCli
-from tests.fakes.bot_api import FakeBotApi
+from tests.fakes.bot_api import Call, FakeBotApi
 from tests.legion import processes_of
 
 GROUP, SUPERGROUP, CHANNEL, ALLOWED = -100, -1001234, -1009999, -200
 
 
-def chats_written_to(calls: list[object]) -> set[int]:
-    return {int(c.params["chat_id"]) for c in calls if "chat_id" in c.params}  # type: ignore[attr-defined]
+def chats_written_to(calls: list[Call]) -> set[int]:
+    return {int(c.params["chat_id"]) for c in calls if "chat_id" in c.params}
 
 
 async def test_caesar_in_a_group_gets_nothing_and_nothing_starts(

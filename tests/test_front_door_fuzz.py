@@ -237,14 +237,14 @@ async def test_generated_updates_never_break_the_front_door(
     for raw, stored in drawn:
         for value in raw.values():
             if isinstance(value, dict) and "message_id" in value:
-                value["message_id"] = bot.api._new_message_id()
+                value["message_id"] = bot.api.new_message_id()
         bot.api.add_update(raw)
         if stored is not None:
             expected.append(stored)
     if in_group is not None:
         text = f"{in_group}\nREPLY ok"
         bot.api.add_update({"message": message(ALLOWED_GROUP, CAESAR_USER, text=text)})
-        bot.api.updates[-1]["message"]["message_id"] = bot.api._new_message_id()
+        bot.api.updates[-1]["message"]["message_id"] = bot.api.new_message_id()
         expected.append(text)
     sentinel = f"sentinel {SEEN['examples']}\nREPLY done {SEEN['examples']}"
     bot.api.add_message(sentinel)

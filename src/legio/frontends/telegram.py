@@ -104,7 +104,8 @@ class LegioBot:
         """Tell Caesar, once, about requests the last run never answered."""
         for nuntius, agents in await self.app.notice_interruptions():
             chat = chat_of(nuntius.origin)
-            chats = [chat] if chat is not None else sorted(self.caesar_ids)
+            served = chat in self.caesar_ids or chat in self.doors.allowed_chats
+            chats = [chat] if chat is not None and served else sorted(self.caesar_ids)
             for chat_id in chats:
                 try:
                     await send_with_retries(
