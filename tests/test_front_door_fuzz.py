@@ -243,8 +243,9 @@ async def test_generated_updates_never_break_the_front_door(
             expected.append(stored)
     if in_group is not None:
         text = f"{in_group}\nREPLY ok"
-        bot.api.add_update({"message": message(ALLOWED_GROUP, CAESAR_USER, text=text)})
-        bot.api.updates[-1]["message"]["message_id"] = bot.api.new_message_id()
+        group_message = message(ALLOWED_GROUP, CAESAR_USER, text=text)
+        group_message["message_id"] = bot.api.new_message_id()
+        bot.api.add_update({"message": group_message})
         expected.append(text)
     sentinel = f"sentinel {SEEN['examples']}\nREPLY done {SEEN['examples']}"
     bot.api.add_message(sentinel)
