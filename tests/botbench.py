@@ -57,8 +57,8 @@ async def running_bot(
     telegram: str = "",
     grace_s: float = 20.0,
 ) -> AsyncIterator[Running]:
-    """Serve the bot until the block ends, then stop it as SIGTERM would (``telegram``:
-    more keys of the ``[telegram]`` section, e.g. ``stream = false``)."""
+    """Serve the bot until the block ends, then stop it as SIGTERM would; ``extra`` is
+    top-level TOML, ``telegram`` more keys of the ``[telegram]`` table."""
     async with api or FakeBotApi() as server:
         config = fake_cli_config(
             castra_dir,

@@ -89,7 +89,11 @@ async def test_the_command_menu_is_set_at_startup(bot: Running) -> None:
         ("/reset all", "Nothing to reset."),
         ("/status", "💤 legatus: idle · no live session"),
         ("/search", "Usage: /search <words>"),
-        ('/search "unbalanced', "cannot search for '\"unbalanced'"),
+        ('/search "unbalanced', "that search could not be read: unterminated string"),
+        ("/search database:x", "that search could not be read: no such column: database"),
+        ("/retry ²", "written with the digits 0-9"),
+        ("/retry ٣", "written with the digits 0-9"),
+        ("/history ٣", "/history takes a number from 1 to 200"),
         ("/search nothing", "Nothing matches 'nothing'."),
         ("/stop", "Nothing is running."),
         (

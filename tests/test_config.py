@@ -86,6 +86,14 @@ def test_non_positive_telegram_ids_are_refused(write_config: WriteConfig) -> Non
     assert "positive whole numbers, got [0, -3]" in message
 
 
+def test_allowed_chats_are_group_ids(write_config: WriteConfig) -> None:
+    message = problems_of(write_config("[telegram]\nallowed_chats = [42]\n"))
+    assert "telegram.allowed_chats: group chat ids are negative" in message
+    config = load_config(write_config("[telegram]\nallowed_chats = [-1001234567890]\n"))
+    assert config.telegram.allowed_chats == [-1001234567890]
+    assert config.memoria.max_commentarii == 1000
+
+
 def test_bad_permission_mode_lists_the_choices(write_config: WriteConfig) -> None:
     message = problems_of(write_config('[claude]\npermission_mode = "yolo"\n'))
     assert "claude.permission_mode:" in message

@@ -98,11 +98,14 @@ async def test_stream_false_sends_no_drafts(castra_dir: Path, fake_cli: FakeCli)
         assert bot.answers() == [WORDS]
 
 
-async def test_a_group_chat_gets_no_drafts(bot: Running) -> None:
-    start = len(bot.api.calls)
-    bot.api.add_message(f"STREAM 3 0.4 {WORDS}", user_id=CAESAR, chat_id=-100, chat_type="group")
-    await bot.api.wait_for_call("sendMessage", lambda c: c.params["text"] == WORDS, start=start)
-    assert [c for c in bot.api.calls if c.method == "sendMessageDraft"] == []
+async def test_a_group_chat_gets_no_drafts(castra_dir: Path, fake_cli: FakeCli) -> None:
+    async with running_bot(castra_dir, fake_cli, telegram="allowed_chats = [-100]") as bot:
+        start = len(bot.api.calls)
+        bot.api.add_message(
+            f"STREAM 3 0.4 {WORDS}", user_id=CAESAR, chat_id=-100, chat_type="group"
+        )
+        await bot.api.wait_for_call("sendMessage", lambda c: c.params["text"] == WORDS, start=start)
+        assert [c for c in bot.api.calls if c.method == "sendMessageDraft"] == []
 
 
 async def test_a_long_answer_streams_its_last_4096_units(bot: Running) -> None:

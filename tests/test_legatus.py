@@ -266,7 +266,7 @@ async def test_history_tools_return_what_the_praetorium_holds(app: LegioApp) -> 
     [reply] = await app.handle_message(
         'CALL_TOOL legatus_tools search_history {"query": "\\"open"}'
     )
-    assert reply.text.startswith("TOOL_RESULT: Error: cannot search for")
+    assert reply.text.startswith("TOOL_RESULT: Error: that search could not be read")
 
 
 async def test_post_nuntius_reaches_the_centurio_with_its_next_request(

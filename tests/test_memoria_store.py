@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -10,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
-from legio.memoria.store import MemoriaError, MemoriaStore, slugify, validate_name
+from legio.memoria.store import Document, MemoriaError, MemoriaStore, slugify, validate_name
 
 
 @pytest.fixture
@@ -204,3 +207,62 @@ def test_search_finds_all_words_across_layers(store: MemoriaStore) -> None:
     assert [d.title for d in store.search("TEST ranking", ["pullo"])] == ["SQLite notes"]
     with pytest.raises(MemoriaError, match="empty"):
         list(store.search("  ", []))
+
+
+def _at_once(count: int, work: Callable[[int], Document]) -> list[Document | MemoriaError]:
+    """Run ``work(i)`` for ``count`` threads released together; results or MemoriaErrors."""
+    barrier = threading.Barrier(count)
+
+    def run(i: int) -> Document | MemoriaError:
+        barrier.wait()
+        try:
+            return work(i)
+        except MemoriaError as e:
+            return e
+
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(run, range(count)))
+
+
+def test_concurrent_publishes_of_one_actum_keep_its_first_author(store: MemoriaStore) -> None:
+    results = _at_once(24, lambda i: store.publish_actum("plan", "Plan", f"v{i}", f"agent{i}"))
+    docs = [r for r in results if isinstance(r, Document)]
+    assert len(docs) == 24
+    creators = {d.author for d in docs}
+    assert len(creators) == 1  # one publish created it; every other one updated it
+    final = store.read_actum("plan")
+    assert final.author in creators
+    assert final.body in {f"v{i}" for i in range(24)}
+    assert [d.updated_by is None for d in docs].count(True) == 1
+
+
+def test_concurrent_commentarii_all_land_up_to_the_cap(castra_dir: Path) -> None:
+    store = MemoriaStore(castra_dir, max_commentarii=1000)
+    results = _at_once(32, lambda i: store.write_commentarium("pullo", "Same", f"n{i}", "pullo"))
+    assert all(isinstance(r, Document) for r in results)
+    bodies = sorted(d.body for d in store.list_commentarii("pullo").documents)
+    assert bodies == sorted(f"n{i}" for i in range(32))
+    capped = MemoriaStore(castra_dir, max_commentarii=40)
+    results = _at_once(20, lambda i: capped.write_commentarium("pullo", "More", f"m{i}", "pullo"))
+    refused = [r for r in results if isinstance(r, MemoriaError)]
+    assert len(refused) == 12
+    assert "pullo's commentarii are full: 40 entries, the most [memoria] max_commentarii" in str(
+        refused[0]
+    )
+    assert len(store.list_commentarii("pullo").documents) == 40
+
+
+def test_the_size_budget_counts_utf8_bytes_not_characters(castra_dir: Path) -> None:
+    store = MemoriaStore(castra_dir, max_document_bytes=2048)
+    store.publish_actum("fits", "t", "é" * 1000, "vorenus")  # 2,001 bytes
+    with pytest.raises(MemoriaError, match=r"would be 2,201 bytes; the limit is 2,048"):
+        store.publish_actum("over", "t", "é" * 1100, "vorenus")  # 1,101 characters
+    with pytest.raises(MemoriaError, match=r"would be 2,401 bytes"):
+        store.write_commentarium("pullo", "t", "😀" * 600, "pullo")
+
+
+def test_a_non_string_title_or_body_is_refused_by_name(store: MemoriaStore) -> None:
+    with pytest.raises(MemoriaError, match="title must be text"):
+        store.publish_actum("x", 5, "b", "pullo")  # type: ignore[arg-type]
+    with pytest.raises(MemoriaError, match="body must be text"):
+        store.write_commentarium("pullo", "t", None, "pullo")  # type: ignore[arg-type]

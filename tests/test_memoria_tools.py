@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from legio.memoria.tools import (
     MemoriaServer,
     build_memoria_centurio_server,
     build_memoria_full_server,
+    memoria_centurio_tools,
 )
 from tests.conftest import FakeCli
 
@@ -207,3 +209,47 @@ async def test_tool_errors_never_end_the_session(store: MemoriaStore, fake_cli: 
 def test_a_server_for_an_unknown_centurio_is_refused(store: MemoriaStore) -> None:
     with pytest.raises(MemoriaError, match="no centurio named 'brutus'"):
         build_memoria_centurio_server(store, "brutus")
+
+
+async def test_a_tool_call_with_a_non_string_field_is_a_tool_error_naming_it(
+    store: MemoriaStore, fake_cli: FakeCli
+) -> None:
+    async with Agent(fake_cli, build_memoria_full_server(store)) as legatus:
+        text, error = await legatus.call("publish_actum", title=5, body="x")
+        assert error, text
+        assert "title" in text and "string" in text, text
+        text, error = await legatus.call(
+            "write_commentarium", centurio_name="pullo", title="t", body=["a"]
+        )
+        assert error, text
+        assert "body" in text and "string" in text, text
+        text, error = await legatus.call("publish_edictum", name=7, title="t", body="b")
+        assert error, text
+        assert "name" in text, text
+        text, error = await legatus.call("search_memoria", query={"q": 1})
+        assert error, text
+        assert "query" in text, text
+        text, error = await legatus.call("list_acta")
+    assert (text, error) == ("No acta yet.", False)
+
+
+async def test_many_agents_writing_at_once_through_the_tools_all_land(castra_dir: Path) -> None:
+    store = MemoriaStore(castra_dir, max_commentarii=30)
+    pullo = {t.name: t for t in memoria_centurio_tools(store, "pullo")}
+    vorenus = {t.name: t for t in memoria_centurio_tools(store, "vorenus")}
+    writes = [
+        pullo["write_commentarium"].handler({"title": "Same", "body": f"n{i}"}) for i in range(40)
+    ]
+    publishes = [
+        tools["publish_actum"].handler({"name": "plan", "title": "Plan", "body": f"v{i}"})
+        for i in range(20)
+        for tools in (pullo, vorenus)
+    ]
+    results = await asyncio.gather(*writes, *publishes)
+    refused = [r["content"][0]["text"] for r in results[:40] if r.get("is_error")]
+    assert len(refused) == 10
+    assert refused[0].startswith("Error: pullo's commentarii are full: 30 entries")
+    assert len(store.list_commentarii("pullo").documents) == 30
+    assert not any(r.get("is_error") for r in results[40:])
+    plan = store.read_actum("plan")
+    assert plan.author in ("pullo", "vorenus")

@@ -82,6 +82,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "timestamp",
             "reply_to",
             "origin",
+            "forwarded_from",
         ]
         fks = db.execute("PRAGMA foreign_key_list(nuntii)").fetchall()
         assert [(f[2], f[3], f[4]) for f in fks] == [("nuntii", "reply_to", "id")]
@@ -96,6 +97,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m005_compactions",
             "m006_attachments",
             "m007_jobs",
+            "m008_forwarded",
         ]
         plan = " ".join(
             str(r)
@@ -228,10 +230,12 @@ async def test_search_ranks_and_respects_visibility(store: Praetorium) -> None:
     assert await store.search("Eagle", "pullo", limit=1) != []
 
 
-@pytest.mark.parametrize("query", ['"unbalanced', "AND", "eagle OR", "(x", "a:b"])
+@pytest.mark.parametrize(
+    "query", ['"unbalanced', "AND", "eagle OR", "(x", "a:b", "database:x", "disk:y", 'x "y']
+)
 async def test_malformed_search_is_a_clear_error(store: Praetorium, query: str) -> None:
     await store.post("caesar", "x", ["legatus"])
-    with pytest.raises(SearchQueryError, match="cannot search for") as caught:
+    with pytest.raises(SearchQueryError, match="that search could not be read: ") as caught:
         await store.search(query, "caesar")
     assert "double quotes" in str(caught.value)
 
@@ -402,3 +406,17 @@ async def test_requests_with_their_repliers_and_interruptions(store: Praetorium)
     assert not await store.mark_retried(asked.seq)
     assert await store.interruptions() == []
     assert len(await store.interruptions(pending_only=False)) == 1
+
+
+async def test_a_forwarded_nuntius_keeps_its_source(store: Praetorium) -> None:
+    posted = await store.post("caesar", "buy now", ["legatus"], forwarded_from="Marcus <m>")
+    assert posted.forwarded_from == "Marcus <m>"
+    [read] = await store.get_history(1)
+    assert read.forwarded_from == "Marcus <m>"
+    plain = await store.post("caesar", "mine", ["legatus"])
+    assert [n.forwarded_from for n in await store.get_visible_nuntii("vorenus", 5)] == []
+    assert [n.forwarded_from for n in await store.get_visible_nuntii("legatus", 5)] == [
+        "Marcus <m>",
+        None,
+    ]
+    assert plain.forwarded_from is None

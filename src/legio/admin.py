@@ -19,14 +19,15 @@ from legio.errors import (
     AgentInterrupted,
     CastraError,
     NothingToCompact,
-    PraetoriumError,
+    SearchQueryError,
 )
 from legio.frontends.views import context_lines, history_lines, paginate, search_lines, status_lines
 from legio.names import BROADCAST, LEGATUS
 
 HISTORY_DEFAULT, HISTORY_MAX = 20, 200
 SEARCH_LIMIT = 10
-COMMAND = re.compile(r"^/([A-Za-z_]+)(?:@\w+)?(?:\s+(.*))?$", re.DOTALL)
+COMMAND = re.compile(r"^/([A-Za-z_]+)(?:@(\w+))?(?:\s+(.*))?$", re.DOTALL)
+NUMBER = re.compile(r"[0-9]{1,12}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,18 @@ def parse_retry(args: str) -> int | str | None:
     value = args.strip().lstrip("#")
     if not value:
         return None
-    if value.isdigit() and len(value) <= 12:
+    if NUMBER.fullmatch(value):
         return int(value)
-    return "Use /retry to run every interrupted request again, or /retry <number> for one."
+    return (
+        "Use /retry to run every interrupted request again, or /retry <number> for one "
+        "(a request number as /history shows it, written with the digits 0-9)."
+    )
+
+
+def command_target(text: str) -> str | None:
+    """The bot a command line names (``/status@legio_bot``: ``legio_bot``), if any."""
+    match = COMMAND.match(text.strip())
+    return match.group(2) if match else None
 
 
 def is_command(text: str) -> bool:
@@ -86,7 +96,7 @@ class Admin:
         match = COMMAND.match(text.strip())
         if not match:
             return [f"Not a command: {text.strip()[:50]!r}. /help lists the commands."]
-        name, args = match.group(1).lower(), (match.group(2) or "").strip()
+        name, args = match.group(1).lower(), (match.group(3) or "").strip()
         handler = getattr(self, f"cmd_{name}", None)
         if handler is None:
             return [f"Unknown command /{name}. /help lists the commands."]
@@ -113,7 +123,7 @@ class Admin:
     async def cmd_history(self, args: str) -> list[str]:
         count = HISTORY_DEFAULT
         if args:
-            if not re.fullmatch(r"\d{1,6}", args) or not 1 <= int(args) <= HISTORY_MAX:
+            if not re.fullmatch(r"[0-9]{1,6}", args) or not 1 <= int(args) <= HISTORY_MAX:
                 return [f"/history takes a number from 1 to {HISTORY_MAX}, e.g. /history 20."]
             count = int(args)
         nuntii = await self.app.history(count)
@@ -130,7 +140,7 @@ class Admin:
         named = await self.app.search_files(args, SEARCH_LIMIT)  # "report.pdf" finds its file
         try:
             hits = await self.app.search(args, SEARCH_LIMIT)
-        except PraetoriumError as e:
+        except SearchQueryError as e:
             if not named:
                 return [str(e)]
             hits = []

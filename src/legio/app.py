@@ -138,7 +138,9 @@ class LegioApp:
         except BaseException:
             lock.release()
             raise
-        memoria = MemoriaStore(config.castra, config.memoria.max_document_bytes)
+        memoria = MemoriaStore(
+            config.castra, config.memoria.max_document_bytes, config.memoria.max_commentarii
+        )
         sessions = SessionManager(
             config,
             praetorium,
@@ -173,10 +175,12 @@ class LegioApp:
         on_reply: ReplyCallback | None = None,
         on_text: TextCallback | None = None,
         attachments: Sequence[PendingFile] = (),
+        forwarded_from: str | None = None,
     ) -> list[Reply]:
         """Answer one message from Caesar (see ``Legatus.handle_message``): ``on_text``
         receives each answering agent's text as it is written; ``attachments`` are its
-        files, complete (from ``receive_file`` or ``attach_local``)."""
+        files, complete (from ``receive_file`` or ``attach_local``); ``forwarded_from``
+        marks a forwarded message with where it came from."""
         return await self.legatus.handle_message(
             text,
             on_status,
@@ -184,6 +188,7 @@ class LegioApp:
             on_reply=on_reply,
             on_text=on_text,
             attachments=attachments,
+            forwarded_from=forwarded_from,
         )
 
     async def receive_file(self, pending: PendingFile, fetch: Fetch) -> PendingFile | None:

@@ -46,6 +46,7 @@ class TelegramSettings(_Strict):
 
     token_env: str = "TELEGRAM_BOT_TOKEN"
     caesar_ids: list[int] = Field(default_factory=list)
+    allowed_chats: list[int] = Field(default_factory=list)
     base_url: str = ""
     stream: bool = True  # answers stream into drafts (sendMessageDraft) in private chats
 
@@ -64,6 +65,17 @@ class TelegramSettings(_Strict):
             raise ValueError(f"Telegram user ids are positive whole numbers, got {bad}")
         return value
 
+    @field_validator("allowed_chats")
+    @classmethod
+    def _group_ids(cls, value: list[int]) -> list[int]:
+        bad = [i for i in value if i >= 0]
+        if bad:
+            raise ValueError(
+                f"group chat ids are negative whole numbers (e.g. -1001234567890), got {bad}; "
+                "private chats with caesar_ids are always allowed"
+            )
+        return value
+
     @field_validator("base_url")
     @classmethod
     def _url(cls, value: str) -> str:
@@ -76,6 +88,7 @@ class MemoriaSettings(_Strict):
     """Limits of the shared memory."""
 
     max_document_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
+    max_commentarii: int = Field(1000, ge=1, le=1_000_000)
 
 
 DEFAULT_ALLOWED_DOMAINS = [

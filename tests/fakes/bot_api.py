@@ -158,6 +158,10 @@ class FakeBotApi:
         asyncio.get_running_loop().create_task(self._notify())
         return update
 
+    def new_message_id(self) -> int:
+        """A message id no other message of this server has (for hand-made updates)."""
+        return self._new_message_id()
+
     def add_message(
         self,
         text: str,

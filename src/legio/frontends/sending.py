@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from telegram import Bot, MessageEntity
+from telegram import Bot, LinkPreviewOptions, MessageEntity
 from telegram.error import BadRequest, NetworkError, TimedOut
 from telegramify_markdown import convert, split_entities
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
@@ -71,8 +71,14 @@ def _transient(error: BaseException) -> bool:
     return isinstance(error, (NetworkError, TimedOut)) and not isinstance(error, BadRequest)
 
 
+NO_PREVIEW = LinkPreviewOptions(is_disabled=True)  # a previewed URL is fetched by Telegram
+
+
 async def send_with_retries(bot: Bot, chat_id: int, text: str, **kwargs: Any) -> None:
-    """sendMessage, retried with backoff on network errors (429s: AIORateLimiter)."""
+    """sendMessage without a link preview, retried with backoff on network errors (429s:
+    AIORateLimiter). A link preview would make Telegram fetch the URL, no click needed: an
+    agent steered by a page could leak data through one."""
+    kwargs.setdefault("link_preview_options", NO_PREVIEW)
     async for attempt in AsyncRetrying(
         retry=retry_if_exception(_transient),
         stop=stop_after_attempt(SEND_ATTEMPTS),

@@ -18,7 +18,7 @@ from telegram import Bot
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, TelegramError
 
-from legio.frontends.sending import MAX_UTF16
+from legio.frontends.sending import MAX_UTF16, NO_PREVIEW
 
 logger = logging.getLogger(__name__)
 
@@ -140,10 +140,14 @@ class StatusBoard:
             return
         try:
             if self.message_id is None:
-                sent = await self.bot.send_message(self.chat_id, text)
+                sent = await self.bot.send_message(
+                    self.chat_id, text, link_preview_options=NO_PREVIEW
+                )
                 self.message_id = sent.message_id
             else:
-                await self.bot.edit_message_text(text, self.chat_id, self.message_id)
+                await self.bot.edit_message_text(
+                    text, self.chat_id, self.message_id, link_preview_options=NO_PREVIEW
+                )
             self.shown = text
         except BadRequest as e:
             if "not modified" in str(e).lower():

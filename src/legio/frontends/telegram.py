@@ -1,7 +1,11 @@
 """The Telegram front-end (python-telegram-bot): Caesar only, answers rendered, never blocked.
 
-- Only ``telegram.caesar_ids`` are served. Every other update is dropped before any
-  handler runs: no reply, nothing stored; the refusal is logged once per user id.
+- Only ``telegram.caesar_ids`` are served, in their private chats (and the groups of
+  ``telegram.allowed_chats``; admin commands stay private). Every other update is
+  dropped before any handler runs (``legio.frontends.gate``): no reply, nothing stored;
+  the refusal is logged once per user id or chat. A command for another bot
+  (``/status@other_bot``) is ignored.
+- No message the bot sends shows a link preview (Telegram would fetch the URL).
 - Text messages, ``/retry``, ``/compact`` and ``/context`` run as non-blocking handlers,
   so the other admin commands answer at once while agents work; requests to one agent
   are answered in the order they arrived (its turn lock), and a queued request says so.
@@ -23,7 +27,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from telegram import Bot, BotCommand, ReplyParameters, Update
+from telegram import Bot, BotCommand, Message, ReplyParameters, Update
+from telegram.constants import ChatType
 from telegram.error import BadRequest, TelegramError
 from telegram.ext import (
     AIORateLimiter,
@@ -42,7 +47,9 @@ from legio.app import Job, JobRun, LegioApp, Reply, ReplyCallback
 from legio.config import Config
 from legio.frontends.drafts import DraftSupport, LiveView
 from legio.frontends.files import UNSUPPORTED, receive, resume_pending
+from legio.frontends.gate import Gate, addressed_elsewhere, forwarded_from
 from legio.frontends.sending import (
+    NO_PREVIEW,
     SendChains,
     chat_of,
     origin_of,
@@ -73,7 +80,7 @@ class LegioBot:
         self.caesar_ids = frozenset(config.telegram.caesar_ids)
         self._app: LegioApp | None = None
         self._admin: Admin | None = None
-        self._refused: set[int] = set()
+        self.doors = Gate(config.telegram.caesar_ids, config.telegram.allowed_chats)
         self.in_flight = 0
         self.idle = asyncio.Event()
         self.idle.set()
@@ -122,7 +129,8 @@ class LegioBot:
         """Tell Caesar, once, about requests the last run never answered."""
         for nuntius, agents in await self.app.notice_interruptions():
             chat = chat_of(nuntius.origin)
-            chats = [chat] if chat is not None else sorted(self.caesar_ids)
+            served = chat in self.caesar_ids or chat in self.doors.allowed_chats
+            chats = [chat] if chat is not None and served else sorted(self.caesar_ids)
             for chat_id in chats:
                 try:
                     await send_with_retries(
@@ -144,21 +152,18 @@ class LegioBot:
     # ---------------------------------------------------------- gate
 
     async def gate(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """Drop every update not from Caesar (no reply, nothing stored; logged once per id)."""
-        user = update.effective_user if isinstance(update, Update) else None
-        if user is not None and user.id in self.caesar_ids:
-            return
-        user_id = user.id if user else 0
-        if user_id not in self._refused:
-            self._refused.add(user_id)
-            chat = update.effective_chat if isinstance(update, Update) else None
-            logger.warning(
-                "ignoring Telegram user id %s (%s, chat %s): not in telegram.caesar_ids",
-                user_id or "unknown",
-                user.full_name if user else "no user",
-                chat.type if chat else "none",
-            )
-        raise ApplicationHandlerStop
+        """Drop every update but Caesar's in his chats (``legio.frontends.gate``)."""
+        if not self.doors.admits(update):
+            raise ApplicationHandlerStop
+
+    async def _private_only(self, bot: Bot, message: Message) -> bool:
+        """Admin commands answer in Caesar's private chat only; say so in a group."""
+        if message.chat.type == ChatType.PRIVATE:
+            return True
+        await send_with_retries(
+            bot, message.chat_id, "Admin commands work in the private chat with the bot only."
+        )
+        return False
 
     # ---------------------------------------------------------- Caesar
 
@@ -169,13 +174,19 @@ class LegioBot:
             return
         text = message.text
         origin = origin_of(message.chat_id, message.message_id)
+        source = forwarded_from(message)
         with begin("update received"):
             await self._work(
                 context.bot,
                 message.chat_id,
                 message.message_id,
                 lambda live, send: self.app.handle_message(
-                    text, live.update, origin=origin, on_reply=send, on_text=live.stream
+                    text,
+                    live.update,
+                    origin=origin,
+                    on_reply=send,
+                    on_text=live.stream,
+                    forwarded_from=source,
                 ),
             )
 
@@ -222,6 +233,8 @@ class LegioBot:
         """/retry [n]: run again what a restart interrupted, answered like any request."""
         message = update.effective_message
         if message is None or message.text is None:
+            return
+        if not await self._private_only(context.bot, message):
             return
         parts = message.text.split(maxsplit=1)
         seq = parse_retry(parts[1] if len(parts) > 1 else "")
@@ -289,6 +302,10 @@ class LegioBot:
         message = update.effective_message
         if message is None or message.text is None:
             return
+        if addressed_elsewhere(message.text, context.bot.username):
+            return  # /cmd@other_bot: for another bot in the same chat
+        if not await self._private_only(context.bot, message):
+            return
         if self._typing is None:
             self._typing = Typing(context.bot)
         slow = message.text.lstrip().lower().startswith("/compact")  # a model turn
@@ -313,7 +330,9 @@ class LegioBot:
             name = type(context.error).__name__
             with contextlib.suppress(TelegramError):
                 await context.bot.send_message(
-                    chat.id, f"⚠️ Something went wrong ({name}); the details are in Legio's log."
+                    chat.id,
+                    f"⚠️ Something went wrong ({name}); the details are in Legio's log.",
+                    link_preview_options=NO_PREVIEW,
                 )
 
     async def send_markdown(
@@ -343,6 +362,8 @@ def build_application(
 ) -> Application[Any, Any, Any, Any, Any, Any]:
     """The python-telegram-bot Application with every handler registered."""
     builder = ApplicationBuilder().token(token).rate_limiter(AIORateLimiter(max_retries=5))
+    # No Defaults(link_preview_options=...): PTB 22.8's ExtBot then turns an empty text
+    # (the draft's "Thinking..." placeholder) into []. Every send passes NO_PREVIEW itself.
     if config.telegram.base_url:
         base = config.telegram.base_url.rstrip("/")
         builder = builder.base_url(base).base_file_url(base.replace("/bot", "/file/bot", 1))

@@ -186,6 +186,7 @@ class Legatus:
         on_reply: ReplyCallback | None = None,
         on_text: TextCallback | None = None,
         attachments: Sequence[PendingFile] = (),
+        forwarded_from: str | None = None,
     ) -> list[Reply]:
         """Answer one message from Caesar: a reply per agent that answered (and notices).
 
@@ -198,6 +199,8 @@ class Legatus:
         message delivered twice (Telegram does so after a crash) produce one nuntius and
         one answer: the second delivery gets no reply at all. ``on_text`` receives each
         answering agent's text as it is written (for a live preview).
+        ``forwarded_from`` marks a message Caesar forwarded: agents read it as coming from
+        there, not from him.
         """
         emit = _Emitter(on_reply)
         if not text.strip() and not attachments:
@@ -224,7 +227,9 @@ class Legatus:
                         await self.sessions.attachments.stage(
                             dataclasses.replace(pending, origin=origin)
                         )
-                nuntius = await self.praetorium.post(CAESAR, text, audience, origin=origin)
+                nuntius = await self.praetorium.post(
+                    CAESAR, text, audience, origin=origin, forwarded_from=forwarded_from
+                )
                 tickets = {name: self.sessions.reserve(name) for name in names}
         except DuplicateOrigin:
             logger.info("message %s was already received; not answering it twice", origin)

@@ -14,7 +14,12 @@ Every document is built and parsed with lxml. Text is stored as the author wrote
 character XML 1.0 cannot hold (C0 controls but tab/newline/CR, lone surrogates,
 U+FFFE/U+FFFF) as an empty element ``<c u="hex"/>`` inside the text, turned back into
 the character on reading. Writes are atomic: temp file, fsync, rename, fsync of the
-folder. Names are ``[a-z0-9][a-z0-9_-]{0,63}`` (or a slug of the title); anything else
+folder. Every read-modify-write (publishing over an entry, revoking, adding a
+commentarium after counting them) holds a lock for that file (or that centurio's
+folder), shared by every ``MemoriaStore`` of the process: agents' tools call the store
+from threads, and two of them writing at once must both land. Sizes are counted in
+UTF-8 bytes; a centurio keeps at most ``max_commentarii`` entries (``[memoria]``).
+Names are ``[a-z0-9][a-z0-9_-]{0,63}`` (or a slug of the title); anything else
 is refused before a path is built, so no name reaches outside its folder.
 """
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 import unicodedata
 import uuid
 from collections.abc import Iterator
@@ -37,6 +43,7 @@ from legio.errors import MemoriaError
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
 DEFAULT_MAX_BYTES = 64 * 1024
+DEFAULT_MAX_COMMENTARII = 1000
 TITLE_MAX = 200
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -88,6 +95,16 @@ def validate_name(name: object, what: str = "name") -> str:
     return name
 
 
+def check_text(**fields: object) -> None:
+    """Raise ``MemoriaError`` naming the first of ``fields`` that is not a string."""
+    for field_name, value in fields.items():
+        if not isinstance(value, str):
+            raise MemoriaError(
+                f"{field_name} must be text (a string), got {type(value).__name__}: "
+                f"give the {field_name} as a string"
+            )
+
+
 def slugify(title: str) -> str:
     """A valid entry name made from a title ('' if nothing usable is left)."""
     ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
@@ -117,15 +134,36 @@ def get_text(element: etree._Element) -> str:
     return "".join(out)
 
 
+# ------------------------------------------------------------------ locks
+
+_LOCKS: dict[Path, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the process-wide lock of ``path`` (a file, or a folder of commentarii)."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.setdefault(path.absolute(), threading.Lock())
+    with lock:
+        yield
+
+
 # ------------------------------------------------------------------ the store
 
 
 class MemoriaStore:
     """Reads and writes memoria under a castra folder."""
 
-    def __init__(self, castra_root: Path, max_document_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        castra_root: Path,
+        max_document_bytes: int = DEFAULT_MAX_BYTES,
+        max_commentarii: int = DEFAULT_MAX_COMMENTARII,
+    ) -> None:
         self.castra = Castra(castra_root)
         self.max_document_bytes = max_document_bytes
+        self.max_commentarii = max_commentarii
 
     # ---------------------------------------------------------- paths
 
@@ -265,7 +303,14 @@ class MemoriaStore:
         return listing
 
     def _publish(self, layer: str, name: str, title: str, body: str, author: str) -> Document:
+        check_text(title=title, body=body)
         path = self._path(layer, name)
+        with locked(path):
+            return self._publish_locked(layer, path, name, title, body, author)
+
+    def _publish_locked(
+        self, layer: str, path: Path, name: str, title: str, body: str, author: str
+    ) -> Document:
         now = _now()
         previous = self._parse(layer, path) if path.is_file() else None
         doc = Document(
@@ -296,11 +341,13 @@ class MemoriaStore:
 
     def revoke_edictum(self, name: str, by: str) -> Document:
         """Mark an edictum revoked, keeping its text."""
-        doc = self.read_edictum(name)
-        if doc.revoked:
-            raise MemoriaError(f"edictum {name!r} was already revoked by {doc.revoked_by}")
-        revoked = Document(**{**doc.__dict__, "revoked_by": by, "revoked_at": _now()})
-        self._write(self._path("edicta", name), self._serialize(revoked), replace=True)
+        path = self._path("edicta", name)
+        with locked(path):
+            doc = self.read_edictum(name)
+            if doc.revoked:
+                raise MemoriaError(f"edictum {name!r} was already revoked by {doc.revoked_by}")
+            revoked = Document(**{**doc.__dict__, "revoked_by": by, "revoked_at": _now()})
+            self._write(path, self._serialize(revoked), replace=True)
         return revoked
 
     # ---------------------------------------------------------- acta
@@ -319,7 +366,23 @@ class MemoriaStore:
 
     def write_commentarium(self, centurio: str, title: str, body: str, author: str) -> Document:
         """Add a new entry to a centurio's commentarii; existing entries are never touched."""
+        check_text(title=title, body=body)
         self.check_centurio(centurio)
+        folder = self._folder("commentarii", centurio)
+        with locked(folder):
+            self._check_room(centurio, folder)
+            return self._add_commentarium(centurio, title, body, author)
+
+    def _check_room(self, centurio: str, folder: Path) -> None:
+        count = sum(1 for p in folder.glob("*.xml") if NAME.match(p.stem)) if folder.is_dir() else 0
+        if count >= self.max_commentarii:
+            raise MemoriaError(
+                f"{centurio}'s commentarii are full: {count:,} entries, the most "
+                f"[memoria] max_commentarii allows ({self.max_commentarii:,}). No note was "
+                "added; tell Caesar, who can raise the limit or move old entries away."
+            )
+
+    def _add_commentarium(self, centurio: str, title: str, body: str, author: str) -> Document:
         now = _now()
         base = f"{now:%Y%m%d-%H%M%S}-{slugify(title) or 'note'}"[:60].rstrip("-_")
         for attempt in range(1, 1000):

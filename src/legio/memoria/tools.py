@@ -25,7 +25,7 @@ from typing import Any
 from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_server, tool
 
 from legio.errors import MemoriaError
-from legio.memoria.store import Document, Listing, MemoriaStore, slugify
+from legio.memoria.store import Document, Listing, MemoriaStore, check_text, slugify
 from legio.names import LEGATUS
 
 Result = dict[str, Any]
@@ -63,9 +63,11 @@ def _guarded(func: Handler) -> Handler:
 
 
 def _schema(properties: dict[str, str], required: list[str] | None = None) -> dict[str, Any]:
+    """Every field is text. The type is said in the description, not declared: the SDK's
+    own check would refuse ``title: 5`` without naming the field; ``_text`` names it."""
     return {
         "type": "object",
-        "properties": {k: {"type": "string", "description": v} for k, v in properties.items()},
+        "properties": {k: {"description": f"{v} (a string)"} for k, v in properties.items()},
         "required": list(properties) if required is None else required,
         "additionalProperties": False,
     }
@@ -105,8 +107,21 @@ def _format_document(doc: Document, kind: str) -> str:
     return f"{head}\n\n{doc.body}"
 
 
+def _text(args: dict[str, Any], field: str) -> str:
+    """The string argument ``field``; a ``MemoriaError`` naming it if missing or not text."""
+    if field not in args:
+        raise MemoriaError(f"{field} is missing: give the {field} as a string")
+    value = args[field]
+    check_text(**{field: value})
+    assert isinstance(value, str)
+    return value
+
+
 def _entry_name(args: dict[str, Any]) -> str:
-    name = str(args.get("name") or "").strip() or slugify(str(args.get("title", "")))
+    given = args.get("name")
+    if given is not None:
+        check_text(name=given)
+    name = str(given or "").strip() or slugify(_text(args, "title"))
     if not name:
         raise MemoriaError("give a name (lowercase letters, digits, '-' or '_') or a title")
     return name
@@ -134,7 +149,7 @@ def _edicta_read_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
     )
     @_guarded
     async def read_edictum(args: dict[str, Any]) -> Result:
-        doc = await asyncio.to_thread(store.read_edictum, args["name"])
+        doc = await asyncio.to_thread(store.read_edictum, _text(args, "name"))
         return tool_result(_format_document(doc, "Edictum"))
 
     return [list_edicta, read_edictum]
@@ -160,7 +175,7 @@ def _acta_tools(store: MemoriaStore, author: str | None) -> list[SdkMcpTool[Any]
     )
     @_guarded
     async def read_actum(args: dict[str, Any]) -> Result:
-        doc = await asyncio.to_thread(store.read_actum, args["name"])
+        doc = await asyncio.to_thread(store.read_actum, _text(args, "name"))
         return tool_result(_format_document(doc, "Actum"))
 
     @tool(
@@ -173,7 +188,7 @@ def _acta_tools(store: MemoriaStore, author: str | None) -> list[SdkMcpTool[Any]
     async def publish_actum(args: dict[str, Any]) -> Result:
         name = _entry_name(args)
         doc = await asyncio.to_thread(
-            store.publish_actum, name, args["title"], args["body"], author or LEGATUS
+            store.publish_actum, name, _text(args, "title"), _text(args, "body"), author or LEGATUS
         )
         return tool_result(f"Published actum '{doc.name}'.")
 
@@ -187,7 +202,7 @@ def _commentarii_tools(store: MemoriaStore, owner: str | None) -> list[SdkMcpToo
     whose = "your own" if owner else "a centurio's"
 
     def centurio(args: dict[str, Any]) -> str:
-        return owner or str(args["centurio_name"])
+        return owner or _text(args, "centurio_name")
 
     @tool(
         "list_commentarii",
@@ -206,7 +221,7 @@ def _commentarii_tools(store: MemoriaStore, owner: str | None) -> list[SdkMcpToo
     )
     @_guarded
     async def read_commentarium(args: dict[str, Any]) -> Result:
-        doc = await asyncio.to_thread(store.read_commentarium, centurio(args), args["name"])
+        doc = await asyncio.to_thread(store.read_commentarium, centurio(args), _text(args, "name"))
         return tool_result(_format_document(doc, "Commentarium"))
 
     @tool(
@@ -219,7 +234,11 @@ def _commentarii_tools(store: MemoriaStore, owner: str | None) -> list[SdkMcpToo
     async def write_commentarium(args: dict[str, Any]) -> Result:
         name = centurio(args)
         doc = await asyncio.to_thread(
-            store.write_commentarium, name, args["title"], args["body"], owner or LEGATUS
+            store.write_commentarium,
+            name,
+            _text(args, "title"),
+            _text(args, "body"),
+            owner or LEGATUS,
         )
         return tool_result(f"Added commentarium '{doc.name}'" + ("." if owner else f" for {name}."))
 
@@ -237,7 +256,7 @@ def _legatus_only_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
     async def publish_edictum(args: dict[str, Any]) -> Result:
         name = _entry_name(args)
         doc = await asyncio.to_thread(
-            store.publish_edictum, name, args["title"], args["body"], LEGATUS
+            store.publish_edictum, name, _text(args, "title"), _text(args, "body"), LEGATUS
         )
         return tool_result(f"Published edictum '{doc.name}'; it is in force.")
 
@@ -248,7 +267,7 @@ def _legatus_only_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
     )
     @_guarded
     async def revoke_edictum(args: dict[str, Any]) -> Result:
-        doc = await asyncio.to_thread(store.revoke_edictum, args["name"], LEGATUS)
+        doc = await asyncio.to_thread(store.revoke_edictum, _text(args, "name"), LEGATUS)
         return tool_result(f"Revoked edictum '{doc.name}'.")
 
     @tool(
@@ -259,8 +278,10 @@ def _legatus_only_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
     )
     @_guarded
     async def search_memoria(args: dict[str, Any]) -> Result:
+        query = _text(args, "query")
+
         def run() -> list[Document]:
-            return list(store.search(args["query"], store.castra.roster().names))
+            return list(store.search(query, store.castra.roster().names))
 
         found = await asyncio.to_thread(run)
         if not found:

@@ -125,10 +125,22 @@ def format_history_xml(
         )
         if nuntius.reply_to:
             element.set("reply_to", nuntius.reply_to)
+        if nuntius.forwarded_from:
+            element.set("forwarded_from", xml_safe(nuntius.forwarded_from))
         element.text = xml_safe(nuntius.text)
         for attachment in (attachments or {}).get(nuntius.seq, ()):
             element.append(copy.copy(attachment))
     return _render(root)
+
+
+def current_message(nuntius: Nuntius) -> str:
+    """The text of the message an agent is asked about; a forwarded one starts with
+    ``<forwarded from="…"/>`` (escaped) so it is never read as Caesar's own words."""
+    if not nuntius.forwarded_from:
+        return nuntius.text
+    marker = etree.Element("forwarded")
+    marker.set("from", xml_safe(nuntius.forwarded_from))
+    return f"{_render(marker)}\n{nuntius.text}"
 
 
 def format_context_notice() -> str:
@@ -163,4 +175,6 @@ def format_line(n: Nuntius, preview: int = LINE_PREVIEW) -> str:
     text = " ".join(n.text.split())
     if len(text) > preview:
         text = text[:preview] + "…"
+    if n.forwarded_from:
+        text = f"[forwarded from {' '.join(n.forwarded_from.split())}] {text}"
     return f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}: {text}"

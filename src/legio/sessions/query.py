@@ -16,6 +16,7 @@ from typing import Any
 from legio.sessions.client import AgentSession
 from legio.sessions.context import plan_context
 from legio.sessions.delivery import prepare_delivery
+from legio.sessions.history import current_message
 from legio.sessions.spec import AgentSpec
 from legio.store.attachments import AttachmentStore
 from legio.store.files import FileStore
@@ -56,5 +57,5 @@ async def prepare_query(
     except BaseException:
         session.last_seq, session.bootstrap = before  # nothing was sent
         raise
-    parts = (plan.text(), prefix, nuntius.text, delivery.note)
+    parts = (plan.text(), prefix, current_message(nuntius), delivery.note)  # a forward says so
     return "\n\n".join(part for part in parts if part), list(delivery.images)

@@ -266,6 +266,12 @@ async def m007_jobs(db: aiosqlite.Connection) -> None:
     )
 
 
+@migration
+async def m008_forwarded(db: aiosqlite.Connection) -> None:
+    """Where a message Caesar forwarded (or sent via an inline bot) came from (issue 22)."""
+    await _script(db, ["ALTER TABLE nuntii ADD COLUMN forwarded_from TEXT"])
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 

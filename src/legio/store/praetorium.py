@@ -52,7 +52,7 @@ from legio.store.records import (
 logger = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 10_000
-MAX_BATCH = 500  # rows per group-committed INSERT (7 parameters each)
+MAX_BATCH = 500  # rows per group-committed INSERT (8 parameters each)
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ class Nuntius:
     timestamp: datetime
     reply_to: str | None = None
     origin: str | None = None
+    forwarded_from: str | None = None  # a forward's (or inline bot's) source, not Caesar
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,13 @@ def _nuntius(row: sqlite3.Row) -> Nuntius:
         timestamp=datetime.fromisoformat(row["timestamp"]),
         reply_to=row["reply_to"],
         origin=row["origin"],
+        forwarded_from=row["forwarded_from"],
     )
 
 
-COLUMNS = "n.seq, n.id, n.sender, n.text, n.audience, n.timestamp, n.reply_to, n.origin"
+COLUMNS = (
+    "n.seq, n.id, n.sender, n.text, n.audience, n.timestamp, n.reply_to, n.origin, n.forwarded_from"
+)
 
 
 def validate_member(name: str, role: str) -> None:
@@ -176,11 +180,13 @@ class Praetorium(AgentRecords):
         audience: Sequence[str],
         reply_to: str | None = None,
         origin: str | None = None,
+        forwarded_from: str | None = None,
     ) -> Nuntius:
         """Store a nuntius; return it with its ``seq``. Raises ``PraetoriumError`` on bad input.
 
         ``origin`` names where it came from (e.g. ``telegram:<chat>:<message>``); a second
-        nuntius with the same origin raises ``DuplicateOrigin``.
+        nuntius with the same origin raises ``DuplicateOrigin``. ``forwarded_from`` names
+        the source of a message Caesar forwarded (or sent via an inline bot).
         """
         if not isinstance(text, str):
             raise PraetoriumError(f"a nuntius's text must be a string, got {type(text).__name__}")
@@ -192,7 +198,9 @@ class Praetorium(AgentRecords):
             validate_member(member, "audience member")
         if BROADCAST in members and len(members) > 1:
             raise PraetoriumError("the audience 'all' stands alone: it already includes everyone")
-        nuntius = Nuntius(str(uuid.uuid4()), 0, sender, text, members, _now(), reply_to, origin)
+        nuntius = Nuntius(
+            str(uuid.uuid4()), 0, sender, text, members, _now(), reply_to, origin, forwarded_from
+        )
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._pending.append((nuntius, future))
         if self._writer is None or self._writer.done():
@@ -248,13 +256,14 @@ class Praetorium(AgentRecords):
 
     async def _insert(self, batch: list[Nuntius]) -> dict[str, int]:
         """Insert nuntii in one statement (one transaction); return their seqs by id."""
-        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(batch))
+        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(batch))
         params: list[Any] = []
         for n in batch:
             params += [n.id, n.sender, n.text, json.dumps(n.audience), n.timestamp.isoformat()]
-            params += [n.reply_to, n.origin]
+            params += [n.reply_to, n.origin, n.forwarded_from]
         rows = await self._db.execute_fetchall(
-            "INSERT INTO nuntii (id, sender, text, audience, timestamp, reply_to, origin) "
+            "INSERT INTO nuntii (id, sender, text, audience, timestamp, reply_to, origin, "
+            "forwarded_from) "
             f"VALUES {values} RETURNING id, seq",
             params,
         )
@@ -337,13 +346,15 @@ class Praetorium(AgentRecords):
             async with self._db.execute(sql, params) as cursor:
                 rows = await cursor.fetchall()
         except sqlite3.OperationalError as e:
-            message = str(e)
-            if not any(word in message for word in ("database", "disk", "locked", "memory")):
-                raise SearchQueryError(
-                    f"cannot search for {query!r}: {message.removeprefix('fts5: ')}. "
-                    'Use plain words, or put a phrase in "double quotes".'
-                ) from e
-            raise
+            # FTS5 reports a query it cannot parse as a plain SQLITE_ERROR ("fts5: syntax
+            # error", "no such column: database", "unterminated string"); a busy, full or
+            # broken database has its own codes and is not the query's fault.
+            if getattr(e, "sqlite_errorcode", sqlite3.SQLITE_ERROR) != sqlite3.SQLITE_ERROR:
+                raise
+            raise SearchQueryError(
+                f"that search could not be read: {str(e).removeprefix('fts5: ')} (in {query!r}). "
+                'Use plain words, or put a phrase in "double quotes".'
+            ) from e
         return [SearchHit(_nuntius(r), r["snip"], float(r["rank"])) for r in rows]
 
     async def get_by_origin(self, origin: str) -> Nuntius | None:
