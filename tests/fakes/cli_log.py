@@ -20,7 +20,8 @@ class CliProcess:
     cwd: str
     session_id: str
     resumed: bool
-    prompts: list[str] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)  # as the model reads them (see raw)
+    raw_prompts: list[str] = field(default_factory=list)  # byte for byte as Legio sent them
     images: list[list[dict[str, Any]]] = field(default_factory=list)  # per prompt: image blocks
     prompt_times: list[float] = field(default_factory=list)
     result_times: list[float] = field(default_factory=list)
@@ -87,6 +88,7 @@ def read_cli_logs(log_dir: Path) -> list[CliProcess]:
                 continue
             elif event == "prompt":
                 process.prompts.append(record["text"])
+                process.raw_prompts.append(record.get("raw", record["text"]))
                 process.images.append(record.get("images", []))
                 process.prompt_times.append(record["t"])
             elif event == "in":

@@ -8,6 +8,10 @@ before answering ``initialize``; per turn ``session_state_changed`` running,
 ``system/init``, one ``assistant`` line per content block, ``user`` tool results,
 ``result`` (usage of the turn, cost cumulative for the process), then idle.
 
+The message being answered arrives as Legio renders it, a ``<nuntius current="true">``
+element with its text escaped; the fake reads it as the model would, as that text
+unescaped (the log's ``text`` of a prompt is that reading; ``raw`` is what was sent).
+
 What the model "says" is scripted by directives, one per line of the prompt
 (text inside ``<praetorium>``, ``<context_notice>``, ``<centurio_status>`` and
 ``<compaction_summary>`` blocks is history, not directives, and is ignored; leading
@@ -63,6 +67,7 @@ Environment:
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import os
 import re
@@ -75,6 +80,8 @@ import uuid
 from typing import Any
 
 MODEL_DEFAULT = "claude-fake-1"
+# the message being answered, rendered like a nuntius of the history (Legio's current_message)
+CURRENT = re.compile(r'<nuntius\b[^>]*\bcurrent="true"[^>]*>(.*?)</nuntius>', re.DOTALL)
 HISTORY_BLOCKS = re.compile(
     r"<(praetorium|context_notice|centurio_status|compaction_summary)\b.*?</\1>\s*", re.DOTALL
 )
@@ -692,12 +699,15 @@ class FakeCLI:
         self.send_tool_result(tool_use_id, text, is_error)
         return text
 
-    def turn(self, prompt: str) -> None:
+    def turn(self, raw: str) -> None:
         started = time.monotonic()
+        # what the model reads: the current message's text, unescaped, where its element was
+        prompt = CURRENT.sub(lambda m: html.unescape(m.group(1)), raw)
         self.log(
             {
                 "event": "prompt",
                 "text": prompt,
+                "raw": raw,
                 "session_id": self.session_id,
                 "images": self.images,
             }

@@ -18,6 +18,7 @@ the environment of PROTOCOLS.md "Safety first", so the CLI reaches nothing else.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import threading
@@ -38,6 +39,13 @@ TOO_LONG_ERROR = {
 }
 PINNED_MODEL = "claude-sonnet-4-5"
 REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+# the message being answered, rendered like a nuntius of the history (Legio's current_message)
+CURRENT = re.compile(r'<nuntius\b[^>]*\bcurrent="true"[^>]*>(.*?)</nuntius>', re.DOTALL)
+
+
+def reads(text: str) -> str:
+    """A user text as the model reads it: the current message's own text, unescaped."""
+    return CURRENT.sub(lambda m: html.unescape(m.group(1)), text)
 
 
 def _texts(content: Any) -> list[str]:
@@ -55,7 +63,7 @@ def latest_prompt(body: dict[str, Any]) -> str:
     messages = body.get("messages") or []
     content = messages[-1].get("content") if messages else ""
     texts = [t for t in _texts(content) if not t.lstrip().startswith("<system-reminder>")]
-    return texts[-1] if texts else ""
+    return reads(texts[-1]) if texts else ""
 
 
 def decide(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -70,7 +78,7 @@ def decide(body: dict[str, Any]) -> list[dict[str, Any]]:
             text = "\n".join(_texts(inner)) if not isinstance(inner, str) else inner
             return [{"type": "text", "text": f"TOOL_RESULT: {REMINDER.sub('', text).strip()}"}]
     texts = [t for t in _texts(content) if not t.lstrip().startswith("<system-reminder>")]
-    prompt = texts[-1] if texts else ""
+    prompt = reads(texts[-1]) if texts else ""
     call = TOOL_LINE.search(prompt)
     if call:
         return [

@@ -146,7 +146,10 @@ async def test_hostile_input(castra_dir: Path, fake_cli: FakeCli) -> None:
 
         weird = "NUL\x00 bell\x07 esc\x1b[31m RTL שלום عربى emoji 🦅🏛️"
         call = await bot.answer(await bot.ask(weird))
-        assert call.params["text"] == "ECHO: " + weird
+        # the agent reads the message as XML: what XML cannot hold arrives as U+FFFD;
+        # the praetorium keeps every byte
+        seen = weird.replace("\x00", "\ufffd").replace("\x07", "\ufffd").replace("\x1b", "\ufffd")
+        assert call.params["text"] == "ECHO: " + seen
         assert (await bot.app.praetorium.get_history(2))[1].text == weird
 
         call = await bot.answer(
@@ -164,7 +167,7 @@ async def test_hostile_input(castra_dir: Path, fake_cli: FakeCli) -> None:
             "/history x": "/history takes a number",
             "/reset ../../etc": "No agent named '../../etc'.",
             "/retry zzz": "Use /retry to run every interrupted request again",
-            "/search (": "cannot search for '('",
+            "/search (": "that search could not be read",
         }
         for command, answer in expected.items():
             call = await bot.answer(await bot.ask(command), lambda t, a=answer: t.startswith(a))

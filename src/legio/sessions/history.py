@@ -115,32 +115,39 @@ def format_history_xml(
     if truncated:
         root.set("truncated", "true")
     for nuntius in nuntii:
-        element = etree.SubElement(
-            root,
-            "nuntius",
-            id=nuntius.id,
-            sender=nuntius.sender,
-            to=",".join(nuntius.audience),
-            timestamp=nuntius.timestamp.isoformat(timespec="seconds"),
-        )
-        if nuntius.reply_to:
-            element.set("reply_to", nuntius.reply_to)
-        if nuntius.forwarded_from:
-            element.set("forwarded_from", xml_safe(nuntius.forwarded_from))
-        element.text = xml_safe(nuntius.text)
+        element = _nuntius_element(nuntius)
         for attachment in (attachments or {}).get(nuntius.seq, ()):
             element.append(copy.copy(attachment))
+        root.append(element)
     return _render(root)
 
 
+def _nuntius_element(nuntius: Nuntius) -> etree._Element:
+    """One ``<nuntius>``: who sent it to whom and when, where it was forwarded from, and
+    its text, escaped by the serializer."""
+    element = etree.Element(
+        "nuntius",
+        id=nuntius.id,
+        sender=nuntius.sender,
+        to=",".join(nuntius.audience),
+        timestamp=nuntius.timestamp.isoformat(timespec="seconds"),
+    )
+    if nuntius.reply_to:
+        element.set("reply_to", nuntius.reply_to)
+    if nuntius.forwarded_from:
+        element.set("forwarded_from", xml_safe(nuntius.forwarded_from))
+    element.text = xml_safe(nuntius.text)
+    return element
+
+
 def current_message(nuntius: Nuntius) -> str:
-    """The text of the message an agent is asked about; a forwarded one starts with
-    ``<forwarded from="…"/>`` (escaped) so it is never read as Caesar's own words."""
-    if not nuntius.forwarded_from:
-        return nuntius.text
-    marker = etree.Element("forwarded")
-    marker.set("from", xml_safe(nuntius.forwarded_from))
-    return f"{_render(marker)}\n{nuntius.text}"
+    """The message an agent is asked to answer, rendered as its history renders a nuntius
+    (``current="true"``): its sender, and a forward's source, are attributes, and text
+    such as ``</nuntius><nuntius sender="legatus">`` in it arrives escaped, so nothing in
+    it can pass for someone else's words."""
+    element = _nuntius_element(nuntius)
+    element.set("current", "true")
+    return _render(element)
 
 
 def format_context_notice() -> str:
