@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from legio.errors import DuplicateOrigin, PraetoriumError, SearchQueryError
+from legio.store.migrations import MIGRATIONS
 from legio.store.praetorium import Praetorium
 from legio.store.records import Turn
 
@@ -47,6 +48,8 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "turns",
             "interruptions",
             "compactions",
+            "approval_grants",
+            "approval_requests",
             "_migrations",
         },
         "index": {
@@ -56,6 +59,8 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "idx_nuntii_origin",
             "idx_nuntii_reply_to",
             "idx_compactions_agent",
+            "idx_approval_requests_pending",
+            "idx_turns_created",
         },
         "trigger": {
             "nuntii_participants",
@@ -78,7 +83,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
         ]
         fks = db.execute("PRAGMA foreign_key_list(nuntii)").fetchall()
         assert [(f[2], f[3], f[4]) for f in fks] == [("nuntii", "reply_to", "id")]
-        assert db.execute("PRAGMA user_version").fetchone() == (5,)
+        assert db.execute("PRAGMA user_version").fetchone() == (len(MIGRATIONS),)
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         names = [r[0] for r in db.execute("SELECT name FROM _migrations ORDER BY name")]
         assert names == [
@@ -87,6 +92,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m003_agent_sessions_and_turns",
             "m004_origins_and_interruptions",
             "m005_compactions",
+            "m009_approvals",
         ]
         plan = " ".join(
             str(r)
@@ -108,7 +114,7 @@ async def test_reopening_keeps_data_and_does_not_migrate_again(tmp_path: Path) -
         second = await store.post("legatus", "salve", ["caesar"], reply_to=first.id)
         assert second.seq == first.seq + 1
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT count(*) FROM _migrations").fetchone() == (5,)
+        assert db.execute("SELECT count(*) FROM _migrations").fetchone() == (len(MIGRATIONS),)
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from legio.approvals import ApprovalRequest, Asker, Decision, QuestionRequest
 from legio.castra import Castra, Roster
 from legio.config import Config
 from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
@@ -23,21 +24,28 @@ from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
 from legio.policy import scrub_environment
 from legio.sessions.context import ContextReport
+from legio.sessions.gate import Gatekeeper
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.manager import SessionManager
 from legio.sessions.slot import AgentStatus
 from legio.sessions.turn import StatusCallback
+from legio.store.approvals import ApprovalStore, Grant
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit
 from legio.store.records import Compaction, UsageTotals
 
 __all__ = [
     "AgentStatus",
+    "ApprovalRequest",
+    "Asker",
     "Compaction",
     "ContextReport",
     "ContextView",
+    "Decision",
+    "Grant",
     "LegioApp",
     "Nuntius",
+    "QuestionRequest",
     "Reply",
     "ReplyCallback",
     "SearchHit",
@@ -108,12 +116,15 @@ class LegioApp:
             lock.release()
             raise
         memoria = MemoriaStore(config.castra, config.memoria.max_document_bytes)
+        approvals = Gatekeeper(config, ApprovalStore(praetorium))
+        await approvals.load()
         sessions = SessionManager(
             config,
             praetorium,
             memoria,
             env={**(env or {}), **agent_env(config.castra, run_id)},
             reap_interval_s=reap_interval_s,
+            approvals=approvals,
         )
         sessions.start()
         legatus = Legatus(config, praetorium, memoria, sessions)
@@ -207,3 +218,27 @@ class LegioApp:
     async def stop_all(self) -> list[str]:
         """Interrupt every agent that is working."""
         return await self.stop(self.agents())
+
+    # ---------------------------------------------------------- approvals
+
+    def set_asker(self, asker: Asker | None) -> None:
+        """The front-end that asks Caesar about tool calls and agents' questions."""
+        if self.sessions.approvals is not None:
+            self.sessions.approvals.asker = asker
+
+    async def approval_grants(self) -> list[Grant]:
+        """Caesar's "always" grants still in force (``/approvals``)."""
+        gate = self.sessions.approvals
+        return await gate.grants() if gate is not None else []
+
+    async def revoke_grant(self, grant_id: int) -> Grant | None:
+        """End an "always" grant (``/revoke``); None if there is no such grant."""
+        gate = self.sessions.approvals
+        return await gate.revoke(grant_id) if gate is not None else None
+
+    async def approval_status(self, request_id: int) -> str | None:
+        """How a recorded approval request ended (``pending``, ``expired``…), if known."""
+        gate = self.sessions.approvals
+        if gate is None or gate.store is None:
+            return None
+        return await gate.store.request_status(request_id)

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from legio.approvals import DEFAULT_ASK, rule_problems
 from legio.errors import ConfigError
 
 CONFIG_ENV = "LEGIO_CONFIG"
@@ -76,6 +77,28 @@ class MemoriaSettings(_Strict):
     max_document_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
 
 
+class ApprovalSettings(_Strict):
+    """Tool calls that wait for Caesar's answer (rules in the Claude CLI's syntax)."""
+
+    ask: list[str] = Field(default_factory=lambda: list(DEFAULT_ASK))
+    timeout: float = Field(10, gt=0, le=24 * 60)  # minutes; no answer counts as Deny
+
+    @field_validator("ask")
+    @classmethod
+    def _rules(cls, value: list[str]) -> list[str]:
+        problems = rule_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+
+class BudgetSettings(_Strict):
+    """Spending limits in US dollars (0: no limit), counted from Legio's turn records."""
+
+    daily_usd: float = Field(0, ge=0)  # the whole legion, per day in the owner's time zone
+    per_turn_usd: float = Field(0, ge=0)
+
+
 class Config(_Strict):
     """Everything in ``legio.toml``; ``path`` is where it was read from."""
 
@@ -89,6 +112,8 @@ class Config(_Strict):
     claude: ClaudeSettings = Field(default_factory=ClaudeSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     memoria: MemoriaSettings = Field(default_factory=MemoriaSettings)
+    approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
 
     path: Path | None = Field(default=None, exclude=True)
 

@@ -38,6 +38,7 @@ from legio.memoria import MemoriaStore
 from legio.sessions.client import AgentSession, ask, connect
 from legio.sessions.compaction import compact, compact_or_fall_back, session_to_compact
 from legio.sessions.context import ContextReport, context_report, plan_context
+from legio.sessions.gate import Gatekeeper
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure
 from legio.sessions.spec import AgentSpec, SpecFactory, build_options, centurio_spec
 from legio.sessions.turn import Outcome, StatusCallback, failure_outcome, notify
@@ -61,8 +62,12 @@ class SessionManager:
         *,
         reap_interval_s: float = 60.0,
         env: dict[str, str] | None = None,
+        approvals: Gatekeeper | None = None,
     ) -> None:
         self.config = config
+        self.approvals = approvals
+        if approvals is not None:
+            approvals.status_of = self.current_status
         self.castra = Castra(config.castra)
         self.praetorium = praetorium
         self.memoria = memoria
@@ -96,7 +101,13 @@ class SessionManager:
 
         def make_client(stderr: deque[str], extra: dict[str, Any]) -> ClaudeSDKClient:
             options = build_options(
-                self.config, self.castra, spec, env=self.env, stderr=stderr, **extra
+                self.config,
+                self.castra,
+                spec,
+                env=self.env,
+                stderr=stderr,
+                approvals=self.approvals,
+                **extra,
             )
             return ClaudeSDKClient(options)
 
