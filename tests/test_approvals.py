@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from legio.admin import Admin
+from legio.app import LegioApp
 from legio.approvals import DEFAULT_ASK, Rule, matching, parse_rules, shorten
 from legio.castra import Castra
 from legio.config import load_config
@@ -138,3 +140,22 @@ async def test_grants_and_requests_survive_a_reopen(tmp_path: Path) -> None:
     assert await store.revoke(grant.id) is None
     assert await store.grants() == []
     await praetorium.close()
+
+
+async def test_approvals_and_revoke_commands(app: LegioApp) -> None:
+    admin = Admin(app)
+    assert (await admin.run("/approvals"))[-1].endswith("No Always grants.")
+    gate = app.sessions.approvals
+    assert gate is not None and gate.store is not None
+    grant = await gate.store.add_grant("vorenus", "Bash(git push:*)")
+    await gate.load()
+    page = (await admin.run("/approvals"))[0]
+    assert f"#{grant.id} vorenus: Bash(git push:*)" in page
+    assert await admin.run(f"/revoke {grant.id}") == [
+        f"Revoked #{grant.id}: vorenus asks again before Bash(git push:*)."
+    ]
+    assert gate.pending("vorenus", "", gate.rules, "Bash", {"command": "git push"})
+    assert await admin.run(f"/revoke {grant.id}") == [
+        f"No Always grant #{grant.id}; /approvals lists them."
+    ]
+    assert await admin.run("/revoke x") == ["Use /revoke <id>, with an id from /approvals."]

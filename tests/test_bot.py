@@ -57,6 +57,8 @@ async def test_the_command_menu_is_set_at_startup(bot: Running) -> None:
         "reset",
         "compact",
         "context",
+        "approvals",
+        "revoke",
         "retry",
         "help",
     ]

@@ -63,3 +63,16 @@ def test_admin_commands_work_in_the_console(castra_dir: Path, fake_cli: FakeCli)
     assert "💤 legatus: idle · no live session" in result.stdout
     assert "No agent named 'nobody'." in result.stdout
     assert "/search <words>" in result.stdout
+
+
+def test_the_console_asks_before_a_matching_command(castra_dir: Path, fake_cli: FakeCli) -> None:
+    prompt = castra_dir / "centuriones" / "vorenus" / "prompt.md"
+    prompt.write_text(
+        prompt.read_text().replace("---\n", "---\ntools: [Bash]\nask: ['Bash(touch:*)']\n", 1)
+    )
+    call = '@vorenus TOOL Bash {"command": "touch asked.txt"}'
+    result = run_console(castra_dir, fake_cli, f"{call}\nnot today\n{call}\no\n")
+    assert result.returncode == 0, result.stderr
+    assert "⚔️ vorenus asks to use Bash: touch asked.txt" in result.stdout
+    assert "Caesar denied this call. His reason: not today" in result.stdout
+    assert (castra_dir / "centuriones" / "vorenus" / "workspace" / "asked.txt").exists()

@@ -54,6 +54,8 @@ COMMANDS = [
     CommandInfo(
         "context", "/context [name]", "what an agent's next message carries, and why (tokens)"
     ),
+    CommandInfo("approvals", "/approvals", "the rules an agent may use without asking (Always)"),
+    CommandInfo("revoke", "/revoke <id>", "end an Always grant: that agent asks again"),
     CommandInfo("retry", "/retry [n]", "run again the requests a restart interrupted (or #n)"),
     CommandInfo("help", "/help", "this list"),
 ]
@@ -214,3 +216,22 @@ class Admin:
         if not stopped:
             return [f"{target} is not working on anything." if target else "Nothing is running."]
         return [f"Stopping {', '.join(stopped)}."]
+
+    async def cmd_approvals(self, args: str) -> list[str]:
+        grants = await self.app.approval_grants()
+        rules = ", ".join(self.app.config.approvals.ask) or "none"
+        lines = [f"Calls that ask first ([approvals] ask, plus each agent's ask:): {rules}."]
+        if not grants:
+            return paginate([*lines, "No Always grants."])
+        lines.append("Always granted (/revoke <id> ends one):")
+        lines += [f"#{g.id} {g.agent}: {g.rule} (since {g.created_at:%Y-%m-%d})" for g in grants]
+        return paginate(lines)
+
+    async def cmd_revoke(self, args: str) -> list[str]:
+        value = args.strip().lstrip("#")
+        if not value.isdigit() or len(value) > 12:
+            return ["Use /revoke <id>, with an id from /approvals."]
+        grant = await self.app.revoke_grant(int(value))
+        if grant is None:
+            return [f"No Always grant #{value}; /approvals lists them."]
+        return [f"Revoked #{grant.id}: {grant.agent} asks again before {grant.rule}."]

@@ -98,6 +98,7 @@ class FakeCLI:
         self.pending: list[dict[str, Any]] = []  # lines read while waiting for something else
         self.eof = False
         self.counter = 0
+        self.hook_asked = ""  # the reason of the last PreToolUse "ask", if any
         self.cost = 0.0
         self.hooks: dict[str, Any] = {}
         self.mcp_servers = self._mcp_servers()
@@ -438,19 +439,10 @@ class FakeCLI:
         denial = self.pre_tool_use(name, args, tool_use_id)
         if denial is not None:
             return f"PreToolUse:{name} hook error: {denial}", True
-        if self.opts.get("--permission-prompt-tool") == "stdio":
-            verdict = self.request(
-                {
-                    "subtype": "can_use_tool",
-                    "tool_name": name,
-                    "input": args,
-                    "permission_suggestions": [],
-                    "tool_use_id": tool_use_id,
-                }
-            )
-            if verdict.get("behavior") != "allow":
-                return str(verdict.get("message", "denied")), True
-            args = verdict.get("updatedInput", args)
+        asked = self.ask_permission(name, args, tool_use_id)
+        if isinstance(asked, tuple):
+            return asked
+        args = asked
         self.counter += 1
         answer = self.request(
             {
@@ -475,8 +467,36 @@ class FakeCLI:
         )
         return text, bool(result.get("isError"))
 
+    def ask_permission(
+        self, name: str, args: dict[str, Any], tool_use_id: str
+    ) -> dict[str, Any] | tuple[str, bool]:
+        """As the real CLI: ``can_use_tool`` when a hook said "ask" (or, outside
+        bypassPermissions, always); the input to run, or the denial's (text, is_error)."""
+        bypass = self.opts.get("--permission-mode") == "bypassPermissions"
+        if bypass and not self.hook_asked and name != "AskUserQuestion":
+            return args
+        if self.opts.get("--permission-prompt-tool") != "stdio":
+            if self.hook_asked:
+                return "Permission to use this tool was denied (nobody to ask).", True
+            return args
+        verdict = self.request(
+            {
+                "subtype": "can_use_tool",
+                "tool_name": name,
+                "input": args,
+                "permission_suggestions": [],
+                "tool_use_id": tool_use_id,
+                "decision_reason": self.hook_asked or None,
+            }
+        )
+        if verdict.get("behavior") != "allow":
+            return str(verdict.get("message", "denied")), True
+        return dict(verdict.get("updatedInput") or args)
+
     def pre_tool_use(self, name: str, args: dict[str, Any], tool_use_id: str) -> str | None:
-        """Run the SDK's PreToolUse hooks; the denial reason, or None."""
+        """Run the SDK's PreToolUse hooks; the denial reason, or None (an "ask" is kept
+        in ``hook_asked``)."""
+        self.hook_asked = ""
         for matcher in self.hooks.get("PreToolUse") or []:
             pattern = matcher.get("matcher")
             if pattern not in (None, "", "*") and not re.fullmatch(pattern, name):
@@ -502,6 +522,8 @@ class FakeCLI:
                 output = answer.get("hookSpecificOutput") or {}
                 if output.get("permissionDecision") == "deny":
                     return str(output.get("permissionDecisionReason") or "denied")
+                if output.get("permissionDecision") == "ask":
+                    self.hook_asked = str(output.get("permissionDecisionReason") or "ask")
         return None
 
     def run_builtin(self, name: str, args: dict[str, Any]) -> tuple[str, bool]:
@@ -510,6 +532,10 @@ class FakeCLI:
         if "--tools" in self.opts and name not in allowed:
             return f"No such tool available: {name}", True
         try:
+            if name == "AskUserQuestion":
+                answers = args.get("answers") or {}
+                said = ", ".join(f'"{q}"="{a}"' for q, a in answers.items())
+                return f"Your questions have been answered: {said}", False
             if name == "Read":
                 with open(args["file_path"], errors="replace") as f:
                     return f.read()[:20000], False
@@ -561,10 +587,13 @@ class FakeCLI:
         tool_use_id = f"toolu_fake_{uuid.uuid4().hex[:16]}"
         self.assistant({"type": "tool_use", "id": tool_use_id, "name": name, "input": args}, usage)
         denial = self.pre_tool_use(name, args, tool_use_id)
+        asked = args if denial is not None else self.ask_permission(name, args, tool_use_id)
         if denial is not None:
             text, is_error = f"PreToolUse:{name} hook error: {denial}", True
+        elif isinstance(asked, tuple):
+            text, is_error = asked
         else:
-            text, is_error = self.run_builtin(name, args)
+            text, is_error = self.run_builtin(name, asked)
         self.send_tool_result(tool_use_id, text, is_error)
         return text
 

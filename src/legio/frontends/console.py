@@ -14,6 +14,7 @@ from typing import TextIO
 
 from legio.admin import Admin, is_command
 from legio.app import LegioApp, Reply
+from legio.frontends.console_asker import ConsoleAsker
 from legio.frontends.views import interruption_notice
 from legio.names import LEGATUS
 
@@ -55,6 +56,7 @@ async def run_console(
         for nuntius, agents in await app.notice_interruptions():
             show(interruption_notice(nuntius.seq, nuntius.text, agents))
         reader = await _lines(stdin)
+        app.set_asker(ConsoleAsker(reader, show))  # approvals and questions on the terminal
         while True:
             if interactive:
                 out.write("caesar> ")

@@ -27,6 +27,7 @@ from telegram.ext import (
     Application,
     ApplicationBuilder,
     ApplicationHandlerStop,
+    CallbackQueryHandler,
     CommandHandler,
     ContextTypes,
     MessageHandler,
@@ -37,6 +38,7 @@ from telegram.ext import (
 from legio.admin import COMMANDS, Admin, parse_retry
 from legio.app import LegioApp, Reply, ReplyCallback
 from legio.config import Config
+from legio.frontends.approvals import TelegramAsker
 from legio.frontends.sending import (
     SendChains,
     chat_of,
@@ -71,6 +73,7 @@ class LegioBot:
         self.idle.set()
         self.chains = SendChains()
         self._typing: Typing | None = None
+        self.asker: TelegramAsker | None = None
 
     @property
     def app(self) -> LegioApp:
@@ -86,6 +89,8 @@ class LegioBot:
         """Open the engine and show the command menu."""
         self._app = await self.app_factory()
         self._admin = Admin(self._app)
+        self.asker = TelegramAsker(app.bot, sorted(self.caesar_ids), self._app)
+        self._app.set_asker(self.asker)  # approvals and questions as buttons
         commands = [BotCommand(c.name, c.description[:256]) for c in COMMANDS]
         try:
             await app.bot.set_my_commands(commands)
@@ -124,6 +129,9 @@ class LegioBot:
         if user is not None and user.id in self.caesar_ids:
             return
         user_id = user.id if user else 0
+        if isinstance(update, Update) and update.callback_query is not None:
+            with contextlib.suppress(TelegramError):
+                await update.callback_query.answer("Not yours.")
         if user_id not in self._refused:
             self._refused.add(user_id)
             chat = update.effective_chat if isinstance(update, Update) else None
@@ -143,6 +151,8 @@ class LegioBot:
         if message is None or message.text is None:
             return
         text = message.text
+        if self.asker is not None and await self.asker.take_text(message):
+            return  # a deny reason, or the answer to an agent's question
         origin = origin_of(message.chat_id, message.message_id)
         await self._work(
             context.bot,
@@ -221,6 +231,11 @@ class LegioBot:
             for piece in plain_pages(page):
                 await send_with_retries(context.bot, message.chat_id, piece)
 
+    async def on_callback(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A button tap: an approval, an agent's question, or Stop."""
+        if update.callback_query is not None and self.asker is not None:
+            await self.asker.on_tap(update.callback_query)
+
     async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Photos, stickers, voice…: say what the bot can read."""
         message = update.effective_message
@@ -285,6 +300,7 @@ def build_application(
         MessageHandler(message & filters.TEXT & ~filters.COMMAND, bot.on_text, block=False)
     )
     app.add_handler(MessageHandler(message & ~filters.TEXT, bot.on_other))
+    app.add_handler(CallbackQueryHandler(bot.on_callback, block=False))
     app.add_error_handler(bot.on_error)
     return app
 

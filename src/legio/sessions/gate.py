@@ -167,7 +167,13 @@ class Gatekeeper:
         ) -> PermissionResult:
             if tool == QUESTION_TOOL:
                 return await self._question(agent, tool_input)
-            session, rules = self._asked.pop(context.tool_use_id or "", ("", (tool,)))
+            asked = self._asked.pop(context.tool_use_id or "", None)
+            if asked is None:  # not our hook's ask (another permission mode): check anew
+                needed = self.pending(agent, "", self.agent_rules(), tool, tool_input)
+                if not needed:
+                    return PermissionResultAllow()
+                asked = ("", tuple(r.text for r in needed))
+            session, rules = asked
             return await self._approval(agent, session, rules, tool, tool_input, context)
 
         return decide
