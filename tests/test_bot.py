@@ -59,6 +59,7 @@ async def test_the_command_menu_is_set_at_startup(bot: Running) -> None:
         "context",
         "approvals",
         "revoke",
+        "usage",
         "retry",
         "help",
     ]

@@ -21,6 +21,7 @@ from legio.errors import (
     NothingToCompact,
     PraetoriumError,
 )
+from legio.frontends.usage import usage_lines
 from legio.frontends.views import context_lines, history_lines, paginate, search_lines, status_lines
 from legio.names import BROADCAST, LEGATUS
 
@@ -56,6 +57,7 @@ COMMANDS = [
     ),
     CommandInfo("approvals", "/approvals", "the rules an agent may use without asking (Always)"),
     CommandInfo("revoke", "/revoke <id>", "end an Always grant: that agent asks again"),
+    CommandInfo("usage", "/usage", "spending today and over 7 days, per agent and model"),
     CommandInfo("retry", "/retry [n]", "run again the requests a restart interrupted (or #n)"),
     CommandInfo("help", "/help", "this list"),
 ]
@@ -235,3 +237,9 @@ class Admin:
         if grant is None:
             return [f"No Always grant #{value}; /approvals lists them."]
         return [f"Revoked #{grant.id}: {grant.agent} asks again before {grant.rule}."]
+
+    async def cmd_usage(self, args: str) -> list[str]:
+        report = await self.app.usage()
+        if report is None:
+            return ["No usage records."]
+        return paginate(usage_lines(report, self.app.plan_lines()))

@@ -17,6 +17,7 @@ import asyncio
 from dataclasses import dataclass
 
 from legio.approvals import ApprovalRequest, Asker, Decision, QuestionRequest
+from legio.budget import Budget, Notifier, UsageReport
 from legio.castra import Castra, Roster
 from legio.config import Config
 from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
@@ -32,7 +33,7 @@ from legio.sessions.turn import StatusCallback
 from legio.store.approvals import ApprovalStore, Grant
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit
-from legio.store.records import Compaction, UsageTotals
+from legio.store.records import Compaction, UsageRow, UsageTotals
 
 __all__ = [
     "AgentStatus",
@@ -51,6 +52,8 @@ __all__ = [
     "SearchHit",
     "StatusCallback",
     "StatusRow",
+    "UsageReport",
+    "UsageRow",
     "estimate_tokens",
     "format_line",
 ]
@@ -118,6 +121,7 @@ class LegioApp:
         memoria = MemoriaStore(config.castra, config.memoria.max_document_bytes)
         approvals = Gatekeeper(config, ApprovalStore(praetorium))
         await approvals.load()
+        budget = Budget(config, praetorium)  # TODO: zone=ZoneInfo(config.timezone) (issue 17)
         sessions = SessionManager(
             config,
             praetorium,
@@ -125,6 +129,7 @@ class LegioApp:
             env={**(env or {}), **agent_env(config.castra, run_id)},
             reap_interval_s=reap_interval_s,
             approvals=approvals,
+            budget=budget,
         )
         sessions.start()
         legatus = Legatus(config, praetorium, memoria, sessions)
@@ -242,3 +247,19 @@ class LegioApp:
         if gate is None or gate.store is None:
             return None
         return await gate.store.request_status(request_id)
+
+    # ---------------------------------------------------------- spending and limits
+
+    def set_notifier(self, notify: Notifier | None) -> None:
+        """Where Legio tells Caesar things nobody asked for (budget warnings, limits)."""
+        if self.sessions.budget is not None:
+            self.sessions.budget.notify = notify
+
+    async def usage(self) -> UsageReport | None:
+        """``/usage``: spend per agent and model, today and over the last 7 days."""
+        budget = self.sessions.budget
+        return await budget.usage_report() if budget is not None else None
+
+    def plan_lines(self) -> list[str]:
+        """The plan's windows as the API last reported them (subscription logins only)."""
+        return []

@@ -84,3 +84,8 @@ class ContextOverflow(AgentError):
 
 class NothingToCompact(AgentError):
     """``/compact`` for an agent that has no conversation yet."""
+
+
+class TurnHeld(AgentError):
+    """The turn did not start and the request stays unanswered (``/retry`` runs it):
+    the day's budget is spent, or the plan's limit is reached. ``reason`` is for Caesar."""

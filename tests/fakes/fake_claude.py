@@ -253,6 +253,7 @@ class FakeCLI:
         try:
             with open(self._transcript_path()) as f:
                 self.transcript = json.load(f)
+            self.cost = float(self.transcript.get("cost", 0.0))  # the session's, as the real CLI
             return True
         except FileNotFoundError:
             return False
@@ -792,6 +793,10 @@ class FakeCLI:
             + usage["output_tokens"] * 15
             + usage["cache_read_input_tokens"] * 0.3
         ) / 1e6
+        if isinstance(getattr(self, "transcript", None), dict):
+            self.transcript["cost"] = self.cost
+            with contextlib.suppress(OSError):
+                self.save()
         message: dict[str, Any] = {
             "type": "result",
             "subtype": subtype,

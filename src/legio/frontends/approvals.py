@@ -284,6 +284,16 @@ class TelegramAsker:
                 return True
         return False
 
+    # ---------------------------------------------------------- notices
+
+    async def notify(self, text: str) -> None:
+        """Tell Caesar something nobody asked for (budget warnings, plan limits)."""
+        for chat_id in self.chat_ids:
+            try:
+                await self.bot.send_message(chat_id, text)
+            except TelegramError as e:
+                logger.warning("could not tell chat %s: %s", chat_id, e)
+
     # ---------------------------------------------------------- taps
 
     async def on_tap(self, query: CallbackQuery) -> None:

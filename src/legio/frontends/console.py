@@ -57,6 +57,11 @@ async def run_console(
             show(interruption_notice(nuntius.seq, nuntius.text, agents))
         reader = await _lines(stdin)
         app.set_asker(ConsoleAsker(reader, show))  # approvals and questions on the terminal
+
+        async def notice(text: str) -> None:
+            show(text)
+
+        app.set_notifier(notice)  # budget warnings, plan limits
         while True:
             if interactive:
                 out.write("caesar> ")

@@ -91,6 +91,7 @@ class LegioBot:
         self._admin = Admin(self._app)
         self.asker = TelegramAsker(app.bot, sorted(self.caesar_ids), self._app)
         self._app.set_asker(self.asker)  # approvals and questions as buttons
+        self._app.set_notifier(self.asker.notify)  # budget warnings, plan limits
         commands = [BotCommand(c.name, c.description[:256]) for c in COMMANDS]
         try:
             await app.bot.set_my_commands(commands)

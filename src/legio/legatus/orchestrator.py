@@ -53,7 +53,7 @@ class Reply:
 
     agent: str
     text: str
-    kind: Literal["answer", "error", "interrupted", "notice"] = "answer"
+    kind: Literal["answer", "error", "interrupted", "notice", "held"] = "answer"
 
 
 ReplyCallback = Callable[["Reply"], Awaitable[None]]
@@ -224,6 +224,9 @@ class Legatus:
         """Ask ``names`` about Caesar's ``nuntius``; store and emit each answer in its turn."""
 
         async def deliver(name: str, outcome: Outcome) -> None:
+            if outcome.kind == "held":  # not started: the request stays unanswered (/retry)
+                await emit.reply(Reply(name, outcome.text, outcome.kind))
+                return
             await self.praetorium.post(name, outcome.text, [CAESAR], reply_to=nuntius.id)
             header = "" if name == LEGATUS else self.header(name, roster)
             await emit.reply(Reply(name, header + outcome.text, outcome.kind))

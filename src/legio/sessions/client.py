@@ -59,6 +59,7 @@ class AgentSession:
     cost: float = 0.0
     broken: bool = False
     closed_because: str | None = None
+    model: str | None = None
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
 
     def rebuild_reason(self, spec: AgentSpec) -> str | None:
@@ -98,6 +99,7 @@ async def connect(
         tracker=SessionTokenTracker(max_input_tokens),
         bootstrap=resume is None,
         stderr=stderr,
+        model=spec.model,
     )
 
 
@@ -180,11 +182,25 @@ async def _record(
         cost_usd=cost,
         duration_ms=int((time.monotonic() - started) * 1000),
         is_error=result is None or result.is_error,
+        model=_model(result) or session.model,
     )
     try:
         await praetorium.record_turn(turn)
     except Exception:
         logger.exception("%s: could not record the turn's usage", session.name)
+
+
+def _model(result: ResultMessage | None) -> str | None:
+    """The model that cost the most in this turn (the CLI's ``modelUsage``), if it says."""
+    usage = (result.model_usage if result else None) or {}
+    if not usage:
+        return None
+
+    def cost(name: str) -> float:
+        entry = usage.get(name)
+        return float(entry.get("costUSD") or 0) if isinstance(entry, dict) else 0.0
+
+    return max(usage, key=cost)
 
 
 # ------------------------------------------------------------------ the CLI's own count

@@ -31,10 +31,12 @@ from typing import Any
 
 from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError
 
+from legio.budget import Budget
 from legio.castra import Castra
 from legio.config import Config
-from legio.errors import AgentError, AgentInterrupted, ContextOverflow
+from legio.errors import AgentError, AgentInterrupted, ContextOverflow, TurnHeld
 from legio.memoria import MemoriaStore
+from legio.names import CAESAR
 from legio.sessions.client import AgentSession, ask, connect
 from legio.sessions.compaction import compact, compact_or_fall_back, session_to_compact
 from legio.sessions.context import ContextReport, context_report, plan_context
@@ -63,9 +65,11 @@ class SessionManager:
         reap_interval_s: float = 60.0,
         env: dict[str, str] | None = None,
         approvals: Gatekeeper | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.config = config
         self.approvals = approvals
+        self.budget = budget  # legio.budget: checked before every turn
         if approvals is not None:
             approvals.status_of = self.current_status
         self.castra = Castra(config.castra)
@@ -108,11 +112,12 @@ class SessionManager:
                 stderr=stderr,
                 approvals=self.approvals,
                 **extra,
+                **self._backstop(),
             )
             return ClaudeSDKClient(options)
 
         try:
-            return await connect(
+            session = await connect(
                 spec,
                 resume=resume,
                 make_client=make_client,
@@ -123,6 +128,9 @@ class SessionManager:
                 spec.name,
                 f"cannot start the Claude CLI ({e}); `legio check` shows which CLI is used",
             ) from e
+        if resume:  # a resumed CLI reports the session's whole cost: count on from there
+            session.cost_base = await self.praetorium.session_cost(resume)
+        return session
 
     async def _ensure(
         self, slot: AgentSlot, spec: AgentSpec, on_status: StatusCallback | None
@@ -190,6 +198,11 @@ class SessionManager:
                 outcome = Outcome(await self._turn(slot, nuntius, on_status, prefix))
             except asyncio.CancelledError:
                 raise
+            except TurnHeld as e:  # not started (budget, plan limit): /retry runs it later
+                logger.warning("%s: nuntius %s held: %s", name, nuntius.seq, e.reason)
+                if self.budget is not None and nuntius.sender == CAESAR:
+                    await self.budget.hold(nuntius.seq, name)
+                outcome = Outcome(e.reason, "held")
             except BaseException as e:
                 outcome = failure_outcome(name, nuntius.seq, e)
             if deliver is not None:
@@ -231,6 +244,8 @@ class SessionManager:
             prefix = prefix()
         name = slot.name
         spec = await self.spec(name)
+        if self.budget is not None and await self.budget.admit(name, spec.daily_usd, slot.session):
+            await slot.close("per-turn budget")  # the CLI's count restarts on resume
         slot.state, slot.on_status = "working", on_status
         try:
             session = await self._ensure(slot, spec, on_status)
@@ -254,6 +269,11 @@ class SessionManager:
                 text = await self._query(session, spec, nuntius, prefix, on_status)
         except AgentInterrupted:
             slot.state = "idle"
+            raise
+        except AgentError as e:
+            slot.state = "error"
+            if self.budget is not None and self.budget.stopped(e, slot.session):
+                raise AgentError(name, self.budget.stopped_reason()) from e
             raise
         except BaseException:
             slot.state = "error"
@@ -288,6 +308,12 @@ class SessionManager:
             session, message, on_status, praetorium=self.praetorium, seq=nuntius.seq
         )
         return text
+
+    def _backstop(self) -> dict[str, Any]:
+        """The CLI's own per-process cap, set to the per-turn budget (a backstop)."""
+        if self.budget is not None and self.budget.per_turn_usd:
+            return {"max_budget_usd": self.budget.per_turn_usd}
+        return {}
 
     def current_status(self, name: str) -> StatusCallback | None:
         """The status callback of the query agent ``name`` is running now, if any."""

@@ -231,7 +231,7 @@ class Outcome:
     """What one agent made of a request: its answer, or why there is none."""
 
     text: str
-    kind: Literal["answer", "error", "interrupted"] = "answer"
+    kind: Literal["answer", "error", "interrupted", "held"] = "answer"  # held: not started
 
 
 def failure_outcome(name: str, seq: int, error: BaseException) -> Outcome:
