@@ -23,6 +23,7 @@ from legio.config import Config
 from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
+from legio.plan import PlanHealth
 from legio.policy import scrub_environment
 from legio.sessions.context import ContextReport
 from legio.sessions.gate import Gatekeeper
@@ -103,6 +104,7 @@ class LegioApp:
         *,
         env: dict[str, str] | None = None,
         reap_interval_s: float = 60.0,
+        health: PlanHealth | None = None,
     ) -> LegioApp:
         """Open the engine (no agent started yet); ``LegioError`` if the castra is taken.
 
@@ -130,6 +132,7 @@ class LegioApp:
             reap_interval_s=reap_interval_s,
             approvals=approvals,
             budget=budget,
+            health=health or PlanHealth(),  # tests pass one with a controllable clock
         )
         sessions.start()
         legatus = Legatus(config, praetorium, memoria, sessions)
@@ -165,6 +168,8 @@ class LegioApp:
         on_reply: ReplyCallback | None = None,
     ) -> list[Reply]:
         """Run interrupted requests again (all pending, or the one numbered ``seq``)."""
+        if self.sessions.health is not None:
+            self.sessions.health.clear()  # a fixed login, or a limit Caesar knows is over
         return await self.legatus.retry(seq, on_status, on_reply)
 
     async def notice_interruptions(self) -> list[tuple[Nuntius, list[str]]]:
@@ -254,6 +259,8 @@ class LegioApp:
         """Where Legio tells Caesar things nobody asked for (budget warnings, limits)."""
         if self.sessions.budget is not None:
             self.sessions.budget.notify = notify
+        if self.sessions.health is not None:
+            self.sessions.health.notify = notify
 
     async def usage(self) -> UsageReport | None:
         """``/usage``: spend per agent and model, today and over the last 7 days."""
@@ -262,4 +269,4 @@ class LegioApp:
 
     def plan_lines(self) -> list[str]:
         """The plan's windows as the API last reported them (subscription logins only)."""
-        return []
+        return self.sessions.health.lines() if self.sessions.health is not None else []

@@ -96,6 +96,10 @@ class Budget:
         await self._check(agent, agent_daily_usd)
         return bool(self.per_turn_usd and session is not None and session.cost > 0)
 
+    def backstop(self) -> dict[str, Any]:
+        """The CLI's own per-process cap (``max_budget_usd``), set to the per-turn budget."""
+        return {"max_budget_usd": self.per_turn_usd} if self.per_turn_usd else {}
+
     def stopped(self, error: AgentError, session: Any) -> bool:
         """Whether the CLI's per-turn backstop ended the turn (its process is then spent)."""
         if not self.per_turn_usd or "max_budget" not in error.reason:

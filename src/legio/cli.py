@@ -30,6 +30,7 @@ from legio.config import (
     load_config,
 )
 from legio.errors import LegioError
+from legio.plan import login_state
 
 OK, BAD, WARN = "✓", "✗", "!"
 
@@ -203,6 +204,8 @@ def check_config(config: Config, *, is_root: bool | None = None) -> Report:
     refusal = root_refusal(config, is_root)
     if refusal:
         report.bad(refusal)
+    login_ok, login = login_state(dict(os.environ))  # legio.plan
+    (report.ok if login_ok else report.warn)(login)
     report.lines += policy_lines(config, castra)
     return report
 

@@ -31,6 +31,8 @@ What the model "says" is scripted by directives, one per line of the prompt
     BROKEN_JSON                    print a line that is not JSON
     EXIT <code>                    exit at once with this code (a crash mid-answer)
     USAGE <input> <cache_read> <cache_creation> [<output>]   report this usage
+    LIMIT_FIRST <rate_limit|authentication_failed> <resets unix s> [<tag>]   the plan limit
+                              or an expired login, once per tag (as CLI 2.1.330)
     MALFORMED                      print an assistant message without its required ``model``
     FOR <mcp server key> <directive>   run the directive only in a CLI given that server
                                    (e.g. ``FOR memoria_pullo EXIT 3``: only pullo crashes)
@@ -70,7 +72,7 @@ HISTORY_BLOCKS = re.compile(
 )
 VERBS = (
     "REPLY|CALL_TOOL|TOOL|THINK|SLEEP_FIRST|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED"
-    "|OVERFLOW"
+    "|OVERFLOW|LIMIT_FIRST"
 )
 DIRECTIVE = re.compile(rf"^({VERBS})\b ?(.*)$")
 INTERRUPTED = "[Request interrupted by user]"
@@ -99,6 +101,8 @@ class FakeCLI:
         self.eof = False
         self.counter = 0
         self.hook_asked = ""  # the reason of the last PreToolUse "ask", if any
+        self.fault_text = ""
+        self.fault_status: int | None = None
         self.cost = 0.0
         self.hooks: dict[str, Any] = {}
         self.mcp_servers = self._mcp_servers()
@@ -412,6 +416,46 @@ class FakeCLI:
             }
         )
 
+    def plan_fault(self, kind: str, resets_at: int, usage: dict[str, int]) -> None:
+        """A plan limit (429, with the rate-limit event a subscription login gets) or an
+        expired login (401), as CLI 2.1.330 reports them."""
+        if kind == "rate_limit":
+            self.send(
+                {
+                    "type": "rate_limit_event",
+                    "rate_limit_info": {
+                        "status": "rejected",
+                        "resetsAt": resets_at,
+                        "rateLimitType": "five_hour",
+                        "utilization": 1.0,
+                    },
+                    "uuid": str(uuid.uuid4()),
+                    "session_id": self.session_id,
+                }
+            )
+            self.fault_text, self.fault_status = "You've hit your 5-hour limit · resets soon", 429
+        else:
+            self.fault_text = "Failed to authenticate. API Error: 401 token expired"
+            self.fault_status = 401
+        message = {
+            "type": "assistant",
+            "message": {
+                "id": f"msg_fake_{uuid.uuid4().hex[:16]}",
+                "type": "message",
+                "role": "assistant",
+                "model": self.model,
+                "content": [{"type": "text", "text": self.fault_text}],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": usage,
+            },
+            "parent_tool_use_id": None,
+            "error": kind,
+            "session_id": self.session_id,
+            "uuid": str(uuid.uuid4()),
+        }
+        self.send(message)
+
     def sleep(self, seconds: float) -> None:
         """Wait, watching stdin: an interrupt ends the turn, other lines wait their turn."""
         deadline = time.monotonic() + seconds
@@ -661,6 +705,22 @@ class FakeCLI:
                     if not os.path.exists(marker):
                         open(marker, "w").close()
                         self.sleep(float(seconds or 1))
+                elif verb == "LIMIT_FIRST":  # rate_limit|authentication_failed <resets> <tag>
+                    kind, resets, tag = ([*rest.split(), "", "", ""])[:3]
+                    marker = os.path.join(self.state_dir, f"limit-{tag or 'default'}")
+                    if not os.path.exists(marker):
+                        open(marker, "w").close()
+                        self.plan_fault(kind or "rate_limit", int(resets or 0), usage)
+                        self.finish(
+                            started,
+                            calls,
+                            turn_usage,
+                            self.fault_text,
+                            "success",
+                            is_error=True,
+                            reason="api_error",
+                        )
+                        return
                 elif verb == "ERROR":
                     error = rest or "fake error"
                 elif verb == "OVERFLOW":
@@ -813,6 +873,8 @@ class FakeCLI:
         }
         if result is not None:
             message["result"] = result
+        if self.fault_status is not None:
+            message["api_error_status"], self.fault_status = self.fault_status, None
         if subtype != "success":
             message["errors"] = [f"[ede_diagnostic] result_type=user stop_reason=null ({reason})"]
         self.send(message)

@@ -60,6 +60,7 @@ class AgentSession:
     broken: bool = False
     closed_because: str | None = None
     model: str | None = None
+    observe: Callable[[object], None] | None = None  # sees every message (legio.plan)
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
 
     def rebuild_reason(self, spec: AgentSpec) -> str | None:
@@ -142,7 +143,7 @@ async def ask(
     try:
         await session.client.query(message)
         text, result = await collect_response(
-            session.client, session.tracker, on_status, agent=name
+            session.client, session.tracker, on_status, agent=name, observe=session.observe
         )
     except (AgentError, ProcessError, CLIJSONDecodeError, CLIConnectionError) as e:
         if session.closed_because:  # we closed it: /reset, /stop, shutdown

@@ -37,6 +37,7 @@ from legio.config import Config
 from legio.errors import AgentError, AgentInterrupted, ContextOverflow, TurnHeld
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR
+from legio.plan import PlanHealth
 from legio.sessions.client import AgentSession, ask, connect
 from legio.sessions.compaction import compact, compact_or_fall_back, session_to_compact
 from legio.sessions.context import ContextReport, context_report, plan_context
@@ -66,10 +67,12 @@ class SessionManager:
         env: dict[str, str] | None = None,
         approvals: Gatekeeper | None = None,
         budget: Budget | None = None,
+        health: PlanHealth | None = None,
     ) -> None:
         self.config = config
         self.approvals = approvals
         self.budget = budget  # legio.budget: checked before every turn
+        self.health = health  # legio.plan: plan limits and logins
         if approvals is not None:
             approvals.status_of = self.current_status
         self.castra = Castra(config.castra)
@@ -112,7 +115,7 @@ class SessionManager:
                 stderr=stderr,
                 approvals=self.approvals,
                 **extra,
-                **self._backstop(),
+                **(self.budget.backstop() if self.budget else {}),
             )
             return ClaudeSDKClient(options)
 
@@ -130,6 +133,7 @@ class SessionManager:
             ) from e
         if resume:  # a resumed CLI reports the session's whole cost: count on from there
             session.cost_base = await self.praetorium.session_cost(resume)
+        session.observe = self.health.observer(spec.name) if self.health else None
         return session
 
     async def _ensure(
@@ -244,6 +248,8 @@ class SessionManager:
             prefix = prefix()
         name = slot.name
         spec = await self.spec(name)
+        if self.health is not None:  # a plan limit: wait for its reset
+            await self.health.wait_clear(name, on_status)
         if self.budget is not None and await self.budget.admit(name, spec.daily_usd, slot.session):
             await slot.close("per-turn budget")  # the CLI's count restarts on resume
         slot.state, slot.on_status = "working", on_status
@@ -304,16 +310,14 @@ class SessionManager:
         await self.praetorium.set_checkpoint(
             spec.name, session.session_id, session.last_seq, session.rebuild_key
         )
-        text, _ = await ask(
-            session, message, on_status, praetorium=self.praetorium, seq=nuntius.seq
-        )
+        store, seq = self.praetorium, nuntius.seq
+        try:
+            text, _ = await ask(session, message, on_status, praetorium=store, seq=seq)
+        except AgentError:
+            if self.health is None or not await self.health.limited(spec.name, on_status):
+                raise  # after a plan limit's reset: the same message once more
+            text, _ = await ask(session, message, on_status, praetorium=store, seq=seq)
         return text
-
-    def _backstop(self) -> dict[str, Any]:
-        """The CLI's own per-process cap, set to the per-turn budget (a backstop)."""
-        if self.budget is not None and self.budget.per_turn_usd:
-            return {"max_budget_usd": self.budget.per_turn_usd}
-        return {}
 
     def current_status(self, name: str) -> StatusCallback | None:
         """The status callback of the query agent ``name`` is running now, if any."""

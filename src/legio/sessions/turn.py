@@ -172,6 +172,7 @@ async def collect_response(
     on_status: StatusCallback | None = None,
     *,
     agent: str = "agent",
+    observe: Callable[[object], None] | None = None,
 ) -> tuple[str, ResultMessage]:
     """Read one turn's messages: the answer text and its ``ResultMessage``.
 
@@ -186,6 +187,8 @@ async def collect_response(
     while True:
         try:
             async for message in client.receive_response():
+                if observe is not None:  # legio.plan: limits and logins
+                    observe(message)
                 if isinstance(message, AssistantMessage):
                     if tracker is not None and message.parent_tool_use_id is None:
                         tracker.observe_call(message.usage)
