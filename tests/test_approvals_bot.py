@@ -140,3 +140,76 @@ async def test_an_agents_question_as_buttons(castra_dir: Path, fake_cli: FakeCli
         assert await tap(bot, buttons[0][1], message_id) == ""
         answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus —"))
         assert "Appia" in str(answer.params["text"])
+
+
+async def test_deny_and_stop_cancel_and_the_stop_button(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    with_bash(castra_dir, "vorenus")
+    async with running_bot(castra_dir, fake_cli, APPROVALS) as bot:
+        start = await bot.ask(touch("vorenus", "stopped.txt"))
+        message_id, prefix = await approval_message(bot, start)
+        waiting = await bot.api.wait_for_call(
+            "sendMessage", lambda c: str(c.params["text"]).startswith("⏸"), start=start
+        )
+        assert waiting.params["text"] == "⏸ vorenus is waiting for your approval: touch stopped.txt"
+        assert await tap(bot, f"{prefix}:x", message_id) == "⛔ Denied, and the turn stopped"
+        answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus —"))
+        assert "Interrupted" in str(answer.params["text"])
+        assert not (workspace(castra_dir, "vorenus") / "stopped.txt").exists()
+
+        # /stop while an approval waits: its buttons become "cancelled"
+        start = await bot.ask(touch("vorenus", "cancelled.txt"))
+        message_id, prefix = await approval_message(bot, start)
+        bot.api.add_message("/stop vorenus")
+        await bot.api.wait_for_call("editMessageReplyMarkup", start=start)
+        assert bot.api.buttons(CAESAR, message_id) == [
+            ("✖ cancelled", f"{prefix.rsplit(':', 1)[0]}:-:-")
+        ]
+        assert await tap(bot, f"{prefix}:o", message_id) == "Already decided."
+        assert not (workspace(castra_dir, "vorenus") / "cancelled.txt").exists()
+
+        # the Stop button on a running turn's status message
+        start = await bot.ask("@vorenus THINK hmm\nSLEEP 30")
+        status = await bot.api.wait_for_call(
+            "sendMessage", lambda c: c.params["text"] == "⏳ Thinking...", start=start
+        )
+        status_id = int(status.result["message_id"])
+        assert bot.api.buttons(CAESAR, status_id) == [("⏹ Stop vorenus", "stop:vorenus")]
+        assert await tap(bot, "stop:vorenus", status_id) == "Stopping vorenus."
+        answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus —"))
+        assert "Interrupted" in str(answer.params["text"])
+
+
+async def test_no_answer_in_time_and_a_question_answered_in_words(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    with_bash(castra_dir, "vorenus")
+    quick = '[approvals]\nask = ["Bash(touch:*)"]\ntimeout = 0.01'
+    async with running_bot(castra_dir, fake_cli, quick) as bot:
+        start = await bot.ask(touch("vorenus", "late.txt"))
+        message_id, _ = await approval_message(bot, start)
+        answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus —"))
+        assert "did not answer within 0.01 minutes" in str(answer.params["text"])
+        assert bot.api.messages[(CAESAR, message_id)]["text"].endswith(
+            "⌛ No answer within 0.01 min: denied."
+        )
+
+        question = {
+            "question": "Which legion?",
+            "header": "Legion",
+            "options": [
+                {"label": "X", "description": "tenth"},
+                {"label": "XIII", "description": "13"},
+            ],
+            "multiSelect": True,
+        }
+        start = await bot.ask(
+            f"@vorenus TOOL AskUserQuestion {json.dumps({'questions': [question]})}"
+        )
+        await bot.api.wait_for_call(
+            "sendMessage", lambda c: "asks: Which legion?" in str(c.params.get("text")), start=start
+        )
+        bot.api.add_message("the ninth, it is lost")
+        answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus —"))
+        assert '"Which legion?"="the ninth, it is lost"' in str(answer.params["text"])

@@ -102,6 +102,7 @@ class FakeCLI:
         self.counter = 0
         self.hook_asked = ""  # the reason of the last PreToolUse "ask", if any
         self.fault_text = ""
+        self.tool_interrupted = False
         self.fault_status: int | None = None
         self.cost = 0.0
         self.hooks: dict[str, Any] = {}
@@ -225,6 +226,12 @@ class FakeCLI:
                     return {"error": response.get("error", "error")}
                 result: dict[str, Any] = response.get("response") or {}
                 return result
+            inner = message.get("request", {})
+            if body.get("subtype") == "can_use_tool" and inner.get("subtype") == "interrupt":
+                # as the real CLI: the permission prompt is cancelled, then the turn ends
+                self.send({"type": "control_cancel_request", "request_id": request_id})
+                self.respond(message["request_id"], {"still_queued": []})
+                raise Interrupted
             self.pending.append(message)
 
     def respond(self, request_id: str, body: dict[str, Any]) -> None:
@@ -535,6 +542,8 @@ class FakeCLI:
             }
         )
         if verdict.get("behavior") != "allow":
+            if verdict.get("interrupt"):  # the real CLI then ends the turn (aborted_tools)
+                self.tool_interrupted = True
             return str(verdict.get("message", "denied")), True
         return dict(verdict.get("updatedInput") or args)
 
@@ -760,6 +769,18 @@ class FakeCLI:
                         args = {}
                     text = self.tool_turn(name, args, usage)
                     calls += 1
+                    if self.tool_interrupted:
+                        self.tool_interrupted = False
+                        self.finish(
+                            started,
+                            calls,
+                            turn_usage,
+                            None,
+                            "error_during_execution",
+                            is_error=True,
+                            reason="aborted_tools",
+                        )
+                        return
                     answers.append(f"TOOL_RESULT: {text}")
                     self.assistant({"type": "text", "text": answers[-1]}, usage)
                 elif verb == "CALL_TOOL":
