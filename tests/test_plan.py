@@ -9,8 +9,10 @@ from pathlib import Path
 
 from legio.admin import Admin
 from legio.app import LegioApp
+from legio.config import load_config
 from legio.plan import PlanHealth, login_state
 from tests.conftest import FakeCli
+from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.legion import fake_cli_config
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -99,14 +101,16 @@ async def test_an_expired_login_is_told_once_and_holds_work_until_retry(
 
     app.set_notifier(notify)
     try:
-        [failed] = await app.handle_message("@vorenus LIMIT_FIRST authentication_failed 0 b")
-        assert failed.kind == "error"
+        [failed] = await app.handle_message(
+            "@vorenus LIMIT_FIRST authentication_failed 0 b\nREPLY first"
+        )
+        assert failed.kind == "held"
         [held] = await app.handle_message("@vorenus REPLY after")
         assert held.kind == "held"
         assert "claude login" in held.text and "/retry" in held.text
         assert len(told) == 1 and told[0].startswith("🔑 Claude refused Legio's login")
-        replies = await app.retry()
-        assert [r.text.endswith("after") for r in replies] == [True]
+        replies = await app.retry()  # the login is fixed: both run, in order
+        assert [r.text.rsplit("\n", 1)[-1] for r in replies] == ["first", "after"]
     finally:
         await app.close()
 
@@ -119,3 +123,31 @@ def test_legio_check_reports_the_login(tmp_path: Path) -> None:
     (tmp_path / ".credentials.json").write_text(json.dumps(expired))
     ok, text = login_state({"CLAUDE_CONFIG_DIR": str(tmp_path)})
     assert not ok and "has expired" in text
+
+
+async def test_the_real_cli_at_the_plans_limit(castra_dir: Path, tmp_path: Path) -> None:
+    """The real bundled CLI on the fake Messages API answering 429 "rejected": with an API
+    key no reset time comes, so the request is held (told once) and /retry runs it."""
+    with FakeMessagesApi() as api:
+        path = castra_dir.parent / "legio.toml"
+        path.write_text(f'model = "{PINNED_MODEL}"\n[claude]\ncli_path = ""\n')
+        app = await LegioApp.open(load_config(path), env=api.safe_cli_env(tmp_path / "cli"))
+        told: list[str] = []
+
+        async def notify(text: str) -> None:
+            told.append(text)
+
+        app.set_notifier(notify)
+        try:
+            [held] = await app.handle_message("@vorenus LIMIT_FIRST 1893456000\nREPLY salve")
+            assert held.kind == "held"
+            [later] = await app.handle_message("@vorenus REPLY vale")
+            assert later.kind == "held"
+            assert told == [
+                "⏸ The plan's limit is reached and the API did not say when it resets: "
+                "the request waits; send /retry later."
+            ]
+            replies = await app.retry()
+            assert [r.text.rsplit("\n", 1)[-1] for r in replies] == ["salve", "vale"]
+        finally:
+            await app.close()

@@ -104,7 +104,8 @@ class PlanHealth:
 
     async def limited(self, agent: str, on_status: StatusCallback | None = None) -> bool:
         """After agent ``agent``'s turn failed: was it the plan? Tell Caesar (once); for a
-        plan limit with a reset time, wait for it and return True (run the turn again)."""
+        plan limit with a reset time, wait for it and return True (run the turn again);
+        without one (an API key gets no reset time), or for a login, raise ``TurnHeld``."""
         kind = self._turn_faults.pop(agent, None)
         if kind is None:
             return False
@@ -113,8 +114,8 @@ class PlanHealth:
         self.fault = Fault(kind, resets, window)
         if first:
             await self._tell(self._message(self.fault))
-        if kind != "rate_limit" or resets is None:
-            return False
+        if kind != "rate_limit" or resets is None:  # held: unanswered until /retry
+            raise TurnHeld(agent, f"⏸ {agent} stopped: {self._message(self.fault)}")
         await self.wait_clear(agent, on_status)
         return True
 

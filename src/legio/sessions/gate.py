@@ -43,7 +43,6 @@ from legio.approvals import (
 )
 from legio.config import Config
 from legio.policy import PathGuard
-from legio.sessions.turn import StatusCallback, notify
 from legio.store.approvals import ApprovalStore, Grant
 
 logger = logging.getLogger(__name__)
@@ -52,6 +51,7 @@ QUESTION_TOOL = "AskUserQuestion"
 WAITING = "⏸ {agent} is waiting for your approval: {what}"
 HookCallback = Callable[[Any, str | None, Any], Awaitable[dict[str, Any]]]
 PermissionResult = PermissionResultAllow | PermissionResultDeny
+StatusCallback = Callable[[str, str], Awaitable[None]]  # as legio.sessions.turn's
 CanUseTool = Callable[[str, dict[str, Any], ToolPermissionContext], Awaitable[PermissionResult]]
 
 
@@ -62,6 +62,15 @@ def call_target(tool: str, tool_input: dict[str, Any]) -> str:
         if isinstance(value, str) and value:
             return value
     return json.dumps(tool_input, ensure_ascii=False, sort_keys=True)
+
+
+async def notify(on_status: StatusCallback | None, agent: str, line: str) -> None:
+    """Show a status line; its failure never fails the wait."""
+    if on_status is not None:
+        try:
+            await on_status(agent, line)
+        except Exception:
+            logger.exception("status callback failed (ignored)")
 
 
 class Gatekeeper:
