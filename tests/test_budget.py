@@ -12,7 +12,9 @@ import pytest
 from legio.admin import Admin
 from legio.app import LegioApp
 from legio.budget import Budget
+from legio.config import load_config
 from tests.conftest import FakeCli
+from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.legion import fake_cli_config
 
 BIG = "USAGE 1000000 0 0\nREPLY that was expensive"  # about $3 on the fake CLI's prices
@@ -81,3 +83,26 @@ async def test_days_begin_at_midnight_in_the_owners_zone(app: LegioApp) -> None:
     )
     start = budget.day_start()
     assert start.isoformat() == "2026-02-28T00:00:00-05:00"
+
+
+async def test_the_real_cli_turn_cut_by_per_turn_usd(castra_dir: Path, tmp_path: Path) -> None:
+    """The real bundled CLI prices a huge usage report; its backstop ends the turn, Legio
+    says why, reconnects, and /usage adds up the turn records."""
+    with FakeMessagesApi() as api:
+        path = castra_dir.parent / "legio.toml"
+        path.write_text(
+            f'model = "{PINNED_MODEL}"\n[claude]\ncli_path = ""\n[budget]\nper_turn_usd = 0.5\n'
+        )
+        app = await LegioApp.open(load_config(path), env=api.safe_cli_env(tmp_path / "cli"))
+        try:
+            [cut] = await app.handle_message("@vorenus USAGE 1000000\nREPLY big")
+            assert "stopped: this turn reached [budget] per_turn_usd ($0.50)" in cut.text
+            [next_one] = await app.handle_message("@vorenus REPLY next")
+            assert next_one.text.endswith("next")
+            totals = await app.praetorium.usage_totals()
+            spent = totals["vorenus"].cost_usd
+            assert spent > 3
+            page = "\n".join(await Admin(app).run("/usage"))
+            assert f"vorenus · {PINNED_MODEL}: ${spent:,.2f} (2 turns" in page
+        finally:
+            await app.close()

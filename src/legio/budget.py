@@ -27,6 +27,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from claude_agent_sdk import ResultMessage
+
 from legio.config import Config
 from legio.errors import AgentError, TurnHeld
 from legio.store.praetorium import Praetorium
@@ -71,6 +73,7 @@ class Budget:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.notify: Notifier | None = None
         self._warned: set[tuple[str, str]] = set()  # (day, scope)
+        self._stopped: set[str] = set()  # agents whose last turn the backstop ended
 
     @property
     def per_turn_usd(self) -> float:
@@ -100,10 +103,20 @@ class Budget:
         """The CLI's own per-process cap (``max_budget_usd``), set to the per-turn budget."""
         return {"max_budget_usd": self.per_turn_usd} if self.per_turn_usd else {}
 
+    def observer(self, agent: str) -> Callable[[object], None]:
+        """Notes a turn the CLI's backstop ended (``error_max_budget_usd``)."""
+
+        def observe(message: object) -> None:
+            if isinstance(message, ResultMessage) and message.subtype == "error_max_budget_usd":
+                self._stopped.add(agent)
+
+        return observe
+
     def stopped(self, error: AgentError, session: Any) -> bool:
         """Whether the CLI's per-turn backstop ended the turn (its process is then spent)."""
-        if not self.per_turn_usd or "max_budget" not in error.reason:
+        if error.agent not in self._stopped:
             return False
+        self._stopped.discard(error.agent)
         if session is not None:
             session.broken = True  # the CLI refuses every later query: reconnect
         return True

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from claude_agent_sdk import AssistantMessage, RateLimitEvent, ResultMessage
 
@@ -196,3 +197,15 @@ def login_state(environ: dict[str, str], now: datetime | None = None) -> tuple[b
     if isinstance(expires, int | float) and not refreshable and expires / 1000 < now.timestamp():
         return False, f"Claude login: the login in {path} has expired: {LOGIN_FIX}"
     return True, f"Claude login: a subscription login ({path})"
+
+
+def watch_turns(agent: str, *sources: PlanHealth | Any) -> Callable[[object], None] | None:
+    """One callback for every message of ``agent``'s turns, fanned out to the
+    ``observer`` of each source present (``PlanHealth``, ``Budget``)."""
+    watchers = [source.observer(agent) for source in sources if source is not None]
+
+    def observe(message: object) -> None:
+        for watch in watchers:
+            watch(message)
+
+    return observe if watchers else None

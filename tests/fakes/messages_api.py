@@ -11,6 +11,7 @@ user text decides the answer.
 - a line ``REPLY <text>`` → that text; otherwise ``ECHO: <last line of the prompt>``;
 - a line ``LIMIT_FIRST <reset unix s> [tag]`` → the first time, HTTP 429 with the plan's
   unified rate-limit headers (status ``rejected``, five-hour window, that reset);
+- a line ``USAGE <n>`` → the answer reports ``n`` input tokens (the CLI prices them);
 - a line ``TOO_LONG <n>`` → HTTP 400, the API's "prompt is too long" refusal, for the
   first ``n`` requests whose latest prompt holds it (retries after that go through).
 
@@ -43,6 +44,7 @@ LIMIT_ERROR = {
     "type": "error",
     "error": {"type": "rate_limit_error", "message": "Number of requests has exceeded your limit"},
 }
+USAGE_LINE = re.compile(r"^(?:@\w+\s+)*USAGE (\d+)\s*$", re.MULTILINE)
 PINNED_MODEL = "claude-sonnet-4-5"
 REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
 
@@ -166,8 +168,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(400, TOO_LONG_ERROR)
                 return
         blocks = decide(body)
+        reported = USAGE_LINE.search(latest_prompt(body))
         usage = {
-            "input_tokens": _input_tokens(body),
+            "input_tokens": int(reported.group(1)) if reported else _input_tokens(body),
             "output_tokens": 1,
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,

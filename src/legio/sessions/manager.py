@@ -37,7 +37,7 @@ from legio.config import Config
 from legio.errors import AgentError, AgentInterrupted, ContextOverflow, TurnHeld
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR
-from legio.plan import PlanHealth
+from legio.plan import PlanHealth, watch_turns
 from legio.sessions.client import AgentSession, ask, connect
 from legio.sessions.compaction import compact, compact_or_fall_back, session_to_compact
 from legio.sessions.context import ContextReport, context_report, plan_context
@@ -133,7 +133,7 @@ class SessionManager:
             ) from e
         if resume:  # a resumed CLI reports the session's whole cost: count on from there
             session.cost_base = await self.praetorium.session_cost(resume)
-        session.observe = self.health.observer(spec.name) if self.health else None
+        session.observe = watch_turns(spec.name, self.health, self.budget)
         return session
 
     async def _ensure(
