@@ -139,7 +139,28 @@ async def test_an_agents_question_as_buttons(castra_dir: Path, fake_cli: FakeCli
         assert [label for label, _ in buttons] == ["Appia", "Latina"]
         assert await tap(bot, buttons[0][1], message_id) == ""
         answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus —"))
-        assert "Appia" in str(answer.params["text"])
+        assert '"Which road?"="Appia"' in str(answer.params["text"])
+        assert bot.api.messages[(CAESAR, message_id)]["text"].endswith("✅ Appia")
+
+        several = {**question, "question": "Which roads?", "multiSelect": True}
+        start = await bot.ask(
+            f"@vorenus TOOL AskUserQuestion {json.dumps({'questions': [several]})}"
+        )
+        call = await bot.api.wait_for_call(
+            "sendMessage", lambda c: "asks: Which roads?" in str(c.params.get("text")), start=start
+        )
+        message_id = int(call.result["message_id"])
+        buttons = bot.api.buttons(CAESAR, message_id)
+        assert [label for label, _ in buttons] == ["Appia", "Latina", "Done"]
+        await tap(bot, buttons[1][1], message_id)
+        await tap(bot, buttons[0][1], message_id)
+        assert [label for label, _ in bot.api.buttons(CAESAR, message_id)][:2] == [
+            "☑ Appia",
+            "☑ Latina",
+        ]
+        await tap(bot, buttons[2][1], message_id)
+        answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus —"))
+        assert '"Which roads?"="Latina, Appia"' in str(answer.params["text"])
 
 
 async def test_deny_and_stop_cancel_and_the_stop_button(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -76,3 +77,19 @@ def test_the_console_asks_before_a_matching_command(castra_dir: Path, fake_cli: 
     assert "⚔️ vorenus asks to use Bash: touch asked.txt" in result.stdout
     assert "Caesar denied this call. His reason: not today" in result.stdout
     assert (castra_dir / "centuriones" / "vorenus" / "workspace" / "asked.txt").exists()
+
+
+def test_the_console_passes_on_an_agents_question(castra_dir: Path, fake_cli: FakeCli) -> None:
+    question = {
+        "question": "Which road?",
+        "header": "Road",
+        "options": [
+            {"label": "Appia", "description": "s"},
+            {"label": "Latina", "description": "n"},
+        ],
+        "multiSelect": True,
+    }
+    call = f"@vorenus TOOL AskUserQuestion {json.dumps({'questions': [question]})}"
+    result = run_console(castra_dir, fake_cli, f"{call}\n2,1\n")
+    assert "⚔️ vorenus asks: Which road?\n  1. Appia\n  2. Latina" in result.stdout
+    assert '"Which road?"="Latina, Appia"' in result.stdout

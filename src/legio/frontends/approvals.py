@@ -259,8 +259,8 @@ class TelegramAsker:
         else:
             await query.answer("Unknown button.")
             return
-        await query.answer()
         await self._refresh(question, index)
+        await query.answer()
         await self._settle_question(question)
 
     async def take_text(self, message: Message) -> bool:
