@@ -13,10 +13,12 @@ from hypothesis import strategies as st
 
 from legio.admin import Admin
 from legio.app import LegioApp
-from legio.approvals import DEFAULT_ASK, Rule, matching, parse_rules, shorten
+from legio.approvals import DEFAULT_ASK, Decision, Rule, matching, parse_rules, shorten
 from legio.castra import Castra
 from legio.config import load_config
 from legio.errors import CastraError, ConfigError
+from legio.policy import PathGuard
+from legio.sessions.gate import Gatekeeper
 from legio.store.approvals import ApprovalStore
 from legio.store.praetorium import Praetorium
 
@@ -159,3 +161,27 @@ async def test_approvals_and_revoke_commands(app: LegioApp) -> None:
         f"No Always grant #{grant.id}; /approvals lists them."
     ]
     assert await admin.run("/revoke x") == ["Use /revoke <id>, with an id from /approvals."]
+
+
+async def test_the_path_guard_wins_and_grants_silence_the_hook(
+    castra_dir: Path, write_config: Callable[[str], Path]
+) -> None:
+    config = load_config(write_config('[approvals]\nask = ["Read", "Bash(git push:*)"]\n'))
+    gate = Gatekeeper(config)
+    guard = PathGuard(Castra(castra_dir), "vorenus", config.path)
+    hook = gate.hook("vorenus", gate.agent_rules(["WebFetch"]), guard)
+
+    async def decision(tool: str, tool_input: dict[str, str], session: str = "s1") -> str:
+        data = {"tool_name": tool, "tool_input": tool_input, "session_id": session}
+        out = await hook(data, "toolu_1", None)
+        return str(out.get("hookSpecificOutput", {}).get("permissionDecision", "run"))
+
+    protected = str(castra_dir.resolve() / "praetorium.db-wal")
+    assert await decision("Read", {"file_path": protected}) == "run"  # the guard denies it
+    assert await decision("Read", {"file_path": "/etc/hostname"}) == "ask"
+    assert await decision("WebFetch", {"url": "https://x.org"}) == "ask"  # the agent's own rule
+    assert await decision("Bash", {"command": "git status"}) == "run"
+    assert await decision("Bash", {"command": "bash -c 'git push'"}) == "ask"
+    await gate._remember(Decision("session"), "vorenus", "s1", ("Bash(git push:*)",))
+    assert await decision("Bash", {"command": "git push"}) == "run"
+    assert await decision("Bash", {"command": "git push"}, session="s2") == "ask"

@@ -206,6 +206,8 @@ def check_config(config: Config, *, is_root: bool | None = None) -> Report:
         report.bad(refusal)
     login_ok, login = login_state(dict(os.environ))  # legio.plan
     (report.ok if login_ok else report.warn)(login)
+    asks = ", ".join(config.approvals.ask) or "nothing (approvals off)"
+    report.ok(f"approvals: agents ask Caesar before {asks}")
     report.lines += policy_lines(config, castra)
     return report
 

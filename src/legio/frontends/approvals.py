@@ -39,6 +39,7 @@ CHOICES = {
     "x": ("stop", "Deny and stop", "⛔ Denied, and the turn stopped"),
 }
 OPTION_MAX = 40
+DECIDED_KEPT = 500
 
 
 @dataclass
@@ -116,6 +117,8 @@ class TelegramAsker:
         finally:
             self._approvals.pop(request.id, None)
             self._decided[request.id] = request.outcome or "decided"
+            while len(self._decided) > DECIDED_KEPT:  # older ones are found in the praetorium
+                self._decided.pop(next(iter(self._decided)))
 
     async def _settle(self, pending: _Pending, line: str) -> None:
         for chat_id, message_id in pending.messages:

@@ -168,7 +168,7 @@ class Gatekeeper:
 
         return pre_tool_use
 
-    def can_use_tool(self, agent: str) -> CanUseTool:
+    def can_use_tool(self, agent: str, rules: list[Rule] | None = None) -> CanUseTool:
         """The ``can_use_tool`` callback of agent ``agent``'s sessions."""
 
         async def decide(
@@ -178,12 +178,12 @@ class Gatekeeper:
                 return await self._question(agent, tool_input)
             asked = self._asked.pop(context.tool_use_id or "", None)
             if asked is None:  # not our hook's ask (another permission mode): check anew
-                needed = self.pending(agent, "", self.agent_rules(), tool, tool_input)
+                needed = self.pending(agent, "", rules or self.rules, tool, tool_input)
                 if not needed:
                     return PermissionResultAllow()
                 asked = ("", tuple(r.text for r in needed))
-            session, rules = asked
-            return await self._approval(agent, session, rules, tool, tool_input, context)
+            session, texts = asked
+            return await self._approval(agent, session, texts, tool, tool_input, context)
 
         return decide
 

@@ -114,7 +114,7 @@ def build_options(
         rules = approvals.agent_rules(spec.ask)
         ask_hook = approvals.hook(spec.name, rules, guard)
         hooks["PreToolUse"].append(HookMatcher(matcher=None, hooks=[ask_hook]))  # type: ignore[list-item]
-        extra["can_use_tool"] = approvals.can_use_tool(spec.name)
+        extra["can_use_tool"] = approvals.can_use_tool(spec.name, rules)
         tools += [QUESTION_TOOL] if QUESTION_TOOL not in tools else []
     return ClaudeAgentOptions(
         hooks=hooks,
