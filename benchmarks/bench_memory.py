@@ -88,7 +88,7 @@ async def run(root: Path) -> list[list[str]]:
                         f"{per:.0f}",
                     ]
                 )
-            manager.idle_timeout_s = 0
+            manager.reaper.idle_timeout_s = 0
             await manager.reap_idle()
             await asyncio.sleep(1)
             daemon, kids, count = measure()

@@ -12,7 +12,9 @@ from typing import Any
 
 from legio.config import Config, load_config
 from legio.memoria import MemoriaStore
+from legio.sessions.gate import Gatekeeper
 from legio.sessions.manager import SessionManager
+from legio.store.approvals import ApprovalStore
 from legio.store.praetorium import Nuntius, Praetorium
 from tests.conftest import FakeCli
 from tests.fakes.cli_log import CliProcess
@@ -28,7 +30,10 @@ class Legion:
         self.reap_interval_s = float(settings.pop("reap_interval_s", 60.0))
         self.cli_path = str(settings.pop("cli_path", fake_cli.path))  # "" = the bundled CLI
         self.env: dict[str, str] = settings.pop("env", {})
-        self.toml_tail = str(settings.pop("toml_tail", ""))  # more TOML sections
+        # more TOML sections ([sandbox], [approvals]...): toml_tail= or toml=
+        self.toml_tail = f"{settings.pop('toml_tail', '')}\n{settings.pop('toml', '')}"
+        self.asker: Any = settings.pop("asker", None)  # with an asker: the approval gate
+        self.gate: Gatekeeper | None = None
         self.config: Config
         self.praetorium: Praetorium
         self.memoria: MemoriaStore
@@ -38,19 +43,24 @@ class Legion:
         lines = [f"{k} = {v!r}" for k, v in self.settings.items()]
         lines += ["[claude]", f'cli_path = "{self.cli_path}"']
         path = self.castra_dir.parent / "legio.toml"
-        path.write_text("\n".join(lines).replace("'", '"') + "\n" + self.toml_tail)
+        path.write_text("\n".join(lines).replace("'", '"') + "\n" + self.toml_tail + "\n")
         return path
 
     async def start(self) -> Legion:
         self.config = load_config(self.write_config())
         self.praetorium = await Praetorium.open(self.castra_dir / "praetorium.db")
         self.memoria = MemoriaStore(self.castra_dir)
+        if self.asker is not None:
+            self.gate = Gatekeeper(self.config, ApprovalStore(self.praetorium))
+            self.gate.asker = self.asker
+            await self.gate.load()
         self.manager = SessionManager(
             self.config,
             self.praetorium,
             self.memoria,
             reap_interval_s=self.reap_interval_s,
             env=self.env,
+            approvals=self.gate,
         )
         return self
 

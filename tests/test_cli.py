@@ -83,6 +83,11 @@ def test_check_passes_with_token_and_caesar(tmp_path: Path) -> None:
     assert "✓ Caesar: Telegram user id(s) 123456789" in result.stdout
     assert "✓ time zone of scheduled jobs: " in result.stdout
     assert "✓ Claude CLI: bundled with claude-agent-sdk" in result.stdout
+    assert "✓ approvals: agents ask Caesar before Bash(git push:*), Bash(npm publish:*)" in (
+        result.stdout
+    )
+    assert "Claude login: " in result.stdout
+    assert "[approvals]" in config.read_text() and "[budget]" in config.read_text()
     assert "✓ centuriones: pullo (Researcher" in result.stdout
     assert result.stdout.rstrip().endswith("legio check: all good")
 

@@ -92,3 +92,32 @@ def test_attach_gives_a_file_to_an_agent_and_files_sent_back_are_printed(
     [prompt] = [p for proc in fake_cli.processes() for p in proc.prompts]
     inbox = castra_dir.resolve() / "centuriones/vorenus/workspace/inbox/1-notes.txt"
     assert f'<attachment kind="document" name="notes.txt" path="{inbox}"' in prompt
+
+
+def test_the_console_asks_before_a_matching_command(castra_dir: Path, fake_cli: FakeCli) -> None:
+    prompt = castra_dir / "centuriones" / "vorenus" / "prompt.md"
+    prompt.write_text(
+        prompt.read_text().replace("---\n", "---\ntools: [Bash]\nask: ['Bash(touch:*)']\n", 1)
+    )
+    call = '@vorenus TOOL Bash {"command": "touch asked.txt"}'
+    result = run_console(castra_dir, fake_cli, f"{call}\nnot today\n{call}\no\n")
+    assert result.returncode == 0, result.stderr
+    assert "⚔️ vorenus asks to use Bash: touch asked.txt" in result.stdout
+    assert "Caesar denied this call. His reason: not today" in result.stdout
+    assert (castra_dir / "centuriones" / "vorenus" / "workspace" / "asked.txt").exists()
+
+
+def test_the_console_passes_on_an_agents_question(castra_dir: Path, fake_cli: FakeCli) -> None:
+    question = {
+        "question": "Which road?",
+        "header": "Road",
+        "options": [
+            {"label": "Appia", "description": "s"},
+            {"label": "Latina", "description": "n"},
+        ],
+        "multiSelect": True,
+    }
+    call = f"@vorenus TOOL AskUserQuestion {json.dumps({'questions': [question]})}"
+    result = run_console(castra_dir, fake_cli, f"{call}\n2,1\n")
+    assert "⚔️ vorenus asks: Which road?\n  1. Appia\n  2. Latina" in result.stdout
+    assert '"Which road?"="Latina, Appia"' in result.stdout

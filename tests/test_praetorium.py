@@ -48,6 +48,8 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "turns",
             "interruptions",
             "compactions",
+            "approval_grants",
+            "approval_requests",
             "attachments",
             "attachments_pending",
             "jobs",
@@ -60,8 +62,10 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "idx_nuntii_origin",
             "idx_nuntii_reply_to",
             "idx_compactions_agent",
+            "idx_approval_requests_pending",
             "idx_attachments_nuntius",
             "idx_jobs_next_run",
+            "idx_turns_created",
         },
         "trigger": {
             "nuntii_participants",
@@ -98,6 +102,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m006_attachments",
             "m007_jobs",
             "m008_forwarded",
+            "m009_approvals",
         ]
         plan = " ".join(
             str(r)

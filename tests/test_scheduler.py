@@ -25,6 +25,7 @@ from legio.schedule import ScheduleError, check_cron, next_crons, parse_at
 from legio.scheduler import Scheduler, SystemClock
 from legio.store.jobs import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
+from legio.store.records import Turn
 from tests.botbench import CAESAR, running_bot
 from tests.conftest import FakeCli
 from tests.legion import fake_cli_config, processes_of
@@ -576,3 +577,28 @@ async def test_the_system_clock_wakes_at_its_deadline_or_when_told() -> None:
     wake.set()
     await clock.sleep_until(None, wake)  # woken: no wait
     assert clock.now().tzinfo is UTC
+
+
+async def test_a_scheduled_job_over_budget_does_not_start_and_waits_for_retry(
+    castra_dir: Path, fake_cli: FakeCli, shown: Shown
+) -> None:
+    clock = FakeClock(START)
+    app = await LegioApp.open(
+        config(castra_dir, fake_cli, "[budget]\ndaily_usd = 1.0"), clock=clock
+    )
+    try:
+        await app.praetorium.record_turn(Turn(agent="pullo", cost_usd=2.5))  # spent today
+        due = START + timedelta(minutes=5)
+        job = new_job("REPLY the digest", due, target="vorenus", name="digest")
+        await app.scheduler.jobs.add(job, 50, START)
+        await app.start_jobs(shown)
+        await go_to(app.scheduler, clock, due)
+        [reply] = shown.replies
+        assert reply.kind == "held"
+        assert reply.text.startswith("⏰ digest\n💰 Today's budget is spent: the legion has used")
+        assert "$2.50 of its $1.00 a day, so vorenus did not start" in reply.text
+        assert processes_of(fake_cli, "vorenus") == []  # no agent was started
+        [(request, agents)] = await app.praetorium.interruptions()  # /retry runs it later
+        assert (request.sender, agents) == ("scheduler", ["vorenus"])
+    finally:
+        await app.close()

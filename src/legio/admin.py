@@ -21,6 +21,7 @@ from legio.errors import (
     NothingToCompact,
     SearchQueryError,
 )
+from legio.frontends.usage import usage_lines
 from legio.frontends.views import context_lines, history_lines, paginate, search_lines, status_lines
 from legio.names import BROADCAST, LEGATUS
 
@@ -55,6 +56,9 @@ COMMANDS = [
     CommandInfo(
         "context", "/context [name]", "what an agent's next message carries, and why (tokens)"
     ),
+    CommandInfo("approvals", "/approvals", "the rules an agent may use without asking (Always)"),
+    CommandInfo("revoke", "/revoke <id>", "end an Always grant: that agent asks again"),
+    CommandInfo("usage", "/usage", "spending today and over 7 days, per agent and model"),
     CommandInfo("retry", "/retry [n]", "run again the requests a restart interrupted (or #n)"),
     CommandInfo("jobs", "/jobs", "scheduled jobs, with their next run"),
     CommandInfo("cancel", "/cancel <n>", "cancel scheduled job #n"),
@@ -246,3 +250,30 @@ class Admin:
         if job is None:
             return [f"No scheduled job #{value}; /jobs lists them."]
         return [f'Cancelled job #{job.id} "{job.name}".']
+
+    # ---------------------------------------------------------- approvals and spending
+
+    async def cmd_approvals(self, args: str) -> list[str]:
+        grants = await self.app.approval_grants()
+        rules = ", ".join(self.app.config.approvals.ask) or "none"
+        lines = [f"Calls that ask first ([approvals] ask, plus each agent's ask:): {rules}."]
+        if not grants:
+            return paginate([*lines, "No Always grants."])
+        lines.append("Always granted (/revoke <id> ends one):")
+        lines += [f"#{g.id} {g.agent}: {g.rule} (since {g.created_at:%Y-%m-%d})" for g in grants]
+        return paginate(lines)
+
+    async def cmd_revoke(self, args: str) -> list[str]:
+        value = args.strip().lstrip("#")
+        if not value.isdigit() or len(value) > 12:
+            return ["Use /revoke <id>, with an id from /approvals."]
+        grant = await self.app.revoke_grant(int(value))
+        if grant is None:
+            return [f"No Always grant #{value}; /approvals lists them."]
+        return [f"Revoked #{grant.id}: {grant.agent} asks again before {grant.rule}."]
+
+    async def cmd_usage(self, args: str) -> list[str]:
+        report = await self.app.usage()
+        if report is None:
+            return ["No usage records."]
+        return paginate(usage_lines(report, self.app.plan_lines()))

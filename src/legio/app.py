@@ -21,6 +21,8 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from legio.approvals import ApprovalRequest, Asker, Decision, QuestionRequest
+from legio.budget import Budget, Notifier, UsageReport
 from legio.castra import Castra, Roster
 from legio.config import Config
 from legio.legatus.intake import Fetch, Intake, take_local_file
@@ -28,35 +30,43 @@ from legio.legatus.jobs import JobRun, Presenter, attach_scheduler, job_lines
 from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
+from legio.plan import PlanHealth
 from legio.policy import scrub_environment
 from legio.sandbox import sandbox_status_lines
 from legio.schedule import zone
 from legio.scheduler import Clock, Scheduler
 from legio.sessions.context import ContextReport
+from legio.sessions.gate import Gatekeeper
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.manager import SessionManager
 from legio.sessions.outbox import SentFile
 from legio.sessions.slot import AgentStatus
 from legio.sessions.turn import StatusCallback, TextCallback, is_text_preview
+from legio.store.approvals import ApprovalStore, Grant
 from legio.store.attachments import Attachment, PendingFile
 from legio.store.files import guess_mime, kind_of, safe_name
 from legio.store.jobs import Job, JobStore
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit
-from legio.store.records import Compaction, UsageTotals
+from legio.store.records import Compaction, UsageRow, UsageTotals
 
 __all__ = [
     "AgentStatus",
+    "ApprovalRequest",
+    "Asker",
     "Attachment",
     "Compaction",
     "ContextReport",
     "ContextView",
+    "Decision",
     "Fetch",
+    "Grant",
     "Job",
     "JobRun",
     "LegioApp",
     "Nuntius",
     "PendingFile",
+    "QuestionRequest",
     "Reply",
     "ReplyCallback",
     "SearchHit",
@@ -64,6 +74,8 @@ __all__ = [
     "StatusCallback",
     "StatusRow",
     "TextCallback",
+    "UsageReport",
+    "UsageRow",
     "estimate_tokens",
     "format_line",
     "guess_mime",
@@ -122,6 +134,7 @@ class LegioApp:
         env: dict[str, str] | None = None,
         reap_interval_s: float = 60.0,
         clock: Clock | None = None,
+        health: PlanHealth | None = None,
     ) -> LegioApp:
         """Open the engine (no agent started yet); ``LegioError`` if the castra is taken.
 
@@ -141,12 +154,18 @@ class LegioApp:
         memoria = MemoriaStore(
             config.castra, config.memoria.max_document_bytes, config.memoria.max_commentarii
         )
+        approvals = Gatekeeper(config, ApprovalStore(praetorium))
+        await approvals.load()
+        budget = Budget(config, praetorium, zone=zone(config.timezone))
         sessions = SessionManager(
             config,
             praetorium,
             memoria,
             env={**(env or {}), **agent_env(config.castra, run_id)},
             reap_interval_s=reap_interval_s,
+            approvals=approvals,
+            budget=budget,
+            health=health or PlanHealth(),  # tests pass one with a controllable clock
         )
         sessions.start()
         legatus = Legatus(config, praetorium, memoria, sessions)
@@ -214,6 +233,8 @@ class LegioApp:
         on_text: TextCallback | None = None,
     ) -> list[Reply]:
         """Run interrupted requests again (all pending, or the one numbered ``seq``)."""
+        if self.sessions.health is not None:
+            self.sessions.health.clear()  # a fixed login, or a limit Caesar knows is over
         return await self.legatus.retry(seq, on_status, on_reply, on_text)
 
     async def notice_interruptions(self) -> list[tuple[Nuntius, list[str]]]:
@@ -321,3 +342,45 @@ class LegioApp:
     async def stop_all(self) -> list[str]:
         """Interrupt every agent that is working."""
         return await self.stop(self.agents())
+
+    # ---------------------------------------------------------- approvals
+
+    def set_asker(self, asker: Asker | None) -> None:
+        """The front-end that asks Caesar about tool calls and agents' questions."""
+        if self.sessions.approvals is not None:
+            self.sessions.approvals.asker = asker
+
+    async def approval_grants(self) -> list[Grant]:
+        """Caesar's "always" grants still in force (``/approvals``)."""
+        gate = self.sessions.approvals
+        return await gate.grants() if gate is not None else []
+
+    async def revoke_grant(self, grant_id: int) -> Grant | None:
+        """End an "always" grant (``/revoke``); None if there is no such grant."""
+        gate = self.sessions.approvals
+        return await gate.revoke(grant_id) if gate is not None else None
+
+    async def approval_status(self, request_id: int) -> str | None:
+        """How a recorded approval request ended (``pending``, ``expired``…), if known."""
+        gate = self.sessions.approvals
+        if gate is None or gate.store is None:
+            return None
+        return await gate.store.request_status(request_id)
+
+    # ---------------------------------------------------------- spending and limits
+
+    def set_notifier(self, notify: Notifier | None) -> None:
+        """Where Legio tells Caesar things nobody asked for (budget warnings, limits)."""
+        if self.sessions.budget is not None:
+            self.sessions.budget.notify = notify
+        if self.sessions.health is not None:
+            self.sessions.health.notify = notify
+
+    async def usage(self) -> UsageReport | None:
+        """``/usage``: spend per agent and model, today and over the last 7 days."""
+        budget = self.sessions.budget
+        return await budget.usage_report() if budget is not None else None
+
+    def plan_lines(self) -> list[str]:
+        """The plan's windows as the API last reported them (subscription logins only)."""
+        return self.sessions.health.lines() if self.sessions.health is not None else []

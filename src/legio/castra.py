@@ -25,8 +25,9 @@ from pathlib import Path
 
 import frontmatter
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from legio.approvals import rule_problems
 from legio.errors import CastraError
 from legio.names import LEGATUS, NAME, NAME_RULE, RESERVED_NAMES
 
@@ -46,6 +47,16 @@ class Frontmatter(BaseModel):
     tools: list[str] | None = None
     cwd: str | None = None
     add_dirs: list[str] = Field(default_factory=list)
+    ask: list[str] | None = None  # approval rules added to [approvals] ask for this agent
+    daily_usd: float | None = Field(None, ge=0)  # this agent's daily spending limit
+
+    @field_validator("ask")
+    @classmethod
+    def _rules(cls, value: list[str] | None) -> list[str] | None:
+        problems = rule_problems(value or [])
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from legio.config import (
 )
 from legio.errors import LegioError
 from legio.guard import PathGuard
+from legio.plan import login_state
 from legio.policy import denied_env_names, policy_problems
 from legio.sandbox import announce_sandbox, policy_report
 from legio.schedule import local_zone_name
@@ -210,6 +211,10 @@ def check_config(config: Config, *, is_root: bool | None = None) -> Report:
         report.bad(refusal)
     for problem in policy_problems(config, castra):
         report.bad(problem)
+    login_ok, login = login_state(dict(os.environ))  # legio.plan
+    (report.ok if login_ok else report.warn)(login)
+    asks = ", ".join(config.approvals.ask) or "nothing (approvals off)"
+    report.ok(f"approvals: agents ask Caesar before {asks}")
     report.lines += policy_lines(config, castra)
     return report
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from legio.approvals import DEFAULT_ASK, rule_problems
 from legio.errors import ConfigError
 from legio.schedule import zone_name_error
 
@@ -129,6 +130,28 @@ class SchedulerSettings(_Strict):
     max_jobs: int = Field(50, ge=1, le=10_000)
 
 
+class ApprovalSettings(_Strict):
+    """Tool calls that wait for Caesar's answer (rules in the Claude CLI's syntax)."""
+
+    ask: list[str] = Field(default_factory=lambda: list(DEFAULT_ASK))
+    timeout: float = Field(10, gt=0, le=24 * 60)  # minutes; no answer counts as Deny
+
+    @field_validator("ask")
+    @classmethod
+    def _rules(cls, value: list[str]) -> list[str]:
+        problems = rule_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+
+class BudgetSettings(_Strict):
+    """Spending limits in US dollars (0: no limit), counted from Legio's turn records."""
+
+    daily_usd: float = Field(0, ge=0)  # the whole legion, per day in the owner's time zone
+    per_turn_usd: float = Field(0, ge=0)
+
+
 class Config(_Strict):
     """Everything in ``legio.toml``; ``path`` is where it was read from."""
 
@@ -145,6 +168,8 @@ class Config(_Strict):
     memoria: MemoriaSettings = Field(default_factory=MemoriaSettings)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
 
     path: Path | None = Field(default=None, exclude=True)
 

@@ -25,6 +25,7 @@ __all__ = [
     "NothingToCompact",
     "PraetoriumError",
     "SearchQueryError",
+    "TurnHeld",
 ]
 
 
@@ -89,3 +90,8 @@ class NothingToCompact(AgentError):
 
 class AttachmentError(LegioError):
     """A file Legio cannot take or send; the message is one line for Caesar or the agent."""
+
+
+class TurnHeld(AgentError):
+    """The turn did not start and the request stays unanswered (``/retry`` runs it):
+    the day's budget is spent, or the plan's limit is reached. ``reason`` is for Caesar."""

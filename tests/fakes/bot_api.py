@@ -258,6 +258,35 @@ class FakeBotApi:
         self.download_gate = asyncio.Event()
         return self.download_gate
 
+    def add_callback(
+        self, data: str, message_id: int, *, user_id: int = 1001, chat_id: int | None = None
+    ) -> dict[str, Any]:
+        """Queue a tap on an inline button of a message the bot sent."""
+        chat = chat_id if chat_id is not None else user_id
+        message = self.messages.get((chat, message_id)) or {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": {"id": chat, "type": "private"},
+            "text": "?",
+        }
+        query = {
+            "id": f"cq{self._next_update_id}",
+            "from": {"id": user_id, "is_bot": False, "first_name": "Someone"},
+            "chat_instance": str(chat),
+            "message": message,
+            "data": data,
+        }
+        return self.add_update({"callback_query": query})
+
+    def buttons(self, chat_id: int, message_id: int) -> list[tuple[str, str]]:
+        """(text, callback data) of a message's inline keyboard as it is now."""
+        markup = self.messages.get((chat_id, message_id), {}).get("reply_markup") or {}
+        return [
+            (b["text"], b.get("callback_data", ""))
+            for row in markup.get("inline_keyboard", [])
+            for b in row
+        ]
+
     def fail(
         self,
         method: str,
@@ -462,6 +491,8 @@ class FakeBotApi:
         }
         if entities:
             message["entities"] = entities
+        if params.get("reply_markup"):
+            message["reply_markup"] = params["reply_markup"]
         self.messages[(chat_id, message["message_id"])] = message
         return message
 
@@ -544,12 +575,37 @@ class FakeBotApi:
             return Fault(400, "Bad Request: message text is empty")
         if utf16_len(text) > MAX_TEXT:
             return Fault(400, "Bad Request: message is too long")
-        if text == message["text"] and (params.get("entities") or []) == message.get(
-            "entities", []
+        markup = params.get("reply_markup") or None
+        if (
+            text == message["text"]
+            and (params.get("entities") or []) == message.get("entities", [])
+            and markup == message.get("reply_markup")
         ):
             return Fault(400, NOT_MODIFIED)
         message["text"] = text
+        self._set_markup(message, markup)
         return message
+
+    @staticmethod
+    def _set_markup(message: dict[str, Any], markup: Any) -> None:
+        if markup and markup.get("inline_keyboard"):
+            message["reply_markup"] = markup
+        else:
+            message.pop("reply_markup", None)
+
+    async def _m_editMessageReplyMarkup(self, params: dict[str, Any]) -> Any:
+        key = (int(params["chat_id"]), int(params["message_id"]))
+        message = self.messages.get(key)
+        if message is None:
+            return Fault(400, "Bad Request: message to edit not found")
+        markup = params.get("reply_markup") or None
+        if markup == message.get("reply_markup"):
+            return Fault(400, NOT_MODIFIED)
+        self._set_markup(message, markup)
+        return message
+
+    async def _m_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
+        return True
 
     async def _m_deleteMessage(self, params: dict[str, Any]) -> Any:
         key = (int(params["chat_id"]), int(params["message_id"]))

@@ -35,6 +35,8 @@ What the model "says" is scripted by directives, one per line of the prompt
     BROKEN_JSON                    print a line that is not JSON
     EXIT <code>                    exit at once with this code (a crash mid-answer)
     USAGE <input> <cache_read> <cache_creation> [<output>]   report this usage
+    LIMIT_FIRST <rate_limit|authentication_failed> <resets unix s> [<tag>]   the plan limit
+                              or an expired login, once per tag (as CLI 2.1.330)
     MALFORMED                      print an assistant message without its required ``model``
     FOR <mcp server key> <directive>   run the directive only in a CLI given that server
                                    (e.g. ``FOR memoria_pullo EXIT 3``: only pullo crashes)
@@ -87,7 +89,7 @@ HISTORY_BLOCKS = re.compile(
 )
 VERBS = (
     "REPLY|CALL_TOOL|TOOL|THINK|SLEEP_FIRST|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED"
-    "|OVERFLOW|STREAM"
+    "|OVERFLOW|STREAM|LIMIT_FIRST"
 )
 DIRECTIVE = re.compile(rf"^({VERBS})\b ?(.*)$")
 INTERRUPTED = "[Request interrupted by user]"
@@ -115,6 +117,10 @@ class FakeCLI:
         self.pending: list[dict[str, Any]] = []  # lines read while waiting for something else
         self.eof = False
         self.counter = 0
+        self.hook_asked = ""  # the reason of the last PreToolUse "ask", if any
+        self.fault_text = ""
+        self.tool_interrupted = False
+        self.fault_status: int | None = None
         self.cost = 0.0
         self.hooks: dict[str, Any] = {}
         self.mcp_servers = self._mcp_servers()
@@ -239,6 +245,12 @@ class FakeCLI:
                     return {"error": response.get("error", "error")}
                 result: dict[str, Any] = response.get("response") or {}
                 return result
+            inner = message.get("request", {})
+            if body.get("subtype") == "can_use_tool" and inner.get("subtype") == "interrupt":
+                # as the real CLI: the permission prompt is cancelled, then the turn ends
+                self.send({"type": "control_cancel_request", "request_id": request_id})
+                self.respond(message["request_id"], {"still_queued": []})
+                raise Interrupted
             self.pending.append(message)
 
     def respond(self, request_id: str, body: dict[str, Any]) -> None:
@@ -271,6 +283,7 @@ class FakeCLI:
         try:
             with open(self._transcript_path()) as f:
                 self.transcript = json.load(f)
+            self.cost = float(self.transcript.get("cost", 0.0))  # the session's, as the real CLI
             return True
         except FileNotFoundError:
             return False
@@ -541,6 +554,46 @@ class FakeCLI:
             }
         )
 
+    def plan_fault(self, kind: str, resets_at: int, usage: dict[str, int]) -> None:
+        """A plan limit (429, with the rate-limit event a subscription login gets) or an
+        expired login (401), as CLI 2.1.330 reports them."""
+        if kind == "rate_limit":
+            self.send(
+                {
+                    "type": "rate_limit_event",
+                    "rate_limit_info": {
+                        "status": "rejected",
+                        "resetsAt": resets_at,
+                        "rateLimitType": "five_hour",
+                        "utilization": 1.0,
+                    },
+                    "uuid": str(uuid.uuid4()),
+                    "session_id": self.session_id,
+                }
+            )
+            self.fault_text, self.fault_status = "You've hit your 5-hour limit · resets soon", 429
+        else:
+            self.fault_text = "Failed to authenticate. API Error: 401 token expired"
+            self.fault_status = 401
+        message = {
+            "type": "assistant",
+            "message": {
+                "id": f"msg_fake_{uuid.uuid4().hex[:16]}",
+                "type": "message",
+                "role": "assistant",
+                "model": self.model,
+                "content": [{"type": "text", "text": self.fault_text}],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": usage,
+            },
+            "parent_tool_use_id": None,
+            "error": kind,
+            "session_id": self.session_id,
+            "uuid": str(uuid.uuid4()),
+        }
+        self.send(message)
+
     def sleep(self, seconds: float) -> None:
         """Wait, watching stdin: an interrupt ends the turn, other lines wait their turn."""
         deadline = time.monotonic() + seconds
@@ -569,19 +622,10 @@ class FakeCLI:
         denial = self.pre_tool_use(name, args, tool_use_id)
         if denial is not None:
             return f"PreToolUse:{name} hook error: {denial}", True
-        if self.opts.get("--permission-prompt-tool") == "stdio":
-            verdict = self.request(
-                {
-                    "subtype": "can_use_tool",
-                    "tool_name": name,
-                    "input": args,
-                    "permission_suggestions": [],
-                    "tool_use_id": tool_use_id,
-                }
-            )
-            if verdict.get("behavior") != "allow":
-                return str(verdict.get("message", "denied")), True
-            args = verdict.get("updatedInput", args)
+        asked = self.ask_permission(name, args, tool_use_id)
+        if isinstance(asked, tuple):
+            return asked
+        args = asked
         self.counter += 1
         answer = self.request(
             {
@@ -606,8 +650,38 @@ class FakeCLI:
         )
         return text, bool(result.get("isError"))
 
+    def ask_permission(
+        self, name: str, args: dict[str, Any], tool_use_id: str
+    ) -> dict[str, Any] | tuple[str, bool]:
+        """As the real CLI: ``can_use_tool`` when a hook said "ask" (or, outside
+        bypassPermissions, always); the input to run, or the denial's (text, is_error)."""
+        bypass = self.opts.get("--permission-mode") == "bypassPermissions"
+        if bypass and not self.hook_asked and name != "AskUserQuestion":
+            return args
+        if self.opts.get("--permission-prompt-tool") != "stdio":
+            if self.hook_asked:
+                return "Permission to use this tool was denied (nobody to ask).", True
+            return args
+        verdict = self.request(
+            {
+                "subtype": "can_use_tool",
+                "tool_name": name,
+                "input": args,
+                "permission_suggestions": [],
+                "tool_use_id": tool_use_id,
+                "decision_reason": self.hook_asked or None,
+            }
+        )
+        if verdict.get("behavior") != "allow":
+            if verdict.get("interrupt"):  # the real CLI then ends the turn (aborted_tools)
+                self.tool_interrupted = True
+            return str(verdict.get("message", "denied")), True
+        return dict(verdict.get("updatedInput") or args)
+
     def pre_tool_use(self, name: str, args: dict[str, Any], tool_use_id: str) -> str | None:
-        """Run the SDK's PreToolUse hooks; the denial reason, or None."""
+        """Run the SDK's PreToolUse hooks; the denial reason, or None (an "ask" is kept
+        in ``hook_asked``)."""
+        self.hook_asked = ""
         for matcher in self.hooks.get("PreToolUse") or []:
             pattern = matcher.get("matcher")
             if pattern not in (None, "", "*") and not re.fullmatch(pattern, name):
@@ -633,6 +707,8 @@ class FakeCLI:
                 output = answer.get("hookSpecificOutput") or {}
                 if output.get("permissionDecision") == "deny":
                     return str(output.get("permissionDecisionReason") or "denied")
+                if output.get("permissionDecision") == "ask":
+                    self.hook_asked = str(output.get("permissionDecisionReason") or "ask")
         return None
 
     def run_builtin(self, name: str, args: dict[str, Any]) -> tuple[str, bool]:
@@ -641,6 +717,10 @@ class FakeCLI:
         if "--tools" in self.opts and name not in allowed:
             return f"No such tool available: {name}", True
         try:
+            if name == "AskUserQuestion":
+                answers = args.get("answers") or {}
+                said = ", ".join(f'"{q}"="{a}"' for q, a in answers.items())
+                return f"Your questions have been answered: {said}", False
             if name == "Read":
                 with open(args["file_path"], errors="replace") as f:
                     return f.read()[:20000], False
@@ -692,10 +772,13 @@ class FakeCLI:
         tool_use_id = f"toolu_fake_{uuid.uuid4().hex[:16]}"
         self.assistant({"type": "tool_use", "id": tool_use_id, "name": name, "input": args}, usage)
         denial = self.pre_tool_use(name, args, tool_use_id)
+        asked = args if denial is not None else self.ask_permission(name, args, tool_use_id)
         if denial is not None:
             text, is_error = f"PreToolUse:{name} hook error: {denial}", True
+        elif isinstance(asked, tuple):
+            text, is_error = asked
         else:
-            text, is_error = self.run_builtin(name, args)
+            text, is_error = self.run_builtin(name, asked)
         self.send_tool_result(tool_use_id, text, is_error)
         return text
 
@@ -778,6 +861,22 @@ class FakeCLI:
                     if not os.path.exists(marker):
                         open(marker, "w").close()
                         self.sleep(float(seconds or 1))
+                elif verb == "LIMIT_FIRST":  # rate_limit|authentication_failed <resets> <tag>
+                    kind, resets, tag = ([*rest.split(), "", "", ""])[:3]
+                    marker = os.path.join(self.state_dir, f"limit-{tag or 'default'}")
+                    if not os.path.exists(marker):
+                        open(marker, "w").close()
+                        self.plan_fault(kind or "rate_limit", int(resets or 0), usage)
+                        self.finish(
+                            started,
+                            calls,
+                            turn_usage,
+                            self.fault_text,
+                            "success",
+                            is_error=True,
+                            reason="api_error",
+                        )
+                        return
                 elif verb == "ERROR":
                     error = rest or "fake error"
                 elif verb == "OVERFLOW":
@@ -817,6 +916,18 @@ class FakeCLI:
                         args = {}
                     text = self.tool_turn(name, args, usage)
                     calls += 1
+                    if self.tool_interrupted:
+                        self.tool_interrupted = False
+                        self.finish(
+                            started,
+                            calls,
+                            turn_usage,
+                            None,
+                            "error_during_execution",
+                            is_error=True,
+                            reason="aborted_tools",
+                        )
+                        return
                     answers.append(f"TOOL_RESULT: {text}")
                     self.assistant({"type": "text", "text": answers[-1]}, usage)
                 elif verb == "CALL_TOOL":
@@ -929,6 +1040,10 @@ class FakeCLI:
             + usage["output_tokens"] * 15
             + usage["cache_read_input_tokens"] * 0.3
         ) / 1e6
+        if isinstance(getattr(self, "transcript", None), dict):
+            self.transcript["cost"] = self.cost
+            with contextlib.suppress(OSError):
+                self.save()
         message: dict[str, Any] = {
             "type": "result",
             "subtype": subtype,
@@ -945,6 +1060,8 @@ class FakeCLI:
         }
         if result is not None:
             message["result"] = result
+        if self.fault_status is not None:
+            message["api_error_status"], self.fault_status = self.fault_status, None
         if subtype != "success":
             message["errors"] = [f"[ede_diagnostic] result_type=user stop_reason=null ({reason})"]
         self.send(message)

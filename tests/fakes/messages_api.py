@@ -9,6 +9,9 @@ user text decides the answer.
   ``mcp__memoria_vorenus__list_acta`` or ``Read``); the CLI runs it and posts again;
 - a request whose last user content is a ``tool_result`` → ``TOOL_RESULT: <text>``;
 - a line ``REPLY <text>`` → that text; otherwise ``ECHO: <last line of the prompt>``;
+- a line ``LIMIT_FIRST <reset unix s> [tag]`` → the first time, HTTP 429 with the plan's
+  unified rate-limit headers (status ``rejected``, five-hour window, that reset);
+- a line ``USAGE <n>`` → the answer reports ``n`` input tokens (the CLI prices them);
 - a line ``TOO_LONG <n>`` → HTTP 400, the API's "prompt is too long" refusal, for the
   first ``n`` requests whose latest prompt holds it (retries after that go through).
 
@@ -37,6 +40,12 @@ TOO_LONG_ERROR = {
         "message": "prompt is too long: 215000 tokens > 200000 maximum",
     },
 }
+LIMIT_LINE = re.compile(r"^(?:@\w+\s+)*LIMIT_FIRST (\d+)(?: (\S+))?\s*$", re.MULTILINE)
+LIMIT_ERROR = {
+    "type": "error",
+    "error": {"type": "rate_limit_error", "message": "Number of requests has exceeded your limit"},
+}
+USAGE_LINE = re.compile(r"^(?:@\w+\s+)*USAGE (\d+)\s*$", re.MULTILINE)
 PINNED_MODEL = "claude-sonnet-4-5"
 REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
 # the message being answered, rendered like a nuntius of the history (Legio's current_message)
@@ -124,6 +133,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.end_headers()
 
+    def _limit(self, resets_at: int) -> None:
+        """The plan's limit: 429 with the unified rate-limit headers, status rejected."""
+        data = json.dumps(LIMIT_ERROR).encode()
+        self.send_response(429)
+        self.send_header("content-type", "application/json")
+        self.send_header("anthropic-ratelimit-unified-status", "rejected")
+        self.send_header("anthropic-ratelimit-unified-reset", str(resets_at))
+        self.send_header("anthropic-ratelimit-unified-representative-claim", "five_hour")
+        self.send_header("anthropic-ratelimit-unified-5h-utilization", "1.0")
+        self.send_header("anthropic-ratelimit-unified-5h-reset", str(resets_at))
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
@@ -136,6 +159,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with self.server.lock:
             self.server.requests.append(body)
+        limit = LIMIT_LINE.search(latest_prompt(body))
+        if limit:
+            with self.server.lock:
+                first = limit.group(0) not in self.server.limited
+                self.server.limited.add(limit.group(0))
+            if first:
+                self._limit(int(limit.group(1)))
+                return
         too_long = TOO_LONG_LINE.search(latest_prompt(body))
         if too_long:
             with self.server.lock:
@@ -145,8 +176,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(400, TOO_LONG_ERROR)
                 return
         blocks = decide(body)
+        reported = USAGE_LINE.search(latest_prompt(body))
         usage = {
-            "input_tokens": _input_tokens(body),
+            "input_tokens": int(reported.group(1)) if reported else _input_tokens(body),
             "output_tokens": 1,
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
@@ -210,6 +242,7 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[dict[str, Any]] = []
         self.too_long_seen: dict[str, int] = {}
+        self.limited: set[str] = set()
         self.lock = threading.Lock()
 
 

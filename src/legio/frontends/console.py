@@ -19,6 +19,7 @@ from typing import TextIO
 from legio.admin import Admin, is_command
 from legio.app import Job, JobRun, LegioApp, PendingFile, Reply
 from legio.errors import AttachmentError
+from legio.frontends.console_asker import ConsoleAsker
 from legio.frontends.console_stream import StreamPrinter
 from legio.frontends.views import interruption_notice
 from legio.names import LEGATUS
@@ -74,6 +75,12 @@ async def run_console(
             show(interruption_notice(nuntius.seq, nuntius.text, agents))
         await app.start_jobs(present_job)  # after the interruptions were noted
         reader = await _lines(stdin)
+        app.set_asker(ConsoleAsker(reader, show))  # approvals and questions on the terminal
+
+        async def notice(text: str) -> None:
+            show(text)
+
+        app.set_notifier(notice)  # budget warnings, plan limits
         while True:
             if interactive:
                 out.write("caesar> ")

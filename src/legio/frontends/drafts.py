@@ -197,6 +197,10 @@ class LiveView:
         if not self.drafting:
             await self.board.update(agent, line)
             return
+        # A draft cannot carry buttons: the status message keeps one line per working agent
+        # for its ⏹ Stop button (⏸ while it waits for Caesar's approval); text goes to drafts.
+        control = line if line.startswith("⏸") else f"⏳ {agent} is working..."
+        await self.board.update(agent, control)
         draft = self._drafts.get(agent)
         host = self._host()
         if draft is None and host is not None:

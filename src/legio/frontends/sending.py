@@ -18,13 +18,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from telegram import Bot, LinkPreviewOptions, MessageEntity
+from telegram import Bot, LinkPreviewOptions, MessageEntity, ReplyParameters
 from telegram.error import BadRequest, NetworkError, TimedOut
 from telegramify_markdown import convert, split_entities
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from legio.app import SentFile
 from legio.names import LEGATUS
+from legio.timing import mark
 
 logger = logging.getLogger(__name__)
 
@@ -164,3 +165,21 @@ class SendChains:
     def _forget(self, key: tuple[int, str], task: asyncio.Task[None]) -> None:
         if self._tails.get(key) is task:
             del self._tails[key]
+
+
+async def send_markdown(bot: Bot, chat_id: int, markdown: str, reply_to: int | None = None) -> None:
+    """Send an answer: rendered Markdown, split; plain text if Telegram refuses a part."""
+    for index, (text, entities) in enumerate(render(markdown)):
+        reply = (
+            ReplyParameters(reply_to, allow_sending_without_reply=True)
+            if reply_to and index == 0
+            else None
+        )
+        try:
+            await send_with_retries(
+                bot, chat_id, text, entities=entities or None, reply_parameters=reply
+            )
+            mark("sendMessage returned")
+        except BadRequest as e:
+            logger.warning("Telegram refused a formatted message (%s); sending it as plain text", e)
+            await send_with_retries(bot, chat_id, text, reply_parameters=reply)

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from types import TracebackType
 
-from telegram import Bot
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, TelegramError
 
@@ -79,6 +79,12 @@ class StatusBoard:
         if self.lines.pop(agent, None) is not None:
             self._changed.set()
 
+    def stop_buttons(self) -> InlineKeyboardMarkup:
+        """A Stop button per working agent (``stop:<name>``, as ``/stop <name>``)."""
+        return InlineKeyboardMarkup(
+            [[InlineKeyboardButton(f"⏹ Stop {a}", callback_data=f"stop:{a}")] for a in self.lines]
+        )
+
     def text(self) -> str:
         if len(self.lines) == 1:
             return next(iter(self.lines.values()))
@@ -141,12 +147,19 @@ class StatusBoard:
         try:
             if self.message_id is None:
                 sent = await self.bot.send_message(
-                    self.chat_id, text, link_preview_options=NO_PREVIEW
+                    self.chat_id,
+                    text,
+                    link_preview_options=NO_PREVIEW,
+                    reply_markup=self.stop_buttons(),
                 )
                 self.message_id = sent.message_id
             else:
                 await self.bot.edit_message_text(
-                    text, self.chat_id, self.message_id, link_preview_options=NO_PREVIEW
+                    text,
+                    self.chat_id,
+                    self.message_id,
+                    link_preview_options=NO_PREVIEW,
+                    reply_markup=self.stop_buttons(),
                 )
             self.shown = text
         except BadRequest as e:

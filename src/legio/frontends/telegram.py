@@ -27,14 +27,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from telegram import Bot, BotCommand, Message, ReplyParameters, Update
+from telegram import Bot, BotCommand, Message, Update
 from telegram.constants import ChatType
-from telegram.error import BadRequest, TelegramError
+from telegram.error import TelegramError
 from telegram.ext import (
     AIORateLimiter,
     Application,
     ApplicationBuilder,
     ApplicationHandlerStop,
+    CallbackQueryHandler,
     CommandHandler,
     ContextTypes,
     MessageHandler,
@@ -45,6 +46,7 @@ from telegram.ext import (
 from legio.admin import COMMANDS, Admin, parse_retry
 from legio.app import Job, JobRun, LegioApp, Reply, ReplyCallback
 from legio.config import Config
+from legio.frontends.approvals import TelegramAsker
 from legio.frontends.drafts import DraftSupport, LiveView
 from legio.frontends.files import UNSUPPORTED, receive, resume_pending
 from legio.frontends.gate import Gate, addressed_elsewhere, forwarded_from
@@ -56,12 +58,13 @@ from legio.frontends.sending import (
     plain_pages,
     render,
     send_files,
+    send_markdown,
     send_with_retries,
 )
 from legio.frontends.status import StatusBoard, Typing
 from legio.frontends.views import interruption_notice
 from legio.names import LEGATUS
-from legio.timing import begin, mark
+from legio.timing import begin
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +92,7 @@ class LegioBot:
         self._bot: Bot | None = None
         self.drafts = DraftSupport(config.telegram.stream)
         self.downloads: set[asyncio.Task[Any]] = set()  # cancelled at shutdown, resumed at start
+        self.asker: TelegramAsker | None = None
 
     @property
     def app(self) -> LegioApp:
@@ -105,6 +109,9 @@ class LegioBot:
         self._app = await self.app_factory()
         self._admin = Admin(self._app)
         self._bot = app.bot
+        self.asker = TelegramAsker(app.bot, sorted(self.caesar_ids), self._app)
+        self._app.set_asker(self.asker)  # approvals and questions as buttons
+        self._app.set_notifier(self.asker.notify)  # budget warnings, plan limits
         commands = [BotCommand(c.name, c.description[:256]) for c in COMMANDS]
         try:
             await app.bot.set_my_commands(commands)
@@ -154,6 +161,9 @@ class LegioBot:
     async def gate(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Drop every update but Caesar's in his chats (``legio.frontends.gate``)."""
         if not self.doors.admits(update):
+            if isinstance(update, Update) and update.callback_query is not None:
+                with contextlib.suppress(TelegramError):  # a tap on Caesar's buttons
+                    await update.callback_query.answer("Not yours.")
             raise ApplicationHandlerStop
 
     async def _private_only(self, bot: Bot, message: Message) -> bool:
@@ -173,6 +183,8 @@ class LegioBot:
         if message is None or message.text is None:
             return
         text = message.text
+        if self.asker is not None and await self.asker.take_text(message):
+            return  # a deny reason, or the answer to an agent's question
         origin = origin_of(message.chat_id, message.message_id)
         source = forwarded_from(message)
         with begin("update received"):
@@ -315,6 +327,11 @@ class LegioBot:
             for piece in plain_pages(page):
                 await send_with_retries(context.bot, message.chat_id, piece)
 
+    async def on_callback(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """A button tap: an approval, an agent's question, or Stop."""
+        if update.callback_query is not None and self.asker is not None:
+            await self.asker.on_tap(update.callback_query)
+
     async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Stickers, locations, contacts…: say what the bot can take."""
         message = update.effective_message
@@ -338,23 +355,8 @@ class LegioBot:
     async def send_markdown(
         self, bot: Bot, chat_id: int, markdown: str, reply_to: int | None = None
     ) -> None:
-        """Send an answer: rendered Markdown, split; plain text if Telegram refuses a part."""
-        for index, (text, entities) in enumerate(render(markdown)):
-            reply = (
-                ReplyParameters(reply_to, allow_sending_without_reply=True)
-                if reply_to and index == 0
-                else None
-            )
-            try:
-                await send_with_retries(
-                    bot, chat_id, text, entities=entities or None, reply_parameters=reply
-                )
-                mark("sendMessage returned")
-            except BadRequest as e:
-                logger.warning(
-                    "Telegram refused a formatted message (%s); sending it as plain text", e
-                )
-                await send_with_retries(bot, chat_id, text, reply_parameters=reply)
+        """Send an answer: rendered Markdown, split (``legio.frontends.sending``)."""
+        await send_markdown(bot, chat_id, markdown, reply_to)
 
 
 def build_application(
@@ -389,6 +391,7 @@ def build_application(
     )
     app.add_handler(MessageHandler(message & files, bot.on_file, block=False))
     app.add_handler(MessageHandler(message & ~filters.TEXT, bot.on_other))
+    app.add_handler(CallbackQueryHandler(bot.on_callback, block=False))
     app.add_error_handler(bot.on_error)
     return app
 

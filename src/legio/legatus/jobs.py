@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime, tzinfo
@@ -235,7 +236,7 @@ def job_runner(legatus: Legatus, present: Presenter | None = None) -> JobRunner:
             on_status: StatusCallback | None, on_reply: ReplyCallback | None
         ) -> list[Reply]:
             async def marked(reply: Reply) -> None:
-                reply = Reply(reply.agent, f"⏰ {job.name}\n{reply.text}", reply.kind)
+                reply = dataclasses.replace(reply, text=f"⏰ {job.name}\n{reply.text}")
                 replies.append(reply)
                 if on_reply is not None:
                     await on_reply(reply)

@@ -58,7 +58,7 @@ class Reply:
 
     agent: str
     text: str
-    kind: Literal["answer", "error", "interrupted", "notice"] = "answer"
+    kind: Literal["answer", "error", "interrupted", "notice", "held"] = "answer"
     files: tuple[SentFile, ...] = ()  # sent with send_file: to deliver after the text
 
 
@@ -253,6 +253,9 @@ class Legatus:
         """Ask ``names`` about Caesar's ``nuntius``; store and emit each answer in its turn."""
 
         async def deliver(name: str, outcome: Outcome) -> None:
+            if outcome.kind == "held":  # not started: the request stays unanswered (/retry)
+                await emit.reply(Reply(name, outcome.text, outcome.kind))
+                return
             answer = await self.praetorium.post(name, outcome.text, [CAESAR], reply_to=nuntius.id)
             mark("answer posted")
             files = await self._sent_files(name, answer.seq)

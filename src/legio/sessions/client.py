@@ -67,6 +67,8 @@ class AgentSession:
     cost: float = 0.0
     broken: bool = False
     closed_because: str | None = None
+    model: str | None = None
+    observe: Callable[[object], None] | None = None  # sees every message (legio.plan)
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
 
     def rebuild_reason(self, spec: AgentSpec) -> str | None:
@@ -106,6 +108,7 @@ async def connect(
         tracker=SessionTokenTracker(max_input_tokens),
         bootstrap=resume is None,
         stderr=stderr,
+        model=spec.model,
     )
 
 
@@ -169,7 +172,12 @@ async def ask(
         )
         mark("query sent")
         text, result = await collect_response(
-            session.client, session.tracker, on_status, agent=name, on_text=on_text
+            session.client,
+            session.tracker,
+            on_status,
+            agent=name,
+            on_text=on_text,
+            observe=session.observe,
         )
     except (AgentError, ProcessError, CLIJSONDecodeError, CLIConnectionError) as e:
         if session.closed_because:  # we closed it: /reset, /stop, shutdown
@@ -205,6 +213,7 @@ def _turn(
         cost_usd=cost,
         duration_ms=int((time.monotonic() - started) * 1000),
         is_error=result is None or result.is_error,
+        model=_model(result) or session.model,
     )
 
 
@@ -216,6 +225,19 @@ async def store_turns(praetorium: Praetorium, turns: list[Turn], agent: str) -> 
             await praetorium.record_turn(turn)
         except Exception:
             logger.exception("%s: could not record the turn's usage", agent)
+
+
+def _model(result: ResultMessage | None) -> str | None:
+    """The model that cost the most in this turn (the CLI's ``modelUsage``), if it says."""
+    usage = (result.model_usage if result else None) or {}
+    if not usage:
+        return None
+
+    def cost(name: str) -> float:
+        entry = usage.get(name)
+        return float(entry.get("costUSD") or 0) if isinstance(entry, dict) else 0.0
+
+    return max(usage, key=cost)
 
 
 # ------------------------------------------------------------------ the CLI's own count

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from lxml import etree
 
 from legio.errors import AgentError, AgentInterrupted, NothingToCompact
-from legio.sessions.client import AgentSession, ask, sdk_usage
+from legio.sessions.client import AgentSession, ask, sdk_usage, store_turns
 from legio.sessions.history import (
     estimate_tokens,
     fit_to_budget,
@@ -184,3 +184,25 @@ async def session_to_compact(
     session.rebuild_key = checkpoint.prompt_hash or spec.rebuild_key
     slot.session = session
     return session
+
+
+async def compact_now(
+    praetorium: Praetorium,
+    slot: AgentSlot,
+    spec: AgentSpec,
+    open_session: OpenSession,
+    on_status: StatusCallback | None,
+    instructions: str | None,
+) -> Compaction:
+    """``/compact``, in the agent's turn: the summary stored, the session closed (its next
+    message starts anew from the summary). The conversation is unchanged on a failure."""
+    try:
+        slot.state = "working"
+        session = await session_to_compact(praetorium, slot, spec, open_session)
+        record = await compact(praetorium, slot, session, spec, "command", on_status, instructions)
+        await slot.close("compacted")
+        await praetorium.clear_checkpoint(spec.name)
+        return record
+    finally:
+        slot.state = "idle"
+        await store_turns(praetorium, slot.unrecorded, spec.name)

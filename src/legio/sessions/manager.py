@@ -30,13 +30,17 @@ from typing import Any
 
 from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError, SdkMcpTool
 
+from legio.budget import Budget
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
-from legio.errors import AgentError, AgentInterrupted, ContextOverflow
+from legio.errors import AgentError, AgentInterrupted, ContextOverflow, TurnHeld
 from legio.memoria import MemoriaStore
+from legio.names import CAESAR, SCHEDULER
+from legio.plan import PlanHealth, watch_turns
 from legio.sessions.client import AgentSession, ask, connect, store_turns
-from legio.sessions.compaction import compact, compact_or_fall_back, session_to_compact
+from legio.sessions.compaction import compact_now, compact_or_fall_back
 from legio.sessions.context import ContextReport, context_report
+from legio.sessions.gate import Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for
 from legio.sessions.query import prepare_query
 from legio.sessions.reaper import Reaper
@@ -65,17 +69,24 @@ class SessionManager:
         *,
         reap_interval_s: float = 60.0,
         env: dict[str, str] | None = None,
+        approvals: Gatekeeper | None = None,
+        budget: Budget | None = None,
+        health: PlanHealth | None = None,
     ) -> None:
         self.config = config
+        self.approvals = approvals
+        self.budget = budget  # legio.budget: checked before every turn
+        self.health = health  # legio.plan: plan limits and logins
+        if approvals is not None:
+            approvals.status_of = self.current_status
         self.castra = Castra(config.castra)
         self.praetorium = praetorium
         self.memoria = memoria
-        self.reap_interval_s = reap_interval_s
-        self.idle_timeout_s = config.session_idle_timeout_minutes * 60
         self.env = dict(env or {})
         self._slots: dict[str, AgentSlot] = {}
         self._specs: dict[str, SpecFactory] = {}
-        self.reaper = Reaper(lambda: self._slots.values(), self.idle_timeout_s, reap_interval_s)
+        idle_s = config.session_idle_timeout_minutes * 60
+        self.reaper = Reaper(lambda: self._slots.values(), idle_s, reap_interval_s)
         self.outbox = Outbox()  # files agents send_file in their running turn
         self.attachments = AttachmentStore(praetorium)
         self.files = FileStore(self.castra.root)
@@ -107,12 +118,19 @@ class SessionManager:
 
         def make_client(stderr: deque[str], extra: dict[str, Any]) -> ClaudeSDKClient:
             options = build_options(
-                self.config, self.castra, spec, env=self.env, stderr=stderr, **extra
+                self.config,
+                self.castra,
+                spec,
+                env=self.env,
+                stderr=stderr,
+                approvals=self.approvals,
+                **extra,
+                **(self.budget.backstop() if self.budget else {}),
             )
             return ClaudeSDKClient(options)
 
         try:
-            return await connect(
+            session = await connect(
                 spec,
                 resume=resume,
                 make_client=make_client,
@@ -123,6 +141,10 @@ class SessionManager:
                 spec.name,
                 f"cannot start the Claude CLI ({e}); `legio check` shows which CLI is used",
             ) from e
+        if resume:  # a resumed CLI reports the session's whole cost: count on from there
+            session.cost_base = await self.praetorium.session_cost(resume)
+        session.observe = watch_turns(spec.name, self.health, self.budget)
+        return session
 
     async def _ensure(
         self, slot: AgentSlot, spec: AgentSpec, on_status: StatusCallback | None
@@ -192,6 +214,11 @@ class SessionManager:
                 outcome = Outcome(await self._turn(slot, nuntius, on_status, prefix, on_text))
             except asyncio.CancelledError:
                 raise
+            except TurnHeld as e:  # not started (budget, plan limit): /retry runs it later
+                logger.warning("%s: nuntius %s held: %s", name, nuntius.seq, e.reason)
+                if self.budget is not None and nuntius.sender in (CAESAR, SCHEDULER):
+                    await self.budget.hold(nuntius.seq, name)
+                outcome = Outcome(e.reason, "held")
             except BaseException as e:
                 outcome = failure_outcome(name, nuntius.seq, e)
             if deliver is not None:
@@ -247,6 +274,10 @@ class SessionManager:
             prefix = prefix()
         name = slot.name
         spec = await self.spec(name)
+        if self.health is not None:  # a plan limit: wait for its reset
+            await self.health.wait_clear(name, on_status)
+        if self.budget is not None and await self.budget.admit(name, spec.daily_usd, slot.session):
+            await slot.close("per-turn budget")  # the CLI's count restarts on resume
         slot.state, slot.on_status = "working", on_status
         try:
             session = await self._ensure(slot, spec, on_status)
@@ -271,6 +302,11 @@ class SessionManager:
         except AgentInterrupted:
             slot.state = "idle"
             raise
+        except AgentError as e:
+            slot.state = "error"
+            if self.budget is not None and self.budget.stopped(e, slot.session):
+                raise AgentError(name, self.budget.stopped_reason()) from e
+            raise
         except BaseException:
             slot.state = "error"
             raise
@@ -292,16 +328,25 @@ class SessionManager:
         message, images = await prepare_query(
             self.praetorium, self.attachments, self.files, session, spec, nuntius, prefix
         )
-        text, _ = await ask(
-            session,
-            message,
-            on_status,
-            record=slot.unrecorded.append,
-            seq=nuntius.seq,
-            on_text=on_text,
-            images=images,
-        )
-        return text
+
+        async def send() -> str:
+            text, _ = await ask(
+                session,
+                message,
+                on_status,
+                record=slot.unrecorded.append,
+                seq=nuntius.seq,
+                on_text=on_text,
+                images=images,
+            )
+            return text
+
+        try:
+            return await send()
+        except AgentError:
+            if self.health is None or not await self.health.limited(spec.name, on_status):
+                raise
+            return await send()  # after a plan limit's reset: the same message once more
 
     def current_status(self, name: str) -> StatusCallback | None:
         """The status callback of the query agent ``name`` is running now, if any."""
@@ -323,21 +368,9 @@ class SessionManager:
         unchanged) or ``CastraError``.
         """
         async with self.turn_of(name, None, on_status) as slot:
-            try:
-                spec = await self.spec(name)
-                slot.state = "working"
-                session = await session_to_compact(
-                    self.praetorium, slot, spec, lambda resume: self._open(spec, resume)
-                )
-                record = await compact(
-                    self.praetorium, slot, session, spec, "command", on_status, instructions
-                )
-                await slot.close("compacted")
-                await self.praetorium.clear_checkpoint(name)
-                return record
-            finally:
-                slot.state = "idle"
-                await store_turns(self.praetorium, slot.unrecorded, name)
+            spec = await self.spec(name)
+            opener = lambda resume: self._open(spec, resume)  # noqa: E731
+            return await compact_now(self.praetorium, slot, spec, opener, on_status, instructions)
 
     async def context_report(self, name: str, prefix: str = "") -> ContextReport:
         """``/context``: what agent ``name``'s next query would carry (nothing is sent).

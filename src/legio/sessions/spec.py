@@ -28,6 +28,7 @@ from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
 from legio.policy import granted_dirs, working_dir
 from legio.sandbox import agent_options, effective_tools
+from legio.sessions.gate import QUESTION_TOOL, Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class AgentSpec:
     cwd: Path
     servers: Servers
     add_dirs: list[Path] = field(default_factory=list)  # granted folders, read-write
+    ask: tuple[str, ...] = ()  # its own approval rules (frontmatter ``ask``)
+    daily_usd: float | None = None  # its own daily spending limit (frontmatter)
 
 
 SpecFactory = Callable[[str], Awaitable[AgentSpec]]
@@ -75,6 +78,8 @@ def spec_from_prompt(
         cwd=working_dir(castra, prompt),
         servers=servers,
         add_dirs=granted_dirs(castra, prompt),
+        ask=tuple(settings.ask or ()),
+        daily_usd=settings.daily_usd,
     )
 
 
@@ -103,6 +108,7 @@ def build_options(
     *,
     env: dict[str, str],
     stderr: deque[str],
+    approvals: Gatekeeper | None = None,
     **extra: Any,
 ) -> ClaudeAgentOptions:
     """The SDK options of one agent's session; ``extra`` adds ``resume``/``session_id``."""
@@ -118,6 +124,13 @@ def build_options(
     hooks: dict[Any, list[HookMatcher]] = {
         "PreToolUse": [HookMatcher(matcher=None, hooks=[path_guard_hook(guard)])]  # type: ignore[list-item]
     }
+    tools = list(spec.tools)
+    if approvals is not None:  # legio.sessions.gate: ask Caesar (after the path guard)
+        rules = approvals.agent_rules(spec.ask)
+        ask_hook = approvals.hook(spec.name, rules, guard)
+        hooks["PreToolUse"].append(HookMatcher(matcher=None, hooks=[ask_hook]))  # type: ignore[list-item]
+        extra["can_use_tool"] = approvals.can_use_tool(spec.name, rules)
+        tools += [QUESTION_TOOL] if QUESTION_TOOL not in tools else []
     return ClaudeAgentOptions(
         hooks=hooks,
         system_prompt=spec.system_prompt,
@@ -125,8 +138,8 @@ def build_options(
         permission_mode=config.claude.permission_mode,
         cli_path=config.claude.cli_path or None,
         mcp_servers={key: server for key, (server, _) in servers.items()},
-        allowed_tools=allowed + spec.tools,
-        tools=spec.tools,
+        allowed_tools=allowed + tools,
+        tools=tools,
         cwd=str(spec.cwd),
         setting_sources=[],
         env=env,

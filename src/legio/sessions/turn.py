@@ -201,6 +201,7 @@ async def collect_response(
     *,
     agent: str = "agent",
     on_text: TextCallback | None = None,
+    observe: Callable[[object], None] | None = None,
 ) -> tuple[str, ResultMessage]:
     """Read one turn's messages: the answer text and its ``ResultMessage``.
 
@@ -219,6 +220,8 @@ async def collect_response(
     while True:
         try:
             async for message in client.receive_response():
+                if observe is not None:  # legio.plan: limits and logins
+                    observe(message)
                 if first and isinstance(message, StreamEvent | AssistantMessage):
                     first = False
                     mark("first token")
@@ -271,7 +274,7 @@ class Outcome:
     """What one agent made of a request: its answer, or why there is none."""
 
     text: str
-    kind: Literal["answer", "error", "interrupted"] = "answer"
+    kind: Literal["answer", "error", "interrupted", "held"] = "answer"  # held: not started
 
 
 def failure_outcome(name: str, seq: int, error: BaseException) -> Outcome:

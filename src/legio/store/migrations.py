@@ -272,6 +272,36 @@ async def m008_forwarded(db: aiosqlite.Connection) -> None:
     await _script(db, ["ALTER TABLE nuntii ADD COLUMN forwarded_from TEXT"])
 
 
+@migration
+async def m009_approvals(db: aiosqlite.Connection) -> None:
+    """Caesar's durable "always" grants, approval requests (a restart expires the pending
+    ones), and the model of each turn (for /usage)."""
+    await _script(
+        db,
+        [
+            """CREATE TABLE approval_grants (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                agent TEXT NOT NULL,
+                rule TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                revoked_at TEXT
+            )""",
+            """CREATE TABLE approval_requests (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                agent TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                target TEXT NOT NULL DEFAULT '',
+                status TEXT NOT NULL DEFAULT 'pending',
+                created_at TEXT NOT NULL,
+                decided_at TEXT
+            )""",
+            "CREATE INDEX idx_approval_requests_pending ON approval_requests(status)",
+            "ALTER TABLE turns ADD COLUMN model TEXT",
+            "CREATE INDEX idx_turns_created ON turns(created_at)",
+        ],
+    )
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 

@@ -49,6 +49,7 @@ class Turn:
     cost_usd: float = 0.0
     duration_ms: int = 0
     is_error: bool = False
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,18 @@ class UsageTotals:
     output_tokens: int
     cache_read_tokens: int
     cache_creation_tokens: int
+    cost_usd: float
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """One agent's use of one model over a period."""
+
+    agent: str
+    model: str
+    turns: int
+    input_tokens: int
+    output_tokens: int
     cost_usd: float
 
 
@@ -194,7 +207,7 @@ class AgentRecords:
         await self._db.execute(
             "INSERT INTO turns (agent, session_id, nuntius_seq, input_tokens, output_tokens, "
             "cache_read_tokens, cache_creation_tokens, cost_usd, duration_ms, is_error, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "created_at, model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 turn.agent,
                 turn.session_id,
@@ -207,6 +220,7 @@ class AgentRecords:
                 turn.duration_ms,
                 int(turn.is_error),
                 _now().isoformat(),
+                turn.model,
             ),
         )
 
@@ -231,3 +245,34 @@ class AgentRecords:
             )
             for r in rows
         }
+
+    async def usage_since(self, since: datetime) -> list[UsageRow]:
+        """Per agent and model: turns, tokens and cost of the turns since ``since``."""
+        async with self._db.execute(
+            "SELECT agent, coalesce(model, '') AS model, count(*) AS turns, "
+            "sum(input_tokens + cache_read_tokens + cache_creation_tokens) AS input, "
+            "sum(output_tokens) AS output, sum(cost_usd) AS cost FROM turns "
+            "WHERE created_at >= ? GROUP BY agent, model ORDER BY agent, model",
+            (since.astimezone(UTC).isoformat(),),
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [
+            UsageRow(
+                r["agent"],
+                r["model"],
+                int(r["turns"]),
+                int(r["input"]),
+                int(r["output"]),
+                float(r["cost"]),
+            )
+            for r in rows
+        ]
+
+    async def session_cost(self, session_id: str) -> float:
+        """What one SDK session has cost so far, by the turns recorded for it."""
+        async with self._db.execute(
+            "SELECT coalesce(sum(cost_usd), 0) AS cost FROM turns WHERE session_id = ?",
+            (session_id,),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return float(row["cost"]) if row else 0.0

@@ -1,0 +1,315 @@
+"""Approvals and agents' questions as Telegram buttons (``TelegramAsker``).
+
+One message per request, in each of Caesar's chats: which agent (⚔️ name), what it
+wants (the CLI's tool name and the command, path or URL, shortened, sent as plain
+text) and the buttons **Allow once · Allow for this session · Always · Deny · Deny
+and stop**. A text message *replying* to it denies with that text as the reason the
+model reads. A tap answers the callback query and edits the message to show the
+decision; a timeout or a cancelled turn edits it too. Button data carry the request
+id and a random nonce: forged or unknown data, a replay after the decision, and
+buttons of an earlier run ("expired") change nothing and say so. Strangers' taps
+never reach here (``telegram.py``'s gate answers them "not yours").
+
+An agent's question (``AskUserQuestion``) becomes one message per question with its
+options as buttons (toggles and a Done button when several may be chosen); Caesar's
+next plain text message answers whatever is still open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+from telegram.error import TelegramError
+
+from legio.app import ApprovalRequest, Decision, LegioApp, QuestionRequest
+
+logger = logging.getLogger(__name__)
+
+CHOICES = {
+    "o": ("once", "Allow once", "✅ Allowed once"),
+    "s": ("session", "Allow for this session", "✅ Allowed for this session"),
+    "a": ("always", "Always", "✅ Always allowed (/approvals lists it, /revoke ends it)"),
+    "d": ("deny", "Deny", "❌ Denied"),
+    "x": ("stop", "Deny and stop", "⛔ Denied, and the turn stopped"),
+}
+OPTION_MAX = 40
+DECIDED_KEPT = 500
+
+
+@dataclass
+class _Pending:
+    nonce: str
+    future: asyncio.Future[Any]
+    messages: list[tuple[int, int]] = field(default_factory=list)  # (chat, message id)
+    text: str = ""
+
+
+@dataclass
+class _Question:
+    request: QuestionRequest
+    nonce: str
+    future: asyncio.Future[dict[str, str] | None]
+    answers: dict[int, str] = field(default_factory=dict)
+    picked: dict[int, list[str]] = field(default_factory=dict)
+    messages: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+
+
+def approval_text(request: ApprovalRequest) -> str:
+    minutes = f"{request.timeout_s / 60:g}"
+    return (
+        f"⚔️ {request.agent} asks to use {request.tool}:\n{request.target}\n\n"
+        f"Rule: {', '.join(request.rules)}. No answer in {minutes} min counts as Deny; "
+        "reply to this message to deny with a reason."
+    )
+
+
+def approval_keyboard(request_id: int, nonce: str) -> InlineKeyboardMarkup:
+    def button(code: str) -> InlineKeyboardButton:
+        return InlineKeyboardButton(
+            CHOICES[code][1], callback_data=f"ap:{request_id}:{nonce}:{code}"
+        )
+
+    return InlineKeyboardMarkup(
+        [[button("o"), button("s")], [button("a"), button("d"), button("x")]]
+    )
+
+
+class TelegramAsker:
+    """Asks Caesar in Telegram; register with ``LegioApp.set_asker``."""
+
+    def __init__(self, bot: Bot, chat_ids: list[int], app: LegioApp) -> None:
+        self.bot = bot
+        self.chat_ids = chat_ids
+        self.app = app
+        self._approvals: dict[int, _Pending] = {}
+        self._decided: dict[int, str] = {}
+        self._questions: dict[int, _Question] = {}
+
+    # ---------------------------------------------------------- approvals
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        loop = asyncio.get_running_loop()
+        pending = _Pending(secrets.token_hex(4), loop.create_future(), text=approval_text(request))
+        self._approvals[request.id] = pending
+        keyboard = approval_keyboard(request.id, pending.nonce)
+        try:
+            for chat_id in self.chat_ids:
+                try:
+                    sent = await self.bot.send_message(chat_id, pending.text, reply_markup=keyboard)
+                    pending.messages.append((chat_id, sent.message_id))
+                except TelegramError as e:
+                    logger.warning("could not ask chat %s about %s: %s", chat_id, request.id, e)
+            decision: Decision = await pending.future
+            return decision
+        except asyncio.CancelledError:
+            if request.outcome == "timeout":
+                minutes = f"{request.timeout_s / 60:g}"
+                await self._settle(pending, f"⌛ No answer within {minutes} min: denied.")
+            else:
+                await self._cancelled(request.id, pending)
+            raise
+        finally:
+            self._approvals.pop(request.id, None)
+            self._decided[request.id] = request.outcome or "decided"
+            while len(self._decided) > DECIDED_KEPT:  # older ones are found in the praetorium
+                self._decided.pop(next(iter(self._decided)))
+
+    async def _settle(self, pending: _Pending, line: str) -> None:
+        for chat_id, message_id in pending.messages:
+            with contextlib.suppress(TelegramError):
+                await self.bot.edit_message_text(
+                    f"{pending.text}\n\n{line}", chat_id, message_id, reply_markup=None
+                )
+
+    async def _cancelled(self, request_id: int, pending: _Pending) -> None:
+        done = InlineKeyboardMarkup(
+            [[InlineKeyboardButton("✖ cancelled", callback_data=f"ap:{request_id}:-:-")]]
+        )
+        for chat_id, message_id in pending.messages:
+            with contextlib.suppress(TelegramError):
+                await self.bot.edit_message_reply_markup(chat_id, message_id, reply_markup=done)
+
+    async def _tap_approval(self, query: CallbackQuery, parts: list[str]) -> None:
+        if len(parts) != 4 or not parts[1].isdigit():
+            await query.answer("Unknown button.")
+            return
+        request_id, nonce, code = int(parts[1]), parts[2], parts[3]
+        pending = self._approvals.get(request_id)
+        if pending is None:
+            if request_id in self._decided:
+                await query.answer("Already decided.")
+                return
+            status = await self.app.approval_status(request_id)
+            if status == "expired":
+                await query.answer(
+                    "Expired: Legio restarted while this waited. /retry runs it again."
+                )
+                with contextlib.suppress(TelegramError):
+                    await query.edit_message_reply_markup(reply_markup=None)
+            elif status is None:
+                await query.answer("Unknown button.")
+            else:
+                await query.answer("Already decided.")
+            return
+        if nonce != pending.nonce or code not in CHOICES or pending.future.done():
+            await query.answer(
+                "Unknown button." if not pending.future.done() else "Already decided."
+            )
+            return
+        choice, _, shown = CHOICES[code]
+        pending.future.set_result(Decision(choice))  # type: ignore[arg-type]
+        await query.answer(shown)
+        await self._settle(pending, shown)
+
+    # ---------------------------------------------------------- questions
+
+    async def answer(self, request: QuestionRequest) -> dict[str, str] | None:
+        loop = asyncio.get_running_loop()
+        question = _Question(request, secrets.token_hex(4), loop.create_future())
+        self._questions[request.id] = question
+        try:
+            for index in range(len(request.questions)):
+                text, keyboard = self._question_message(question, index)
+                for chat_id in self.chat_ids:
+                    try:
+                        sent = await self.bot.send_message(chat_id, text, reply_markup=keyboard)
+                        question.messages.setdefault(index, []).append((chat_id, sent.message_id))
+                    except TelegramError as e:
+                        logger.warning("could not ask chat %s a question: %s", chat_id, e)
+            return await question.future
+        except asyncio.CancelledError:
+            for messages in question.messages.values():
+                for chat_id, message_id in messages:
+                    with contextlib.suppress(TelegramError):
+                        await self.bot.edit_message_reply_markup(
+                            chat_id, message_id, reply_markup=None
+                        )
+            raise
+        finally:
+            self._questions.pop(request.id, None)
+
+    def _question_message(
+        self, question: _Question, index: int
+    ) -> tuple[str, InlineKeyboardMarkup | None]:
+        item = question.request.questions[index]
+        options = [o for o in item.get("options") or [] if isinstance(o, dict)]
+        lines = [f"⚔️ {question.request.agent} asks: {str(item.get('question', ''))[:1000]}"]
+        lines += [
+            f"• {str(o.get('label', ''))[:OPTION_MAX]} — {str(o.get('description', ''))[:200]}"
+            for o in options
+        ]
+        lines.append("Tap an answer, or write your own.")
+        if index in question.answers:
+            lines.append(f"\n✅ {question.answers[index]}")
+            return "\n".join(lines), None
+        picked = question.picked.get(index, [])
+        base = f"q:{question.request.id}:{question.nonce}:{index}"
+        rows = []
+        for number, option in enumerate(options):
+            label = str(option.get("label", ""))[:OPTION_MAX]
+            mark = "☑ " if label in picked else ""
+            rows.append([InlineKeyboardButton(mark + label, callback_data=f"{base}:{number}")])
+        if item.get("multiSelect"):
+            rows.append([InlineKeyboardButton("Done", callback_data=f"{base}:d")])
+        return "\n".join(lines), InlineKeyboardMarkup(rows)
+
+    async def _refresh(self, question: _Question, index: int) -> None:
+        text, keyboard = self._question_message(question, index)
+        for chat_id, message_id in question.messages.get(index, []):
+            with contextlib.suppress(TelegramError):
+                await self.bot.edit_message_text(text, chat_id, message_id, reply_markup=keyboard)
+
+    async def _settle_question(self, question: _Question) -> None:
+        items = question.request.questions
+        if len(question.answers) == len(items) and not question.future.done():
+            question.future.set_result(
+                {str(items[i].get("question", "")): a for i, a in question.answers.items()}
+            )
+
+    async def _tap_question(self, query: CallbackQuery, parts: list[str]) -> None:
+        question = (
+            self._questions.get(int(parts[1])) if len(parts) == 5 and parts[1].isdigit() else None
+        )
+        if question is None:
+            await query.answer("This question is no longer open.")
+            return
+        if parts[2] != question.nonce or not parts[3].isdigit():
+            await query.answer("Unknown button.")
+            return
+        index = int(parts[3])
+        items = question.request.questions
+        if index >= len(items) or index in question.answers:
+            await query.answer(
+                "Already answered." if index in question.answers else "Unknown button."
+            )
+            return
+        options = [str(o.get("label", "")) for o in items[index].get("options") or []]
+        picked = question.picked.setdefault(index, [])
+        if parts[4] == "d":
+            question.answers[index] = ", ".join(picked) if picked else "(nothing chosen)"
+        elif parts[4].isdigit() and int(parts[4]) < len(options):
+            label = options[int(parts[4])]
+            if items[index].get("multiSelect"):
+                picked.remove(label) if label in picked else picked.append(label)
+            else:
+                question.answers[index] = label
+        else:
+            await query.answer("Unknown button.")
+            return
+        await self._refresh(question, index)
+        await query.answer()
+        await self._settle_question(question)
+
+    async def take_text(self, message: Message) -> bool:
+        """Caesar's text as a deny reason (a reply to an approval) or a question's answer."""
+        text = message.text or ""
+        reply_to = message.reply_to_message
+        if reply_to is not None:
+            for pending in self._approvals.values():
+                if (message.chat_id, reply_to.message_id) in pending.messages:
+                    if not pending.future.done():
+                        pending.future.set_result(Decision("deny", text))
+                        await self._settle(pending, f"❌ Denied: {text[:500]}")
+                    return True
+        for question in list(self._questions.values()):
+            open_ = [i for i in range(len(question.request.questions)) if i not in question.answers]
+            for index in open_:
+                question.answers[index] = text
+                await self._refresh(question, index)
+            if open_:
+                await self._settle_question(question)
+                return True
+        return False
+
+    # ---------------------------------------------------------- notices
+
+    async def notify(self, text: str) -> None:
+        """Tell Caesar something nobody asked for (budget warnings, plan limits)."""
+        for chat_id in self.chat_ids:
+            try:
+                await self.bot.send_message(chat_id, text)
+            except TelegramError as e:
+                logger.warning("could not tell chat %s: %s", chat_id, e)
+
+    # ---------------------------------------------------------- taps
+
+    async def on_tap(self, query: CallbackQuery) -> None:
+        """A button tap from Caesar (the gate has dropped everyone else's)."""
+        parts = (query.data or "").split(":")
+        if parts[0] == "ap":
+            await self._tap_approval(query, parts)
+        elif parts[0] == "q":
+            await self._tap_question(query, parts)
+        elif parts[0] == "stop" and len(parts) == 2:
+            stopped = await self.app.stop([parts[1]])
+            await query.answer(
+                f"Stopping {parts[1]}." if stopped else f"{parts[1]} is not working."
+            )
+        else:
+            await query.answer("Unknown button.")

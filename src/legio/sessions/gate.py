@@ -1,0 +1,294 @@
+"""The approval gate: tool calls under an ask rule wait for Caesar; his grants are kept.
+
+Mechanism (PROTOCOLS.md, "Approvals, questions, budget and plan limits"): the agents
+keep ``bypassPermissions``; a second ``PreToolUse`` hook, beside the path guard,
+answers ``ask`` for a call that matches an ask rule (``legio.approvals``) and is not
+granted yet; the CLI then calls ``can_use_tool``, which asks Caesar through the
+front-end's ``Asker`` and answers allow or deny. A call the path guard refuses is
+never asked about (the guard's deny stands: an approval never widens it).
+
+Legio remembers grants itself ("for this session": per SDK session id, in memory;
+"always": per agent and rule, in the praetorium), because the CLI's own
+``updated_permissions`` do not silence a hook's ``ask``. No answer within
+``[approvals] timeout`` counts as Deny; a cancelled turn (``/stop``, ``/reset``,
+shutdown) cancels the wait and the request is recorded as cancelled. The CLI's
+``AskUserQuestion`` arrives here too: the questions go to Caesar, his answers back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from claude_agent_sdk import (
+    CanUseToolShadowedWarning,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    ToolPermissionContext,
+)
+
+from legio.approvals import (
+    ApprovalRequest,
+    Asker,
+    Decision,
+    QuestionRequest,
+    Rule,
+    matching,
+    parse_rules,
+    shorten,
+)
+from legio.config import Config
+from legio.guard import PathGuard
+from legio.store.approvals import ApprovalStore, Grant
+
+logger = logging.getLogger(__name__)
+
+QUESTION_TOOL = "AskUserQuestion"
+WAITING = "⏸ {agent} is waiting for your approval: {what}"
+HookCallback = Callable[[Any, str | None, Any], Awaitable[dict[str, Any]]]
+PermissionResult = PermissionResultAllow | PermissionResultDeny
+StatusCallback = Callable[[str, str], Awaitable[None]]  # as legio.sessions.turn's
+CanUseTool = Callable[[str, dict[str, Any], ToolPermissionContext], Awaitable[PermissionResult]]
+
+
+def call_target(tool: str, tool_input: dict[str, Any]) -> str:
+    """What a call is about: the command, path, URL or query; else its input as JSON."""
+    for key in ("command", "file_path", "notebook_path", "url", "path", "query", "pattern"):
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return json.dumps(tool_input, ensure_ascii=False, sort_keys=True)
+
+
+async def notify(on_status: StatusCallback | None, agent: str, line: str) -> None:
+    """Show a status line; its failure never fails the wait."""
+    if on_status is not None:
+        try:
+            await on_status(agent, line)
+        except Exception:
+            logger.exception("status callback failed (ignored)")
+
+
+class Gatekeeper:
+    """Every agent's approval rules, grants and waiting requests; see the module docstring."""
+
+    def __init__(self, config: Config, store: ApprovalStore | None = None) -> None:
+        # The SDK warns that bypassPermissions shadows can_use_tool; with a hook that
+        # answers "ask" it does not (PROTOCOLS.md): the warning would only mislead.
+        warnings.filterwarnings("ignore", category=CanUseToolShadowedWarning)
+        self.rules = parse_rules(config.approvals.ask)
+        self.timeout_s = config.approvals.timeout * 60
+        self.store = store
+        self.asker: Asker | None = None
+        self.status_of: Callable[[str], StatusCallback | None] = lambda name: None
+        self._session_grants: dict[tuple[str, str], set[str]] = {}
+        self._always: dict[str, set[str]] = {}
+        self._asked: dict[str, tuple[str, tuple[str, ...]]] = {}  # tool_use_id → session, rules
+        self._next_id = 0
+
+    async def load(self) -> int:
+        """Read the "always" grants; expire requests an earlier run left pending."""
+        if self.store is None:
+            return 0
+        expired = await self.store.expire_pending()
+        for grant in await self.store.grants():
+            self._always.setdefault(grant.agent, set()).add(grant.rule)
+        if expired:
+            logger.info("%d approval request(s) of an earlier run expired", expired)
+        return expired
+
+    # ---------------------------------------------------------- grants
+
+    def agent_rules(self, extra: tuple[str, ...] | list[str] = ()) -> list[Rule]:
+        """The legion's rules plus an agent's own (its frontmatter ``ask``)."""
+        return [*self.rules, *parse_rules(extra)]
+
+    def pending(
+        self, agent: str, session_id: str, rules: list[Rule], tool: str, tool_input: dict[str, Any]
+    ) -> list[Rule]:
+        """The rules this call falls under that Caesar has not granted."""
+        granted = self._always.get(agent, set()) | self._session_grants.get(
+            (agent, session_id), set()
+        )
+        return [r for r in matching(rules, tool, tool_input) if r.text not in granted]
+
+    async def grants(self) -> list[Grant]:
+        return await self.store.grants() if self.store else []
+
+    async def revoke(self, grant_id: int) -> Grant | None:
+        """End an "always" grant; the grant, or None if there is none with that id."""
+        if self.store is None:
+            return None
+        grant = await self.store.revoke(grant_id)
+        if grant is not None:
+            self._always.get(grant.agent, set()).discard(grant.rule)
+        return grant
+
+    async def _remember(
+        self, decision: Decision, agent: str, session: str, rules: tuple[str, ...]
+    ) -> None:
+        if decision.choice == "session":
+            self._session_grants.setdefault((agent, session), set()).update(rules)
+        elif decision.choice == "always":
+            self._always.setdefault(agent, set()).update(rules)
+            if self.store is not None:
+                for rule in rules:
+                    await self.store.add_grant(agent, rule)
+
+    # ---------------------------------------------------------- the SDK's callbacks
+
+    def hook(self, agent: str, rules: list[Rule], guard: PathGuard | None) -> HookCallback:
+        """A ``PreToolUse`` hook: ``ask`` for a matching call nobody granted."""
+
+        async def pre_tool_use(
+            hook_input: Any, tool_use_id: str | None, context: Any
+        ) -> dict[str, Any]:
+            tool = str(hook_input.get("tool_name", ""))
+            tool_input = hook_input.get("tool_input") or {}
+            if guard is not None and guard.check(tool, tool_input, hook_input.get("cwd")):
+                return {}  # the path guard denies it: nothing to ask
+            session = str(hook_input.get("session_id") or "")
+            needed = self.pending(agent, session, rules, tool, tool_input)
+            if not needed:
+                return {}
+            texts = tuple(r.text for r in needed)
+            if tool_use_id:
+                self._asked[tool_use_id] = (session, texts)
+            return {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "ask",
+                    "permissionDecisionReason": f"Legio asks Caesar first ({', '.join(texts)})",
+                }
+            }
+
+        return pre_tool_use
+
+    def can_use_tool(self, agent: str, rules: list[Rule] | None = None) -> CanUseTool:
+        """The ``can_use_tool`` callback of agent ``agent``'s sessions."""
+
+        async def decide(
+            tool: str, tool_input: dict[str, Any], context: ToolPermissionContext
+        ) -> PermissionResult:
+            if tool == QUESTION_TOOL:
+                return await self._question(agent, tool_input)
+            asked = self._asked.pop(context.tool_use_id or "", None)
+            if asked is None:  # not our hook's ask (another permission mode): check anew
+                needed = self.pending(agent, "", rules or self.rules, tool, tool_input)
+                if not needed:
+                    return PermissionResultAllow()
+                asked = ("", tuple(r.text for r in needed))
+            session, texts = asked
+            return await self._approval(agent, session, texts, tool, tool_input, context)
+
+        return decide
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    async def _approval(
+        self,
+        agent: str,
+        session: str,
+        rules: tuple[str, ...],
+        tool: str,
+        tool_input: dict[str, Any],
+        context: ToolPermissionContext,
+    ) -> PermissionResult:
+        target = context.description or call_target(tool, tool_input)
+        request = ApprovalRequest(
+            id=0,
+            agent=agent,
+            tool=context.display_name or tool,
+            target=shorten(target),
+            rules=rules,
+            reason=context.decision_reason or "",
+            timeout_s=self.timeout_s,
+        )
+        if self.asker is None:
+            logger.warning("%s: %s needs Caesar's approval, but no front-end asks", agent, tool)
+            return PermissionResultDeny(
+                message="This call needs Caesar's approval and nobody can ask him now; "
+                "do not do it. Tell Caesar what you wanted to do."
+            )
+        request.id = (
+            await self.store.open_request(agent, tool, target) if self.store else self._new_id()
+        )
+        await notify(
+            self.status_of(agent), agent, WAITING.format(agent=agent, what=shorten(target, 60))
+        )
+        decision = await self._wait(request, self.asker.approve(request))
+        logger.info("%s: %s on %r: %s", agent, tool, request.target[:80], request.outcome)
+        if decision is None:
+            minutes = f"{self.timeout_s / 60:g}"
+            return PermissionResultDeny(
+                message=f"Caesar did not answer within {minutes} minutes, so this is denied. "
+                "Do not try it another way; tell him what you wanted to do."
+            )
+        await self._remember(decision, agent, session, rules)
+        if decision.choice in ("once", "session", "always"):
+            return PermissionResultAllow()
+        if decision.choice == "stop":
+            return PermissionResultDeny(
+                message="Caesar denied this and stopped the turn.", interrupt=True
+            )
+        said = f" His reason: {decision.reason}" if decision.reason.strip() else ""
+        return PermissionResultDeny(
+            message=f"Caesar denied this call.{said} Do not try it another way."
+        )
+
+    async def _wait(
+        self, request: ApprovalRequest | QuestionRequest, answer: Awaitable[Any]
+    ) -> Any:
+        """Caesar's answer, or None after the timeout; a cancellation is recorded and raised."""
+        task = asyncio.ensure_future(answer)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=request.timeout_s)
+        except asyncio.CancelledError:
+            request.outcome = "cancelled"
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await self._close(request)
+            raise
+        if not done:
+            request.outcome = "timeout"
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await self._close(request)
+            return None
+        try:
+            result = task.result()
+        except Exception:
+            logger.exception("%s: asking Caesar failed; denying", request.agent)
+            request.outcome = "timeout" if isinstance(request, ApprovalRequest) else "failed"
+            await self._close(request)
+            return None
+        if isinstance(request, ApprovalRequest):
+            request.outcome = result.choice
+        else:
+            request.outcome = "answered" if result else "unanswered"
+        await self._close(request)
+        return result
+
+    async def _close(self, request: ApprovalRequest | QuestionRequest) -> None:
+        if self.store is not None and isinstance(request, ApprovalRequest) and request.id:
+            try:
+                await self.store.close_request(request.id, str(request.outcome))
+            except Exception:
+                logger.exception("could not record approval request %s", request.id)
+
+    async def _question(self, agent: str, tool_input: dict[str, Any]) -> PermissionResult:
+        questions = [q for q in tool_input.get("questions") or [] if isinstance(q, dict)]
+        if self.asker is None or not questions:
+            return PermissionResultDeny(message="Caesar cannot be asked right now.")
+        request = QuestionRequest(self._new_id(), agent, questions, self.timeout_s)
+        await notify(self.status_of(agent), agent, f"⏸ {agent} is waiting for your answer")
+        answers = await self._wait(request, self.asker.answer(request))
+        if not answers:
+            return PermissionResultDeny(message="Caesar did not answer your question.")
+        return PermissionResultAllow(updated_input={**tool_input, "answers": dict(answers)})
