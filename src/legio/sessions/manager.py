@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError, SdkMcpTool
 
 from legio.castra import AgentPrompt, Castra
+from legio.cliconfig import daemon_config_dir, prepare_config_dir
 from legio.config import Config
 from legio.errors import AgentError, AgentInterrupted, ContextOverflow
 from legio.memoria import MemoriaStore
@@ -103,12 +105,15 @@ class SessionManager:
     # ---------------------------------------------------------- sessions
 
     async def _open(self, spec: AgentSpec, resume: str | None) -> AgentSession:
-        """Start the agent's CLI: resume ``resume``, or a new session."""
+        """Start the agent's CLI (in its own config dir): resume ``resume``, or a new session."""
+        shared = daemon_config_dir({**os.environ, **self.env})
+        config_dir = await asyncio.to_thread(
+            prepare_config_dir, self.castra.root, spec.name, shared, resume
+        )
+        env = {**self.env, "CLAUDE_CONFIG_DIR": str(config_dir)}
 
         def make_client(stderr: deque[str], extra: dict[str, Any]) -> ClaudeSDKClient:
-            options = build_options(
-                self.config, self.castra, spec, env=self.env, stderr=stderr, **extra
-            )
+            options = build_options(self.config, self.castra, spec, env=env, stderr=stderr, **extra)
             return ClaudeSDKClient(options)
 
         try:
