@@ -225,7 +225,14 @@ async def test_file_tools_cannot_read_a_process_environment(
 ) -> None:
     path = f"/proc/{holder.pid}/environ"
     assert b"secret-in-another-process" in Path(path).read_bytes()  # readable to this user
-    text = await reach.call("vorenus", "Read", {"file_path": path})
-    assert "secret-in-another-process" not in text and refused(text), text
-    text = await reach.call("vorenus", "Grep", {"pattern": "secret", "path": path})
-    assert "secret-in-another-process" not in text, text
+    # the CLI 2.1.330 refuses "device or process files" itself; the guard stands behind
+    calls: list[tuple[str, dict[str, object]]] = [
+        ("Read", {"file_path": path}),
+        ("Grep", {"pattern": "secret-in", "path": path, "output_mode": "content"}),
+        ("Grep", {"pattern": "secret-in", "path": f"/proc/{holder.pid}", "glob": "environ"}),
+        ("Read", {"file_path": "/proc/self/environ"}),
+    ]
+    for tool, args in calls:
+        text = await reach.call("vorenus", tool, args)
+        assert "secret-in-another-process" not in text, text
+        assert refused(text) or "process file" in text, text

@@ -3,9 +3,12 @@
 ``PathGuard`` decides from ``legio.policy.protected_entries`` (the same list the CLI's
 ``permissions.deny`` rules come from) which paths one agent's file tools may read or
 write: protected places are refused, writes must land in the workspace or a granted
-folder, searches may not sweep the castra. Bash commands are checked word by word, on
-a best-effort basis (the OS sandbox is what binds them). A denial tells the model what
-to use instead and is logged.
+folder, searches may not sweep the castra. Every path-bearing field is checked (glob
+patterns by the folder they start from); a file tool's field the guard does not know
+that names a path is refused (fail closed). Paths compare as the file system does: by
+inode where both exist, casefolded on a case-insensitive volume. Bash commands are
+checked word by word, on a best-effort basis (the OS sandbox is what binds them). A
+denial tells the model what to use instead and is logged.
 """
 
 from __future__ import annotations

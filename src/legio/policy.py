@@ -136,7 +136,8 @@ class Protected:
     ``folder`` means the path and everything under it; ``pattern`` that the path is a
     shell-style pattern (``/proc/*/environ``). The path guard (the hook) and the CLI's
     ``permissions.deny`` rules (which also shape the Bash sandbox) are both built from a
-    list of these, made by ``protected_entries``, so they cannot drift.
+    list of these, made by ``protected_entries``, so they cannot drift. ``rule=False``:
+    the hook only (see ``secret_entries``).
     """
 
     path: Path
@@ -145,6 +146,7 @@ class Protected:
     reason: str
     folder: bool = False
     pattern: bool = False
+    rule: bool = True
 
     def covers(self, path: Path, *, fold: bool = False) -> bool:
         """Whether ``path`` (resolved) is this entry, compared the way the file system
@@ -189,32 +191,45 @@ CLI_CONFIG_REASON = (
 def secret_entries(root: Path) -> list[Protected]:
     """What no agent may read or write wherever it is: Legio's state (every agent's CLI
     config dir), the daemon's own Claude config (``$CLAUDE_CONFIG_DIR``, ``~/.claude*``),
-    and other processes' environments."""
+    and processes' environments.
+
+    Patterns are for the hook only: the CLI expands a deny rule's glob into the files
+    that exist when a shell command starts and masks each one inside bubblewrap, whose
+    own ``/proc`` has none of the daemon's pids (``bwrap: Can't mkdir parents for
+    /proc/625/environ``: every command fails), and a file that comes or goes meanwhile
+    does the same. So the rules name fixed paths (``~/.claude/``, ``~/.claude.json``);
+    shell commands run in the sandbox's own process namespace, where no other process
+    of the user exists."""
+    home = daemon_home().resolve()
     entries = [
         Protected(state_dir(root), read=False, write=False, reason=CLI_CONFIG_REASON, folder=True),
-        Protected(
-            daemon_home().resolve() / ".claude*",
-            read=False,
-            write=False,
-            reason=CLI_CONFIG_REASON,
-            folder=True,
-            pattern=True,
-        ),
+        Protected(home / ".claude", read=False, write=False, reason=CLI_CONFIG_REASON, folder=True),
+        Protected(home / ".claude.json", read=False, write=False, reason=CLI_CONFIG_REASON),
     ]
     configured = daemon_config_dir().resolve()
     if not any(entry.covers(configured) for entry in entries):
         entries.append(
             Protected(configured, read=False, write=False, reason=CLI_CONFIG_REASON, folder=True)
         )
-    entries.append(
+    entries += [
+        Protected(
+            home / ".claude*",
+            read=False,
+            write=False,
+            reason=CLI_CONFIG_REASON,
+            folder=True,
+            pattern=True,
+            rule=False,
+        ),
         Protected(
             Path("/proc/*/environ"),
             read=False,
             write=False,
             reason="processes' environments are not for agents",
             pattern=True,
-        )
-    )
+            rule=False,
+        ),
+    ]
     return entries
 
 
@@ -329,16 +344,13 @@ def deny_rules(entries: Sequence[Protected]) -> list[str]:
     """
     rules = []
     for entry in entries:
-        base = "/" + entry.path.as_posix()
-        # a pattern names the folder itself too (``~/.claude*``: ``.claude.json``)
-        targets = [base, base + "/**"] if entry.pattern and entry.folder else [base]
-        if entry.folder and not entry.pattern:
-            targets = [base + "/**"]
-        for target in targets:
-            if not entry.read:
-                rules.append(f"Read({target})")
-            if not entry.write:
-                rules.append(f"Edit({target})")
+        if not entry.rule:
+            continue
+        target = "/" + entry.path.as_posix() + ("/**" if entry.folder else "")
+        if not entry.read:
+            rules.append(f"Read({target})")
+        if not entry.write:
+            rules.append(f"Edit({target})")
     return rules
 
 
