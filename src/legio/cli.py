@@ -326,6 +326,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     problems = startup_problems(config, telegram=False)
     if problems:
         return _refuse("console", problems)
+    take_token(config, "console")  # no secrets in this process's environment either
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     announce_sandbox(config, Castra(config.castra))
 

@@ -68,16 +68,16 @@ def _read_token(fd_text: str) -> str:
     return b"".join(chunks).decode()
 
 
-def restart_argv(config: Config) -> list[str]:
+def restart_argv(config: Config, command: str = "run") -> list[str]:
     """The command line the daemon starts itself again with (same interpreter)."""
     config_args = ["-c", str(config.path)] if config.path is not None else []
-    return [sys.executable, "-m", "legio", "run", *config_args]
+    return [sys.executable, "-m", "legio", command, *config_args]
 
 
-def take_token(config: Config) -> str:
+def take_token(config: Config, command: str = "run") -> str:
     """The bot token, with this process's environment free of it (and of every
-    ``env_deny`` variable) for good. May replace this process (``execve``) once: the new
-    image returns from here with the token."""
+    ``env_deny`` variable) for good. May replace this process (``execve``, as
+    ``legio <command>``) once: the new image returns from here with the token."""
     handed = os.environ.pop(TOKEN_FD_ENV, None)
     if handed is not None:
         token = _read_token(handed)
@@ -95,7 +95,7 @@ def take_token(config: Config) -> str:
             env[TOKEN_FD_ENV] = str(read)
             sys.stdout.flush()
             sys.stderr.flush()
-            os.execve(sys.executable, restart_argv(config), env)
+            os.execve(sys.executable, restart_argv(config, command), env)
         except OSError as e:  # no re-exec: the variables stay in /proc/<pid>/environ
             with contextlib.suppress(OSError):
                 os.close(read)
