@@ -180,6 +180,7 @@ def test_check_and_start_up_name_the_agents_with_unsandboxed_bash(
     lines = check_config(config, is_root=False).lines
     warning = 'Bash runs UNSANDBOXED ([sandbox] mode = "off") for pullo, vorenus'
     assert any(line.lstrip().startswith("!") and warning in line for line in lines), lines
+    assert any("/state/ (every agent's Claude CLI config dir)" in line for line in lines)
     with caplog.at_level(logging.INFO, logger="legio.sandbox"):
         announce_sandbox(config, castra)
     assert warning in caplog.text

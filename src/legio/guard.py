@@ -112,6 +112,10 @@ class PathGuard:
         )
         who = "read only" if self.agent == LEGATUS else "no access"
         items.append(f"{self.root}/attachments/ ({who}: given files are copied to inbox/)")
+        items.append(
+            f"{self.root}/state/ (every agent's Claude CLI config dir), ~/.claude*, "
+            "$CLAUDE_CONFIG_DIR, /proc/*/environ (no access)"
+        )
         items.append(f"searches over {self.root} or a folder containing it (refused)")
         return items
 
