@@ -341,3 +341,18 @@ def test_console_keeps_no_secret_in_the_environment_it_shows(tmp_path: Path) -> 
     finally:
         process.communicate("", timeout=30)
     assert process.returncode == 0
+
+
+def test_a_token_hand_over_that_cannot_be_read_is_a_clear_error(tmp_path: Path) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    result = legio(
+        "run",
+        "-c",
+        "demo/legio.toml",
+        cwd=tmp_path,
+        env={"IS_SANDBOX": "1", "LEGIO_TOKEN_FD": "97"},
+    )
+    assert result.returncode == 1
+    assert "legio run: could not read the bot token handed over at start" in result.stderr
+    assert "start Legio with `legio run`" in result.stderr
+    assert "Traceback" not in result.stderr
