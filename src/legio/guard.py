@@ -32,6 +32,7 @@ from legio.policy import (
     _within,
     agent_home,
     case_insensitive,
+    identity,
     protected_entries,
 )
 
@@ -142,10 +143,10 @@ class PathGuard:
                 f"{path} contains Legio's castra; search a narrower folder, and use the "
                 "memoria tools for Legio's memory"
             )
+        identities = [identity(p) for p in (path, *path.parents)]
         for entry in self.entries():
-            if entry.covers(path, fold=self.fold) and (
-                not entry.read or (write and not entry.write)
-            ):
+            refused = not entry.read or (write and not entry.write)
+            if refused and entry.covers(path, fold=self.fold, identities=identities):
                 return entry.reason
         if self.agent != LEGATUS and search and self._same(path, self.centuriones):
             return "that folder holds other centuriones' notes; search your own workspace"

@@ -121,7 +121,7 @@ def case_insensitive(folder: Path) -> bool:
         return False
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def identity(path: Path) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -148,10 +148,17 @@ class Protected:
     pattern: bool = False
     rule: bool = True
 
-    def covers(self, path: Path, *, fold: bool = False) -> bool:
+    def covers(
+        self,
+        path: Path,
+        *,
+        fold: bool = False,
+        identities: Sequence[tuple[int, int] | None] | None = None,
+    ) -> bool:
         """Whether ``path`` (resolved) is this entry, compared the way the file system
         does: casefolded when ``fold`` (a case-insensitive volume), and by inode when
-        both exist (another spelling or a hard link of the same file)."""
+        both exist (another spelling or a hard link of the same file). ``identities``:
+        ``path``'s and its parents' (device, inode), if the caller has them already."""
         mine, theirs = self.path.as_posix(), path.as_posix()
         if fold:
             mine, theirs = mine.casefold(), theirs.casefold()
@@ -161,13 +168,12 @@ class Protected:
             )
         if theirs == mine or (self.folder and theirs.startswith(mine.rstrip("/") + "/")):
             return True
-        target = _identity(self.path)
+        target = identity(self.path)
         if target is None:
             return False
-        return any(
-            _identity(candidate) == target
-            for candidate in ([path, *path.parents] if self.folder else [path])
-        )
+        if identities is None:
+            identities = [identity(p) for p in (path, *path.parents)]
+        return target in (identities if self.folder else identities[:1])
 
 
 PRAETORIUM_FILES = ("praetorium.db", "praetorium.db-wal", "praetorium.db-shm")
