@@ -131,9 +131,11 @@ class PathGuard:
         search: bool = False,
         cwd: Path | None = None,
         confine: bool = True,
+        entries: Sequence[Protected] | None = None,
     ) -> str | None:
         """Why this access is refused, or None if allowed. ``confine``: apply the
-        workspace rule to writes (the best-effort Bash check does not)."""
+        workspace rule to writes (the best-effort Bash check does not); ``entries``:
+        the protected set, if the caller read it already."""
         path = Path(os.path.expanduser(str(raw)))
         if not path.is_absolute():
             path = (cwd or self.home) / path
@@ -144,7 +146,7 @@ class PathGuard:
                 "memoria tools for Legio's memory"
             )
         identities = [identity(p) for p in (path, *path.parents)]
-        for entry in self.entries():
+        for entry in self.entries() if entries is None else entries:
             refused = not entry.read or (write and not entry.write)
             if refused and entry.covers(path, fold=self.fold, identities=identities):
                 return entry.reason
@@ -206,6 +208,7 @@ class PathGuard:
         except ValueError:
             words = command.split()
         writes = bool(WRITING.search(command))
+        entries = self.entries()  # once per command, not once per word
         for i, word in enumerate(words):
             if word == "cd" and i + 1 < len(words):
                 target = Path(os.path.expanduser(words[i + 1]))
@@ -216,7 +219,9 @@ class PathGuard:
             for candidate in word.replace("=", " ").split():
                 if "/" not in candidate and "." not in candidate:
                     continue
-                reason = self.check_path(candidate, write=writes, cwd=cwd, confine=False)
+                reason = self.check_path(
+                    candidate, write=writes, cwd=cwd, confine=False, entries=entries
+                )
                 if reason:
                     return f"{reason} (this Bash command names it)"
         return None
