@@ -318,3 +318,46 @@ def test_a_workspace_containing_the_castra_is_refused(tmp_path: Path) -> None:
     result = legio("check", "-c", "demo/legio.toml", cwd=tmp_path, env={"IS_SANDBOX": "1"})
     assert result.returncode == 1
     assert f"cwd '{tmp_path}' contains Legio's castra" in result.stdout
+
+
+def test_console_keeps_no_secret_in_the_environment_it_shows(tmp_path: Path) -> None:
+    """``/proc/<pid>/environ`` shows the environment a process started with: the console
+    starts itself again without the token and the ``env_deny`` variables."""
+    legio("init", "demo", cwd=tmp_path)
+    base = {k: v for k, v in os.environ.items() if k != "LEGIO_CONFIG"}
+    env = {**base, "IS_SANDBOX": "1", "TELEGRAM_BOT_TOKEN": "123:CONSOLE", "X_BOT_TOKEN": "x1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "legio", "console", "-c", "demo/legio.toml"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()  # written after the restart
+        assert banner.startswith("Legio console"), banner
+        environ = Path(f"/proc/{process.pid}/environ").read_bytes()
+        assert b"PATH=" in environ
+        for secret in (b"123:CONSOLE", b"TELEGRAM_BOT_TOKEN", b"X_BOT_TOKEN"):
+            assert secret not in environ
+    finally:
+        process.communicate("", timeout=30)
+    assert process.returncode == 0
+
+
+def test_a_token_hand_over_that_cannot_be_read_is_a_clear_error(tmp_path: Path) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    result = legio(
+        "run",
+        "-c",
+        "demo/legio.toml",
+        cwd=tmp_path,
+        env={"IS_SANDBOX": "1", "LEGIO_TOKEN_FD": "97"},
+    )
+    assert result.returncode == 1
+    assert "legio run: could not read the bot token handed over at start" in result.stderr
+    assert "start Legio with `legio run`" in result.stderr
+    assert "Traceback" not in result.stderr

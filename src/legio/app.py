@@ -316,7 +316,7 @@ class LegioApp:
 
     def sandbox_notes(self) -> list[str]:
         """What ``/status`` says about shell commands when they are not sandboxed."""
-        return sandbox_status_lines(self.config)
+        return sandbox_status_lines(self.config, castra=self.castra)
 
     async def context(self, name: str) -> ContextView:
         """What agent ``name``'s next message carries (``CastraError`` if it is unusable)."""

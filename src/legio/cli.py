@@ -30,6 +30,7 @@ from legio.config import (
 )
 from legio.errors import LegioError
 from legio.guard import PathGuard
+from legio.launch import TOKEN_FD_ENV, take_token
 from legio.plan import login_state
 from legio.policy import denied_env_names, policy_problems
 from legio.sandbox import announce_sandbox, policy_report
@@ -296,13 +297,13 @@ def _refuse(command: str, problems: list[str]) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the Telegram bot until SIGINT/SIGTERM."""
     config = load_config(args.config)
-    problems = startup_problems(config, telegram=True)
-    if problems:
-        return _refuse("run", problems)
-    token = config.telegram_token()
-    os.environ.pop(config.telegram.token_env, None)  # agents' CLIs inherit os.environ
+    if TOKEN_FD_ENV not in os.environ:  # else checked a moment ago, before the restart
+        problems = startup_problems(config, telegram=True)
+        if problems:
+            return _refuse("run", problems)
+    token = take_token(config)  # may start this process again without secrets in its env
     setup_logging()
-    announce_sandbox(config)
+    announce_sandbox(config, Castra(config.castra))
 
     from legio.app import LegioApp
     from legio.frontends.telegram import serve
@@ -330,8 +331,9 @@ def cmd_console(args: argparse.Namespace) -> int:
     problems = startup_problems(config, telegram=False)
     if problems:
         return _refuse("console", problems)
+    take_token(config, "console")  # no secrets in this process's environment either
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    announce_sandbox(config)
+    announce_sandbox(config, Castra(config.castra))
 
     from legio.app import LegioApp
     from legio.frontends.console import run_console

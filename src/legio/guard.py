@@ -3,9 +3,12 @@
 ``PathGuard`` decides from ``legio.policy.protected_entries`` (the same list the CLI's
 ``permissions.deny`` rules come from) which paths one agent's file tools may read or
 write: protected places are refused, writes must land in the workspace or a granted
-folder, searches may not sweep the castra. Bash commands are checked word by word, on
-a best-effort basis (the OS sandbox is what binds them). A denial tells the model what
-to use instead and is logged.
+folder, searches may not sweep the castra. Every path-bearing field is checked (glob
+patterns by the folder they start from); a file tool's field the guard does not know
+that names a path is refused (fail closed). Paths compare as the file system does: by
+inode where both exist, casefolded on a case-insensitive volume. Bash commands are
+checked word by word, on a best-effort basis (the OS sandbox is what binds them). A
+denial tells the model what to use instead and is logged.
 """
 
 from __future__ import annotations
@@ -28,10 +31,43 @@ from legio.policy import (
     Protected,
     _within,
     agent_home,
+    case_insensitive,
+    identity,
     protected_entries,
 )
 
 logger = logging.getLogger(__name__)
+
+# Every field of a file tool's input: the path-bearing ones are checked, the rest
+# are known not to name a path. A string field outside this list that looks like a
+# path makes the call refused (the guard cannot tell what the tool would do with it).
+PATH_FIELDS = {"file_path", "notebook_path", "path"}
+PATTERN_FIELDS = {"Glob": ("pattern",), "Grep": ("glob",)}
+OTHER_FIELDS = {
+    "content", "old_string", "new_string", "replace_all", "edits", "offset", "limit",
+    "pages", "cell_id", "cell_type", "edit_mode", "new_source", "type", "output_mode",
+    "-i", "-n", "-A", "-B", "-C", "context", "head_limit", "multiline",
+    "pattern",  # Grep's regular expression (Glob's pattern is checked above)
+    "ignore",  # LS's patterns to leave out
+}  # fmt: skip
+GLOB_CHARS = "*?[{"
+
+
+def pattern_root(pattern: str, base: Path) -> Path:
+    """The folder a glob pattern starts from: its components before the first one
+    with a wildcard, against ``base`` when relative (``/c/pullo/**`` → ``/c/pullo``)."""
+    fixed: list[str] = []
+    for part in os.path.expanduser(pattern).split("/"):
+        if any(c in part for c in GLOB_CHARS):
+            break
+        fixed.append(part)
+    text = "/".join(fixed) or ("/" if pattern.startswith("/") else ".")
+    path = Path(text)
+    return Path(os.path.normpath(path if path.is_absolute() else base / path))
+
+
+def _looks_like_path(value: object) -> bool:
+    return isinstance(value, str) and (value.startswith(("/", "~")) or "../" in value)
 
 
 class PathGuard:
@@ -56,6 +92,7 @@ class PathGuard:
         self.centuriones = (self.root / "centuriones").resolve()
         self.workspace = workspace.resolve() if workspace else None
         self.granted = [g.resolve() for g in granted]
+        self.fold = case_insensitive(self.root)  # compare names as the volume does
 
     def entries(self) -> list[Protected]:
         return protected_entries(self.castra, self.agent, self.config_path)
@@ -76,6 +113,10 @@ class PathGuard:
         )
         who = "read only" if self.agent == LEGATUS else "no access"
         items.append(f"{self.root}/attachments/ ({who}: given files are copied to inbox/)")
+        items.append(
+            f"{self.root}/state/ (every agent's Claude CLI config dir), ~/.claude*, "
+            "$CLAUDE_CONFIG_DIR, /proc/*/environ (no access)"
+        )
         items.append(f"searches over {self.root} or a folder containing it (refused)")
         return items
 
@@ -90,23 +131,26 @@ class PathGuard:
         search: bool = False,
         cwd: Path | None = None,
         confine: bool = True,
+        entries: Sequence[Protected] | None = None,
     ) -> str | None:
         """Why this access is refused, or None if allowed. ``confine``: apply the
-        workspace rule to writes (the best-effort Bash check does not)."""
+        workspace rule to writes (the best-effort Bash check does not); ``entries``:
+        the protected set, if the caller read it already."""
         path = Path(os.path.expanduser(str(raw)))
         if not path.is_absolute():
             path = (cwd or self.home) / path
         path = Path(os.path.realpath(path))
-        root = self.root
-        if search and (path == root or path in root.parents):
+        if search and self._contains_castra(path):
             return (
                 f"{path} contains Legio's castra; search a narrower folder, and use the "
                 "memoria tools for Legio's memory"
             )
-        for entry in self.entries():
-            if entry.covers(path) and (not entry.read or (write and not entry.write)):
+        identities = [identity(p) for p in (path, *path.parents)]
+        for entry in self.entries() if entries is None else entries:
+            refused = not entry.read or (write and not entry.write)
+            if refused and entry.covers(path, fold=self.fold, identities=identities):
                 return entry.reason
-        if self.agent != LEGATUS and search and path == self.centuriones:
+        if self.agent != LEGATUS and search and self._same(path, self.centuriones):
             return "that folder holds other centuriones' notes; search your own workspace"
         writable = self.writable()
         if write and confine and writable and not any(_within(path, f) for f in writable):
@@ -114,23 +158,47 @@ class PathGuard:
             return f"writes go to your workspace or a folder granted with add_dirs ({folders})"
         return None
 
+    def _same(self, a: Path, b: Path) -> bool:
+        if self.fold:
+            return a.as_posix().casefold() == b.as_posix().casefold()
+        return a == b
+
+    def _contains_castra(self, path: Path) -> bool:
+        return any(self._same(path, p) for p in (self.root, *self.root.parents))
+
     def check(self, tool: str, tool_input: dict[str, Any], cwd: str | None = None) -> str | None:
-        """Why this tool call is refused, or None."""
+        """Why this tool call is refused, or None. Every path-bearing field of a file
+        tool is checked (absolute and relative glob patterns by the folder they start
+        from); a field the guard does not know that names a path is refused."""
         base = Path(cwd) if cwd else self.home
-        if tool in READ_TOOLS or tool in WRITE_TOOLS:
-            for key in PATH_KEYS:
-                value = tool_input.get(key)
-                if isinstance(value, str) and value:
-                    reason = self.check_path(
-                        value, write=tool in WRITE_TOOLS, search=tool in SEARCH_TOOLS, cwd=base
-                    )
-                    if reason:
-                        return reason
-            if tool in SEARCH_TOOLS and not tool_input.get("path"):
-                return self.check_path(base, write=False, search=True, cwd=base)
-            return None
         if tool == "Bash":
             return self.check_command(str(tool_input.get("command", "")), base)
+        if tool not in READ_TOOLS and tool not in WRITE_TOOLS:
+            return None
+        write, search = tool in WRITE_TOOLS, tool in SEARCH_TOOLS
+        patterns = PATTERN_FIELDS.get(tool, ())
+        for key, value in tool_input.items():
+            if key in PATH_FIELDS:
+                if not isinstance(value, str):
+                    return f"{tool}'s {key} must be a path"
+                if value:
+                    reason = self.check_path(value, write=write, search=search, cwd=base)
+                    if reason:
+                        return reason
+            elif key in patterns:
+                start = Path(str(tool_input.get("path") or base))
+                for item in value if isinstance(value, list) else [value]:
+                    root = pattern_root(str(item), start if start.is_absolute() else base / start)
+                    reason = self.check_path(root, write=False, search=True, cwd=base)
+                    if reason:
+                        return reason
+            elif key not in OTHER_FIELDS and _looks_like_path(value):
+                return (
+                    f"{tool}'s field {key!r} names a path Legio's guard does not check; "
+                    "give the path in file_path or path"
+                )
+        if search and not tool_input.get("path"):
+            return self.check_path(base, write=False, search=True, cwd=base)
         return None
 
     def check_command(self, command: str, cwd: Path) -> str | None:
@@ -140,6 +208,7 @@ class PathGuard:
         except ValueError:
             words = command.split()
         writes = bool(WRITING.search(command))
+        entries = self.entries()  # once per command, not once per word
         for i, word in enumerate(words):
             if word == "cd" and i + 1 < len(words):
                 target = Path(os.path.expanduser(words[i + 1]))
@@ -150,7 +219,9 @@ class PathGuard:
             for candidate in word.replace("=", " ").split():
                 if "/" not in candidate and "." not in candidate:
                     continue
-                reason = self.check_path(candidate, write=writes, cwd=cwd, confine=False)
+                reason = self.check_path(
+                    candidate, write=writes, cwd=cwd, confine=False, entries=entries
+                )
                 if reason:
                     return f"{reason} (this Bash command names it)"
         return None
@@ -170,7 +241,9 @@ def path_guard_hook(guard: PathGuard) -> HookCallback:
         reason = guard.check(tool, tool_input, hook_input.get("cwd"))
         if reason is None:
             return {}
-        target = next((tool_input.get(k) for k in (*PATH_KEYS, "command") if tool_input.get(k)), "")
+        target = next(
+            (tool_input.get(k) for k in (*PATH_KEYS, "pattern", "command") if tool_input.get(k)), ""
+        )
         logger.warning("denied %s for %s on %s: %s", tool, guard.agent, str(target)[:200], reason)
         return {
             "hookSpecificOutput": {

@@ -3,7 +3,8 @@
 - **Environment.** A Claude CLI inherits the daemon's whole environment (``options.env``
   can add, not remove), so ``scrub_environment`` deletes the Telegram token variable and
   every variable matching ``[claude] env_deny`` from the daemon's own ``os.environ``
-  before any CLI starts. Anthropic credentials, ``PATH``, ``HOME``… stay.
+  before any CLI starts; a denied name is denied even if agents' CLIs would use it
+  (``ANTHROPIC_API_KEY``…).
 - **Built-in tools.** Every agent gets an explicit list (frontmatter ``tools``, else the
   coding set for centuriones and ``WebSearch, WebFetch`` for the Legatus). With the
   CLI's default set, CLI 2.1.330 defers SDK MCP tools behind ``ToolSearch``.
@@ -13,10 +14,12 @@
 - **Protected paths.** ``protected_entries`` lists, for one agent, what it may not read
   (the praetorium, the config, the lock, other agents' folders; the file store
   ``attachments/``, which only the Legatus may read) or not write (prompts, edicta,
-  acta, commentarii). From that one list come both the CLI's
-  ``permissions.deny`` rules (``deny_rules``: they bind the file tools and, through the
-  sandbox, shell commands) and the ``PreToolUse`` hook (``PathGuard``), which also
-  confines writes and searches and tells the model why.
+  acta, commentarii), and, for every agent, every CLI config dir (``castra/state/``),
+  the daemon's ``~/.claude*`` and ``$CLAUDE_CONFIG_DIR``, ``/proc/*/environ`` (no
+  access). From that one list come both the CLI's ``permissions.deny`` rules
+  (``deny_rules``: they bind the file tools and, through the sandbox, shell commands)
+  and the ``PreToolUse`` hook (``PathGuard``), which also confines writes and searches
+  and tells the model why.
 - **Bash.** Runs only inside the CLI's OS sandbox (bubblewrap and socat on Linux), with
   network limited to ``[sandbox] allowed_domains``; without a sandbox it is removed
   from every agent, unless ``[sandbox] mode = "off"`` says otherwise. ``agent_options``
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import logging
 import os
 import re
@@ -35,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from legio.castra import PROMPT_FILE, AgentPrompt, Castra
+from legio.cliconfig import daemon_config_dir, daemon_home, state_dir
 from legio.config import Config
 from legio.errors import CastraError, LegioError
 from legio.names import LEGATUS
@@ -43,7 +48,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_CENTURIO_TOOLS = ("Read", "Write", "Edit", "Glob", "Grep", "Bash", "WebSearch", "WebFetch")
 DEFAULT_LEGATUS_TOOLS = ("WebSearch", "WebFetch")
-KEEP_ENV = ("ANTHROPIC_", "CLAUDE_", "PATH", "HOME", "LANG", "LC_", "TERM", "TMPDIR", "USER")
 WORKSPACE = "workspace"
 
 READ_TOOLS = {"Read", "Glob", "Grep", "LS", "NotebookRead"}
@@ -60,12 +64,7 @@ def denied_env_names(config: Config, environ: dict[str, str] | None = None) -> l
     """Variables of ``environ`` that agents must not see."""
     environ = dict(os.environ if environ is None else environ)
     patterns = [config.telegram.token_env, *config.claude.env_deny]
-    return sorted(
-        name
-        for name in environ
-        if any(fnmatch.fnmatchcase(name, p) for p in patterns)
-        and not any(name.startswith(k) for k in KEEP_ENV)
-    )
+    return sorted(name for name in environ if any(fnmatch.fnmatchcase(name, p) for p in patterns))
 
 
 def scrub_environment(config: Config) -> list[str]:
@@ -109,13 +108,36 @@ def _within(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
+@functools.cache
+def case_insensitive(folder: Path) -> bool:
+    """Whether the volume holding ``folder`` compares names without case (macOS and
+    Windows by default): its name in the other case names the same folder."""
+    other = folder.parent / folder.name.swapcase()
+    if other == folder:
+        return False
+    try:
+        return os.path.samefile(folder, other)
+    except OSError:
+        return False
+
+
+def identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 @dataclass(frozen=True)
 class Protected:
     """One path an agent may not read, or may read but not write, and why.
 
-    ``folder`` means the path and everything under it. The path guard (the hook) and
-    the CLI's ``permissions.deny`` rules (which also shape the Bash sandbox) are both
-    built from a list of these, made by ``protected_entries``, so they cannot drift.
+    ``folder`` means the path and everything under it; ``pattern`` that the path is a
+    shell-style pattern (``/proc/*/environ``). The path guard (the hook) and the CLI's
+    ``permissions.deny`` rules (which also shape the Bash sandbox) are both built from a
+    list of these, made by ``protected_entries``, so they cannot drift. ``rule=False``:
+    the hook only (see ``secret_entries``).
     """
 
     path: Path
@@ -123,9 +145,35 @@ class Protected:
     write: bool
     reason: str
     folder: bool = False
+    pattern: bool = False
+    rule: bool = True
 
-    def covers(self, path: Path) -> bool:
-        return _within(path, self.path) if self.folder else path == self.path
+    def covers(
+        self,
+        path: Path,
+        *,
+        fold: bool = False,
+        identities: Sequence[tuple[int, int] | None] | None = None,
+    ) -> bool:
+        """Whether ``path`` (resolved) is this entry, compared the way the file system
+        does: casefolded when ``fold`` (a case-insensitive volume), and by inode when
+        both exist (another spelling or a hard link of the same file). ``identities``:
+        ``path``'s and its parents' (device, inode), if the caller has them already."""
+        mine, theirs = self.path.as_posix(), path.as_posix()
+        if fold:
+            mine, theirs = mine.casefold(), theirs.casefold()
+        if self.pattern:
+            return fnmatch.fnmatchcase(theirs, mine) or (
+                self.folder and fnmatch.fnmatchcase(theirs, mine + "/*")
+            )
+        if theirs == mine or (self.folder and theirs.startswith(mine.rstrip("/") + "/")):
+            return True
+        target = identity(self.path)
+        if target is None:
+            return False
+        if identities is None:
+            identities = [identity(p) for p in (path, *path.parents)]
+        return target in (identities if self.folder else identities[:1])
 
 
 PRAETORIUM_FILES = ("praetorium.db", "praetorium.db-wal", "praetorium.db-shm")
@@ -138,6 +186,57 @@ ATTACHMENTS_REASON = (
     "Legio's file store is not for agents: the files you are given are copied into your "
     "workspace's inbox/"
 )
+
+
+CLI_CONFIG_REASON = (
+    "the Claude CLI's config (session transcripts, logins) is not for agents, your own "
+    "included: what you were told is in your history, your notes in memoria"
+)
+
+
+def secret_entries(root: Path) -> list[Protected]:
+    """What no agent may read or write wherever it is: Legio's state (every agent's CLI
+    config dir), the daemon's own Claude config (``$CLAUDE_CONFIG_DIR``, ``~/.claude*``),
+    and processes' environments.
+
+    Patterns are for the hook only: the CLI expands a deny rule's glob into the files
+    that exist when a shell command starts and masks each one inside bubblewrap, whose
+    own ``/proc`` has none of the daemon's pids (``bwrap: Can't mkdir parents for
+    /proc/625/environ``: every command fails), and a file that comes or goes meanwhile
+    does the same. So the rules name fixed paths (``~/.claude/``, ``~/.claude.json``);
+    shell commands run in the sandbox's own process namespace, where no other process
+    of the user exists."""
+    home = daemon_home().resolve()
+    entries = [
+        Protected(state_dir(root), read=False, write=False, reason=CLI_CONFIG_REASON, folder=True),
+        Protected(home / ".claude", read=False, write=False, reason=CLI_CONFIG_REASON, folder=True),
+        Protected(home / ".claude.json", read=False, write=False, reason=CLI_CONFIG_REASON),
+    ]
+    configured = daemon_config_dir().resolve()
+    if not any(entry.covers(configured) for entry in entries):
+        entries.append(
+            Protected(configured, read=False, write=False, reason=CLI_CONFIG_REASON, folder=True)
+        )
+    entries += [
+        Protected(
+            home / ".claude*",
+            read=False,
+            write=False,
+            reason=CLI_CONFIG_REASON,
+            folder=True,
+            pattern=True,
+            rule=False,
+        ),
+        Protected(
+            Path("/proc/*/environ"),
+            read=False,
+            write=False,
+            reason="processes' environments are not for agents",
+            pattern=True,
+            rule=False,
+        ),
+    ]
+    return entries
 
 
 def protected_entries(castra: Castra, agent: str, config_path: Path | None) -> list[Protected]:
@@ -168,6 +267,7 @@ def protected_entries(castra: Castra, agent: str, config_path: Path | None) -> l
                 reason="Legio's configuration is not for agents",
             )
         )
+    entries += secret_entries(root)
     entries.append(
         Protected(
             castra.attachments_dir.resolve(),
@@ -250,6 +350,8 @@ def deny_rules(entries: Sequence[Protected]) -> list[str]:
     """
     rules = []
     for entry in entries:
+        if not entry.rule:
+            continue
         target = "/" + entry.path.as_posix() + ("/**" if entry.folder else "")
         if not entry.read:
             rules.append(f"Read({target})")

@@ -133,19 +133,52 @@ def effective_tools(
     return tools
 
 
-def sandbox_status_lines(config: Config, support: SandboxSupport | None = None) -> list[str]:
+def bash_agents(castra: Castra) -> list[str]:
+    """The agents whose prompts give them Bash (the Legatus first)."""
+    prompts: list[AgentPrompt] = []
+    with contextlib.suppress(LegioError):
+        prompts.append(castra.read_legatus())
+    prompts += list(castra.roster().centuriones.values())
+    return [p.name for p in prompts if "Bash" in builtin_tools(p)]
+
+
+def sandbox_warning(
+    config: Config, castra: Castra | None = None, support: SandboxSupport | None = None
+) -> str | None:
+    """What Caesar must know about agents' shell commands, or None. With the sandbox
+    off, the agents that have Bash are named (none: nothing to warn about)."""
+    decision = sandbox_decision(config, support)
+    if castra is None or not (decision.bash and not decision.sandboxed):
+        return decision.warning
+    agents = bash_agents(castra)
+    if not agents:
+        return None
+    return (
+        f'Bash runs UNSANDBOXED ([sandbox] mode = "off") for {", ".join(agents)}: a shell '
+        'command can read and change anything this user can; set mode = "auto" to sandbox it'
+    )
+
+
+def sandbox_status_lines(
+    config: Config, support: SandboxSupport | None = None, *, castra: Castra | None = None
+) -> list[str]:
     """For Caesar's ``/status``: nothing when Bash is sandboxed, else a warning."""
-    warning = sandbox_decision(config, support).warning
+    warning = sandbox_warning(config, castra, support)
     return [f"⚠️ {warning}"] if warning else []
 
 
-def announce_sandbox(config: Config, support: SandboxSupport | None = None) -> None:
+def announce_sandbox(
+    config: Config, castra: Castra | None = None, support: SandboxSupport | None = None
+) -> None:
     """Log, once at start-up, how agents' shell commands will run."""
     decision = sandbox_decision(config, support)
-    if decision.warning:
-        logger.warning("%s", decision.warning)
-    else:
+    warning = sandbox_warning(config, castra, support)
+    if warning:
+        logger.warning("%s", warning)
+    elif decision.sandboxed:
         logger.info("shell commands of agents run in the sandbox (%s)", decision.why)
+    else:
+        logger.info("no agent has Bash (%s)", decision.why)
 
 
 def agent_options(
@@ -189,8 +222,9 @@ def policy_report(
     """``legio check``'s lines about agents, as (mark, text); mark is "ok", "warn" or "bad"."""
     decision = sandbox_decision(config, support)
     lines: list[tuple[str, str]] = []
-    if decision.warning:
-        lines.append(("warn", decision.warning))
+    warning = sandbox_warning(config, castra, support)
+    if warning:
+        lines.append(("warn", warning))
     elif decision.sandboxed:
         lines.append(("ok", f"shell sandbox: {decision.why}"))
     domains = ", ".join(config.sandbox.allowed_domains) or "none (no network)"

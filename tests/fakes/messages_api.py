@@ -159,6 +159,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with self.server.lock:
             self.server.requests.append(body)
+            self.server.auth.append(
+                self.headers.get("authorization") or self.headers.get("x-api-key") or ""
+            )
         limit = LIMIT_LINE.search(latest_prompt(body))
         if limit:
             with self.server.lock:
@@ -241,6 +244,7 @@ class _Server(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[dict[str, Any]] = []
+        self.auth: list[str] = []  # each request's credential header, in order
         self.too_long_seen: dict[str, int] = {}
         self.limited: set[str] = set()
         self.lock = threading.Lock()
@@ -261,6 +265,12 @@ class FakeMessagesApi:
     def requests(self) -> list[dict[str, Any]]:
         with self._server.lock:
             return list(self._server.requests)
+
+    @property
+    def auth(self) -> list[str]:
+        """The credential each request carried (``Bearer …`` or the API key)."""
+        with self._server.lock:
+            return list(self._server.auth)
 
     def __enter__(self) -> FakeMessagesApi:
         self._thread.start()

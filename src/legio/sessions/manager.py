@@ -24,11 +24,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError, SdkMcpTool
+from claude_agent_sdk import SdkMcpTool
 
 from legio.budget import Budget
 from legio.castra import AgentPrompt, Castra
@@ -36,16 +35,17 @@ from legio.config import Config
 from legio.errors import AgentError, AgentInterrupted, ContextOverflow, TurnHeld
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, SCHEDULER
-from legio.plan import PlanHealth, watch_turns
-from legio.sessions.client import AgentSession, ask, connect, store_turns
+from legio.plan import PlanHealth
+from legio.sessions.client import AgentSession, ask, store_turns
 from legio.sessions.compaction import compact_now, compact_or_fall_back
 from legio.sessions.context import ContextReport, context_report
 from legio.sessions.gate import Gatekeeper
+from legio.sessions.opening import open_session
 from legio.sessions.outbox import Outbox, send_file_for
 from legio.sessions.query import prepare_query
 from legio.sessions.reaper import Reaper
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure
-from legio.sessions.spec import AgentSpec, SpecFactory, build_options, centurio_spec
+from legio.sessions.spec import AgentSpec, SpecFactory, centurio_spec
 from legio.sessions.turn import Outcome, StatusCallback, TextCallback, failure_outcome, notify
 from legio.store.attachments import AttachmentStore
 from legio.store.files import FileStore
@@ -114,37 +114,18 @@ class SessionManager:
     # ---------------------------------------------------------- sessions
 
     async def _open(self, spec: AgentSpec, resume: str | None) -> AgentSession:
-        """Start the agent's CLI: resume ``resume``, or a new session."""
-
-        def make_client(stderr: deque[str], extra: dict[str, Any]) -> ClaudeSDKClient:
-            options = build_options(
-                self.config,
-                self.castra,
-                spec,
-                env=self.env,
-                stderr=stderr,
-                approvals=self.approvals,
-                **extra,
-                **(self.budget.backstop() if self.budget else {}),
-            )
-            return ClaudeSDKClient(options)
-
-        try:
-            session = await connect(
-                spec,
-                resume=resume,
-                make_client=make_client,
-                max_input_tokens=self.config.max_input_tokens,
-            )
-        except CLIConnectionError as e:
-            raise AgentError(
-                spec.name,
-                f"cannot start the Claude CLI ({e}); `legio check` shows which CLI is used",
-            ) from e
-        if resume:  # a resumed CLI reports the session's whole cost: count on from there
-            session.cost_base = await self.praetorium.session_cost(resume)
-        session.observe = watch_turns(spec.name, self.health, self.budget)
-        return session
+        """Start the agent's CLI (``legio.sessions.opening``): resume ``resume``, or anew."""
+        return await open_session(
+            self.config,
+            self.castra,
+            self.praetorium,
+            spec,
+            resume,
+            env=self.env,
+            approvals=self.approvals,
+            budget=self.budget,
+            health=self.health,
+        )
 
     async def _ensure(
         self, slot: AgentSlot, spec: AgentSpec, on_status: StatusCallback | None

@@ -1,0 +1,112 @@
+"""``legio run``'s start: the bot token read once, and kept out of every environment.
+
+Removing a variable from ``os.environ`` is not enough: ``/proc/<pid>/environ`` shows
+the environment a process was *started* with, and any process of the same user can
+read it. So ``legio run`` reads the token, and, while its environment still holds the
+token or a variable matching ``[claude] env_deny``, starts itself again in the same
+process (``execve``, same pid) with those variables left out; the token travels
+through an inherited pipe (``LEGIO_TOKEN_FD``) that the new image reads and closes at
+once. Then the process makes itself non-dumpable (Linux ``prctl``): its memory and
+``/proc`` files are closed to other processes of the same user. The Claude CLIs it
+starts are ordinary processes again (``execve`` resets the flag).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import logging
+import os
+import sys
+
+from legio.config import Config
+from legio.errors import LegioError
+from legio.policy import denied_env_names
+
+logger = logging.getLogger(__name__)
+
+TOKEN_FD_ENV = "LEGIO_TOKEN_FD"
+PR_SET_DUMPABLE = 4
+PR_GET_DUMPABLE = 3
+
+
+def set_non_dumpable() -> bool:
+    """Make this process non-dumpable (Linux); False where the platform cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return int(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def is_dumpable() -> bool | None:
+    """This process's dumpable flag (Linux), or None where it cannot be read."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return bool(libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))
+    except (OSError, AttributeError):
+        return None
+
+
+def _read_token(fd_text: str) -> str:
+    try:
+        fd = int(fd_text)
+        chunks = []
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+        os.close(fd)
+    except (ValueError, OSError) as e:
+        raise LegioError(
+            f"could not read the bot token handed over at start ({TOKEN_FD_ENV}={fd_text}: "
+            f"{e}); start Legio with `legio run`, not with {TOKEN_FD_ENV} set by hand"
+        ) from None
+    return b"".join(chunks).decode()
+
+
+def restart_argv(config: Config, command: str = "run") -> list[str]:
+    """The command line the daemon starts itself again with (same interpreter)."""
+    config_args = ["-c", str(config.path)] if config.path is not None else []
+    return [sys.executable, "-m", "legio", command, *config_args]
+
+
+def take_token(config: Config, command: str = "run") -> str:
+    """The bot token, with this process's environment free of it (and of every
+    ``env_deny`` variable) for good. May replace this process (``execve``, as
+    ``legio <command>``) once: the new image returns from here with the token."""
+    handed = os.environ.pop(TOKEN_FD_ENV, None)
+    if handed is not None:
+        token = _read_token(handed)
+        set_non_dumpable()
+        return token
+    token = config.telegram_token()
+    secrets = denied_env_names(config)
+    if secrets:
+        env = {k: v for k, v in os.environ.items() if k not in secrets}
+        read, write = os.pipe()
+        try:
+            os.write(write, token.encode())
+            os.close(write)
+            os.set_inheritable(read, True)
+            env[TOKEN_FD_ENV] = str(read)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.execve(sys.executable, restart_argv(config, command), env)
+        except OSError as e:  # no re-exec: the variables stay in /proc/<pid>/environ
+            with contextlib.suppress(OSError):
+                os.close(read)
+            logger.warning(
+                "could not restart without secrets in the environment (%s): %s remain "
+                "readable in /proc/%d/environ",
+                e,
+                ", ".join(secrets),
+                os.getpid(),
+            )
+    for name in secrets:
+        os.environ.pop(name, None)
+    set_non_dumpable()
+    return token

@@ -1,0 +1,73 @@
+"""Starting one agent's Claude CLI: its own config dir, its options, its accounts.
+
+``open_session`` prepares the agent's CLI config dir (``legio.cliconfig``: its own
+transcripts, a copy of the login), builds its ``ClaudeAgentOptions`` (the sandbox, the
+path guard and, with a gatekeeper, the approval hook; the per-turn budget backstop),
+connects a new session or resumes ``resume``, and hooks the session's messages to the
+plan-limit and budget watchers. A CLI that cannot start is an ``AgentError`` that says
+where to look.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import deque
+from typing import Any
+
+from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError
+
+from legio.budget import Budget
+from legio.castra import Castra
+from legio.cliconfig import daemon_config_dir, prepare_config_dir
+from legio.config import Config
+from legio.errors import AgentError
+from legio.plan import PlanHealth, watch_turns
+from legio.sessions.client import AgentSession, connect
+from legio.sessions.gate import Gatekeeper
+from legio.sessions.spec import AgentSpec, build_options
+from legio.store.praetorium import Praetorium
+
+
+async def open_session(
+    config: Config,
+    castra: Castra,
+    praetorium: Praetorium,
+    spec: AgentSpec,
+    resume: str | None,
+    *,
+    env: dict[str, str],
+    approvals: Gatekeeper | None,
+    budget: Budget | None,
+    health: PlanHealth | None,
+) -> AgentSession:
+    """Start the agent's CLI (in its own config dir): resume ``resume``, or a new session."""
+    shared = daemon_config_dir({**os.environ, **env})
+    config_dir = await asyncio.to_thread(prepare_config_dir, castra.root, spec.name, shared, resume)
+    agent_env = {**env, "CLAUDE_CONFIG_DIR": str(config_dir)}
+
+    def make_client(stderr: deque[str], extra: dict[str, Any]) -> ClaudeSDKClient:
+        options = build_options(
+            config,
+            castra,
+            spec,
+            env=agent_env,
+            stderr=stderr,
+            approvals=approvals,
+            **extra,
+            **(budget.backstop() if budget else {}),
+        )
+        return ClaudeSDKClient(options)
+
+    try:
+        session = await connect(
+            spec, resume=resume, make_client=make_client, max_input_tokens=config.max_input_tokens
+        )
+    except CLIConnectionError as e:
+        raise AgentError(
+            spec.name, f"cannot start the Claude CLI ({e}); `legio check` shows which CLI is used"
+        ) from e
+    if resume:  # a resumed CLI reports the session's whole cost: count on from there
+        session.cost_base = await praetorium.session_cost(resume)
+    session.observe = watch_turns(spec.name, health, budget)
+    return session
