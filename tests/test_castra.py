@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,27 @@ def test_name_rule() -> None:
     assert validate_centurio_name("pul") is None
     assert validate_centurio_name("") is not None
     assert validate_centurio_name("-x") is not None
+
+
+def test_an_unchanged_prompt_is_not_read_again_and_an_edit_is_seen(
+    castra_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prompts are asked for on every message: a settled file costs one stat; an edit,
+    even of the same size, is read at the next message."""
+    import legio.castra as castra_module
+
+    path = add_centurio(castra_dir, "brutus", "---\ndescription: AAAA\n---\nBody one.\n")
+    castra = Castra(castra_dir)
+    first = castra.read_centurio("brutus")
+    assert castra.read_centurio("brutus") is not first  # just written: read again
+    real = castra_module.clock
+    monkeypatch.setattr(castra_module, "clock", lambda: real() + 10 * 10**9)  # settled
+    settled = castra.read_centurio("brutus")
+    assert castra.read_centurio("brutus") is settled
+    time.sleep(0.05)  # a later tick of the file system's clock
+    path.write_text("---\ndescription: BBBB\n---\nBody two.\n")
+    edited = castra.read_centurio("brutus")
+    assert (edited.description, edited.body.strip()) == ("BBBB", "Body two.")
+    path.unlink()
+    with pytest.raises(CastraError, match="prompt file not found"):
+        castra.read_centurio("brutus")

@@ -15,6 +15,7 @@ from legio.admin import Admin
 from legio.app import LegioApp
 from legio.castra import Castra
 from legio.errors import LegioError
+from legio.folders import workspace_problem
 from legio.guard import PathGuard
 from legio.memoria import MemoriaStore
 from legio.policy import (
@@ -22,7 +23,6 @@ from legio.policy import (
     deny_rules,
     protected_entries,
     working_dir,
-    workspace_problem,
 )
 from legio.sandbox import SandboxSupport, agent_options, effective_tools, sandbox_status_lines
 from tests.conftest import FakeCli
@@ -393,3 +393,24 @@ def test_a_workspace_must_not_hold_the_castra_nor_sit_in_protected_places(
     castra = Castra(castra_dir)
     found = workspace_problem(castra, castra.read_centurio("vorenus"), None)
     assert (found is None) if problem is None else (problem in str(found)), found
+
+
+def test_a_workspace_checked_once_is_checked_again_when_it_changes(castra_dir: Path) -> None:
+    """The verdict is remembered, but a workspace replaced by a link into a protected
+    place is seen at the next message."""
+    give_tools(castra_dir, "vorenus", "Read", "cwd: work\n")
+    castra = Castra(castra_dir)
+    prompt = castra.read_centurio("vorenus")
+    work = castra_dir / "centuriones" / "vorenus" / "work"
+    work.mkdir()
+    assert workspace_problem(castra, prompt, None) is None
+    assert workspace_problem(castra, prompt, None) is None  # remembered
+    work.rmdir()
+    work.symlink_to(castra_dir / "centuriones" / "pullo")
+    found = workspace_problem(castra, prompt, None)
+    assert "points into a protected place (pullo's folder is not yours" in str(found)
+    work.unlink()
+    (castra_dir / "centuriones" / "vorenus" / "commentarii").mkdir(exist_ok=True)
+    work.symlink_to(castra_dir / "centuriones" / "vorenus" / "commentarii")
+    found = workspace_problem(castra, prompt, None)
+    assert "points into a protected place (commentarii are append-only" in str(found)

@@ -315,6 +315,7 @@ async def test_200_concurrent_posts_lose_and_duplicate_nothing(store: Praetorium
     )
     seqs = [n.seq for n in posted]
     assert len(set(seqs)) == 200
+    assert seqs == sorted(seqs)  # seq order is the order post was called
     assert await store.count() == 200
     history = list(reversed(await store.get_history(500)))
     assert [n.seq for n in history] == sorted(seqs)

@@ -20,6 +20,7 @@ centuriones (bad or reserved names, no prompt, broken frontmatter) are reported 
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -105,13 +106,29 @@ def _first_line_description(body: str) -> str:
 _PARSED: dict[tuple[str, Path, str], AgentPrompt] = {}  # by content: a file read unchanged
 _PARSED_MAX = 256  # is not parsed again (YAML + validation cost ~0.2 ms a file, per message)
 
+# By path: a file whose stat is unchanged is not read again. Only a file last changed
+# RACY_NS or more before it was read counts: a file system's clock is coarse (1 s on
+# some), and an edit in the same tick as the read would keep mtime and size alike.
+_READ: dict[tuple[str, Path], tuple[tuple[int, ...], AgentPrompt]] = {}
+RACY_NS = 2_000_000_000
+clock = time.time_ns  # what "now" is for that rule (a test's seam)
+
 
 def read_prompt(name: str, path: Path) -> AgentPrompt:
-    """Parse one prompt file; raise ``CastraError`` naming the file and the problem."""
+    """Parse one prompt file; raise ``CastraError`` naming the file and the problem.
+
+    Asked for every message: an unchanged file costs one ``stat``."""
     try:
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev)
+        known = _READ.get((name, path))
+        if known is not None and known[0] == stamp:
+            return known[1]
+        read_at = clock()
         raw = path.read_bytes()
-        mtime_ns = path.stat().st_mtime_ns
+        st = path.stat()
     except FileNotFoundError:
+        _READ.pop((name, path), None)
         raise CastraError(f"{path}: prompt file not found") from None
     except OSError as e:
         raise CastraError(f"{path}: cannot read the prompt file ({e.strerror})") from e
@@ -121,7 +138,13 @@ def read_prompt(name: str, path: Path) -> AgentPrompt:
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.clear()
         parsed = _PARSED[key] = _parse_prompt(name, path, raw, key[2])
-    return replace(parsed, mtime_ns=mtime_ns)
+    prompt = replace(parsed, mtime_ns=st.st_mtime_ns)
+    stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev)
+    if read_at - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS:  # settled: remember it
+        if len(_READ) >= _PARSED_MAX:
+            _READ.clear()
+        _READ[(name, path)] = (stamp, prompt)
+    return prompt
 
 
 def _parse_prompt(name: str, path: Path, raw: bytes, sha256: str) -> AgentPrompt:

@@ -29,10 +29,11 @@ from legio.config import (
     load_config,
 )
 from legio.errors import LegioError
+from legio.folders import policy_problems
 from legio.guard import PathGuard
 from legio.launch import TOKEN_FD_ENV, take_token
 from legio.plan import login_state
-from legio.policy import denied_env_names, policy_problems
+from legio.policy import denied_env_names
 from legio.sandbox import announce_sandbox, policy_report
 from legio.schedule import local_zone_name
 

@@ -10,7 +10,7 @@
   CLI's default set, CLI 2.1.330 defers SDK MCP tools behind ``ToolSearch``.
 - **Folders.** Frontmatter ``cwd`` (relative to the agent's folder), else a
   ``workspace/`` of its own; frontmatter ``add_dirs`` grants more folders, outside
-  the castra only. Writes go there and nowhere else.
+  the castra only (both checked by ``legio.folders``). Writes go there and nowhere else.
 - **Protected paths.** ``protected_entries`` lists, for one agent, what it may not read
   (the praetorium, the config, the lock, other agents' folders; the file store
   ``attachments/``, which only the Legatus may read) or not write (prompts, edicta,
@@ -28,7 +28,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import functools
 import logging
@@ -41,7 +40,6 @@ from pathlib import Path
 from legio.castra import PROMPT_FILE, AgentPrompt, Castra
 from legio.cliconfig import daemon_config_dir, daemon_home, state_dir
 from legio.config import Config
-from legio.errors import CastraError, LegioError
 from legio.names import LEGATUS
 
 logger = logging.getLogger(__name__)
@@ -358,63 +356,3 @@ def deny_rules(entries: Sequence[Protected]) -> list[str]:
         if not entry.write:
             rules.append(f"Edit({target})")
     return rules
-
-
-# ------------------------------------------------------------------ granted folders
-
-
-def granted_dirs(castra: Castra, prompt: AgentPrompt) -> list[Path]:
-    """The folders frontmatter ``add_dirs`` grants, resolved; ``CastraError`` if one is
-    not absolute, does not exist, or contains (or is inside) the castra, or if the
-    agent's workspace itself is unusable (``workspace_problem``)."""
-    problem = workspace_problem(castra, prompt, None)
-    if problem:
-        raise CastraError(problem)
-    root = castra.root.resolve()
-    granted = []
-    for raw in prompt.settings.add_dirs:
-        path = Path(os.path.expanduser(raw))
-        where = f"{prompt.path}: add_dirs {raw!r}"
-        if not path.is_absolute():
-            raise CastraError(f"{where} is not an absolute path; write e.g. ~/code/myapp")
-        path = path.resolve()
-        if _within(root, path) or _within(path, root):
-            raise CastraError(
-                f"{where} {'contains' if _within(root, path) else 'is inside'} Legio's castra "
-                f"({root}); grant a folder outside it (its own workspace is writable already)"
-            )
-        if not path.is_dir():
-            raise CastraError(f"{where}: {path} is not an existing folder; create it or remove it")
-        granted.append(path)
-    return granted
-
-
-def workspace_problem(castra: Castra, prompt: AgentPrompt, config_path: Path | None) -> str | None:
-    """Why this agent's workspace (frontmatter ``cwd``) cannot be used, or None."""
-    workspace = working_dir(castra, prompt, create=False)
-    root = castra.root.resolve()
-    where = f"{prompt.path}: cwd {str(prompt.settings.cwd)!r}"
-    if _within(root, workspace):
-        return (
-            f"{where} contains Legio's castra ({root}); use a folder inside the agent's "
-            "own folder or outside the castra"
-        )
-    for entry in protected_entries(castra, prompt.name, config_path):
-        if entry.covers(workspace) and not entry.write:
-            return f"{where} points into a protected place ({entry.reason})"
-    return None
-
-
-def policy_problems(config: Config, castra: Castra) -> list[str]:
-    """What in the prompts' frontmatter makes an agent's policy unusable (start-up, check)."""
-    problems = []
-    prompts: list[AgentPrompt] = []
-    with contextlib.suppress(LegioError):
-        prompts.append(castra.read_legatus())
-    prompts += list(castra.roster().centuriones.values())
-    for prompt in prompts:
-        try:
-            granted_dirs(castra, prompt)
-        except CastraError as e:
-            problems.append(str(e))
-    return problems

@@ -27,13 +27,8 @@ from typing import Any
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
 from legio.errors import CastraError, LegioError
-from legio.policy import (
-    builtin_tools,
-    deny_rules,
-    granted_dirs,
-    protected_entries,
-    working_dir,
-)
+from legio.folders import granted_dirs
+from legio.policy import builtin_tools, deny_rules, protected_entries, working_dir
 
 logger = logging.getLogger(__name__)
 

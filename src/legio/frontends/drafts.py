@@ -247,7 +247,8 @@ class LiveView:
     def _draft(self, agent: str) -> _Draft:
         draft_id = self._first_id if not self._drafts else self.support.new_id()
         draft = _Draft(agent, draft_id, self.header(agent))
-        draft.task = asyncio.create_task(self._pump(draft))
+        if self._soon is None or self._soon.done():  # else _show_soon starts it, if needed
+            draft.task = asyncio.create_task(self._pump(draft))
         self._drafts[agent] = draft
         return draft
 
@@ -336,6 +337,9 @@ class LiveView:
     async def _show_soon(self) -> None:
         """After ``placeholder_after_s``: something that says work began."""
         await asyncio.sleep(self.placeholder_after_s)
+        for draft in self._drafts.values():  # no pump before now: a quick answer needs none
+            if draft.task is None and not draft.done:
+                draft.task = asyncio.create_task(self._pump(draft))
         if not self.drafting:
             await self._start_typing()
         elif not self._drafts:

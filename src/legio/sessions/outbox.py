@@ -24,8 +24,9 @@ from claude_agent_sdk import SdkMcpTool, tool
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
 from legio.errors import AttachmentError
+from legio.folders import granted_dirs
 from legio.guard import PathGuard
-from legio.policy import _within, granted_dirs, working_dir
+from legio.policy import _within, working_dir
 from legio.store.attachments import AttachmentStore
 from legio.store.files import (
     PHOTO_LIMIT,

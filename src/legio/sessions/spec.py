@@ -23,10 +23,11 @@ from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, McpSdkServerConfig
 
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
+from legio.folders import granted_dirs
 from legio.guard import PathGuard, path_guard_hook
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
-from legio.policy import granted_dirs, working_dir
+from legio.policy import working_dir
 from legio.sandbox import agent_options, effective_tools
 from legio.sessions.gate import QUESTION_TOOL, Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for

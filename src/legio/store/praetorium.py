@@ -23,6 +23,8 @@ One long-lived aiosqlite connection in autocommit mode; every write is one
 statement or an explicit ``BEGIN IMMEDIATE`` … ``COMMIT``. Posts are group-committed:
 those waiting while a write is under way go into the next single multi-row
 ``INSERT … RETURNING``, in call order, so seq order is the order ``post`` was called.
+A post with nothing else waiting is sent to the database thread at once, from the
+caller's own task (no writer task to wait a turn of the event loop for).
 """
 
 from __future__ import annotations
@@ -117,6 +119,17 @@ def validate_member(name: str, role: str) -> None:
         raise PraetoriumError(f"{role} {name!r} is not a valid name ({NAME_RULE})")
 
 
+def _refusal(nuntius: Nuntius, e: sqlite3.IntegrityError | ValueError) -> Exception:
+    """What the caller of ``post`` is told when the database refuses ``nuntius``."""
+    if isinstance(e, ValueError):  # e.g. text that is not valid Unicode (lone surrogates)
+        return PraetoriumError(f"the text cannot be stored: {e}")
+    if nuntius.origin is not None and "nuntii.origin" in str(e):
+        return DuplicateOrigin(nuntius.origin)
+    if nuntius.reply_to is not None and "FOREIGN KEY" in str(e):
+        return PraetoriumError(f"reply_to {nuntius.reply_to!r} is not the id of a stored nuntius")
+    return e
+
+
 class Praetorium(AgentRecords):
     """The store. ``async with await Praetorium.open(path) as p`` or ``open``/``close``."""
 
@@ -201,6 +214,14 @@ class Praetorium(AgentRecords):
         nuntius = Nuntius(
             str(uuid.uuid4()), 0, sender, text, members, _now(), reply_to, origin, forwarded_from
         )
+        if not self._pending and (self._writer is None or self._writer.done()):
+            # Alone: queued on the database thread now. A post that comes meanwhile starts
+            # a writer, whose INSERT the thread runs after this one (seq order holds).
+            try:
+                seqs = await self._insert([nuntius])
+            except (sqlite3.IntegrityError, ValueError) as e:
+                raise _refusal(nuntius, e) from e
+            return dataclasses.replace(nuntius, seq=seqs[nuntius.id])
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._pending.append((nuntius, future))
         if self._writer is None or self._writer.done():
@@ -238,17 +259,8 @@ class Praetorium(AgentRecords):
     async def _write_one(self, nuntius: Nuntius, future: asyncio.Future[int]) -> None:
         try:
             seqs = await self._insert([nuntius])
-        except sqlite3.IntegrityError as e:
-            error: Exception = e
-            if nuntius.origin is not None and "nuntii.origin" in str(e):
-                error = DuplicateOrigin(nuntius.origin)
-            elif nuntius.reply_to is not None and "FOREIGN KEY" in str(e):
-                error = PraetoriumError(
-                    f"reply_to {nuntius.reply_to!r} is not the id of a stored nuntius"
-                )
-            future.set_exception(error)
-        except ValueError as e:  # e.g. text that is not valid Unicode (lone surrogates)
-            future.set_exception(PraetoriumError(f"the text cannot be stored: {e}"))
+        except (sqlite3.IntegrityError, ValueError) as e:
+            future.set_exception(_refusal(nuntius, e))
         except Exception as e:
             future.set_exception(e)
         else:
