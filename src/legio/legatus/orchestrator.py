@@ -89,6 +89,9 @@ class Mentions:
     unusable: list[str]
 
 
+NO_MENTIONS = Mentions([], False, [])
+
+
 def parse_mentions(text: str, roster: Roster) -> Mentions:
     """The centuriones ``text`` @mentions (roster order of first mention, no repeats).
 
@@ -200,7 +203,8 @@ class Legatus:
         one answer: the second delivery gets no reply at all. ``on_text`` receives each
         answering agent's text as it is written (for a live preview).
         ``forwarded_from`` marks a message Caesar forwarded: agents read it as coming from
-        there, not from him.
+        there, not from him, and it goes to the Legatus alone (an @name in it is not a
+        dispatch).
         """
         emit = _Emitter(on_reply)
         if not text.strip() and not attachments:
@@ -209,7 +213,8 @@ class Legatus:
                 "@name to ask a centurio (/help lists the commands)."
             )
         roster = self.castra.roster()
-        mentions = parse_mentions(text, roster)
+        # A forward is someone else's words: its @names are data, not Caesar's dispatch.
+        mentions = parse_mentions(text, roster) if forwarded_from is None else NO_MENTIONS
         if mentions.unusable and not mentions.names:
             return await emit.notice("Cannot dispatch: " + "; ".join(mentions.unusable))
         if mentions.names and not strip_mentions(text) and not attachments:
