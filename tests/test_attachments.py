@@ -203,6 +203,28 @@ async def test_send_file_delivers_a_document_and_a_photo_and_refuses_a_path_outs
     assert len(bot.api.uploads) == 2
 
 
+async def test_a_file_a_centurio_sends_in_the_legatus_dispatch_reaches_caesar(
+    bot: Running, castra_dir: Path
+) -> None:
+    """Caesar asks the Legatus; the Legatus asks vorenus, who sends a chart: the chart
+    comes after the Legatus's answer, attributed to vorenus, and only once."""
+    workspace = castra_dir / "centuriones/vorenus/workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "chart.png").write_bytes(png((64, 64), "red"))
+    send = json.dumps({"path": "chart.png", "caption": "the walls"})
+    order = {"centuriones": ["vorenus"], "text": f"CALL_TOOL memoria_vorenus send_file {send}"}
+    start = await bot.ask(f"CALL_TOOL legatus_tools dispatch {json.dumps(order)}")
+    answer = await bot.answer(start, lambda t: t.startswith("TOOL_RESULT: ## vorenus"))
+    photo = await bot.api.wait_for_call("sendPhoto", start=start)
+    assert photo.at > answer.at
+    assert [(u.method, u.filename, u.caption) for u in bot.api.uploads] == [
+        ("sendPhoto", "chart.png", "⚔️ vorenus\nthe walls")
+    ]
+    await bot.answer(await bot.ask("the next request"), lambda t: "the next request" in t)
+    await asyncio.sleep(0.2)
+    assert len(bot.api.uploads) == 1  # carried once, not again with the next answer
+
+
 async def test_a_restart_mid_download_loses_nothing_and_duplicates_nothing(
     castra_dir: Path, fake_cli: FakeCli
 ) -> None:

@@ -64,7 +64,7 @@ async def run_console(
         if printer.reply(reply):
             show(reply.text if reply.agent != LEGATUS else f"legatus: {reply.text}")
         for file in reply.files:
-            show(f"📎 {reply.agent} sent {file.name}: {file.path}")
+            show(f"📎 {file.sender or reply.agent} sent {file.name}: {file.path}")
 
     async def present_job(job: Job, run: JobRun) -> object:
         return await run(on_status, print_reply)

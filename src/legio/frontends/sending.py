@@ -91,7 +91,9 @@ async def send_with_retries(bot: Bot, chat_id: int, text: str, **kwargs: Any) ->
 
 
 def caption_for(agent: str, file: SentFile) -> str:
-    """An agent's file is attributed like its answers."""
+    """An agent's file is attributed like its answers (to the centurio that sent it, when
+    the Legatus's answer carries a file sent in its dispatch)."""
+    agent = file.sender or agent
     head = "" if agent == LEGATUS else f"⚔️ {agent}"
     return "\n".join(part for part in (head, file.caption) if part)[:CAPTION_LIMIT]
 

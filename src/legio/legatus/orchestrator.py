@@ -135,6 +135,8 @@ class Legatus:
         self.memoria = memoria
         self.sessions = sessions
         self._intake = asyncio.Lock()
+        # files centuriones sent in the Legatus's dispatches: they go with its next reply
+        self._carried: list[SentFile] = []
         # more tools for the Legatus's session, e.g. the scheduler's (legatus_jobs.py)
         self.extra_tools: list[Callable[[], list[SdkMcpTool[Any]]]] = []
         sessions.register(LEGATUS, self._spec)
@@ -264,6 +266,8 @@ class Legatus:
             answer = await self.praetorium.post(name, outcome.text, [CAESAR], reply_to=nuntius.id)
             mark("answer posted")
             files = await self._sent_files(name, answer.seq)
+            if name == LEGATUS and self._carried:  # sent in its dispatches, for Caesar
+                files, self._carried = files + tuple(self._carried), []
             header = "" if name == LEGATUS else self.header(name, roster)
             await emit.reply(Reply(name, header + outcome.text, outcome.kind, files))
 
@@ -373,8 +377,8 @@ class Legatus:
 
         async def store(name: str, outcome: Outcome) -> None:
             answer = await self.praetorium.post(name, outcome.text, [LEGATUS], reply_to=nuntius.id)
-            if await self._sent_files(name, answer.seq):  # recorded, not sent: no Caesar here
-                logger.info("%s sent files in a dispatch; they reach the Legatus only", name)
+            files = await self._sent_files(name, answer.seq)  # Caesar gets them with the
+            self._carried += [dataclasses.replace(f, sender=name) for f in files]  # answer
 
         on_status = self.sessions.current_status(LEGATUS)
         return await self.sessions.dispatch_many(names, nuntius, on_status, deliver=store)

@@ -65,6 +65,7 @@ class SentFile:
     mime_type: str
     size: int
     source: Path
+    sender: str = ""  # the centurio that sent it, when another agent's reply carries it
 
     @property
     def is_photo(self) -> bool:
