@@ -554,6 +554,24 @@ async def test_a_job_due_while_legio_was_down_reaches_caesars_telegram_chat(
     assert [t for t in bot.answers() if t.startswith("⏰")] == ["⏰ call Marcus\nCall Marcus now."]
 
 
+async def test_a_scheduled_answer_streams_into_a_draft_like_caesars(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    words = " ".join(f"word{i}" for i in range(40))
+    past = datetime.now(UTC) - timedelta(minutes=5)
+    async with await Praetorium.open(Castra(castra_dir).praetorium_path) as praetorium:
+        await JobStore(praetorium).add(
+            new_job(f"STREAM 4 0.6 {words}", past, name="digest"), 50, past
+        )
+    async with running_bot(castra_dir, fake_cli) as bot:
+        final = await bot.answer(0, lambda text: text.startswith("⏰"))
+        assert final.params["text"] == f"⏰ digest\n{words}"
+        texts = [text for _, text in bot.api.drafts(CAESAR) if text]
+        assert texts and texts[0] != words  # shown while it was being written
+        assert all(words.startswith(text) for text in texts)
+        assert max(c.at for c in bot.api.calls_of("sendMessageDraft")) < final.at
+
+
 def test_a_job_due_while_down_is_answered_in_the_console_before_it_closes(
     castra_dir: Path, fake_cli: FakeCli
 ) -> None:

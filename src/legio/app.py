@@ -256,7 +256,7 @@ class LegioApp:
 
     async def _present(self, job: Job, run: JobRun) -> object:
         if self._presenter is None:
-            return await run(None, None)
+            return await run(None, None, None)
         return await self._presenter(job, run)
 
     async def job_lines(self) -> list[str]:

@@ -67,7 +67,7 @@ async def run_console(
             show(f"📎 {file.sender or reply.agent} sent {file.name}: {file.path}")
 
     async def present_job(job: Job, run: JobRun) -> object:
-        return await run(on_status, print_reply)
+        return await run(on_status, print_reply, None)  # printed whole, after its ⏰ mark
 
     try:
         show(BANNER)

@@ -128,9 +128,9 @@ class LegioBot:
         """A scheduled job's run, shown like a request in the chat it was set from."""
         chat = chat_of(job.owner_chat) or min(self.caesar_ids, default=None)
         if chat is None or self._bot is None:
-            await run(None, None)
+            await run(None, None, None)
             return
-        await self._work(self._bot, chat, 0, lambda board, send: run(board.update, send))
+        await self._work(self._bot, chat, 0, lambda live, send: run(live.update, send, live.stream))
 
     async def tell_interruptions(self, bot: Bot) -> None:
         """Tell Caesar, once, about requests the last run never answered."""

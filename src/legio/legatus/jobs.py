@@ -35,7 +35,7 @@ from legio.schedule import (
     zone_key,
 )
 from legio.scheduler import Clock, JobRunner, Scheduler
-from legio.sessions.turn import StatusCallback
+from legio.sessions.turn import StatusCallback, TextCallback
 from legio.store.jobs import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
 
@@ -45,7 +45,10 @@ REQUEST_MAX = 4000
 SHOWN_RUNS = 3
 
 # run(on_status, on_reply) answers the job; a presenter calls it inside its own UI
-JobRun = Callable[[StatusCallback | None, ReplyCallback | None], Awaitable[list[Reply]]]
+# A job's run, given the front-end's status, reply and text (streamed answer) callbacks.
+JobRun = Callable[
+    [StatusCallback | None, ReplyCallback | None, TextCallback | None], Awaitable[list[Reply]]
+]
 Presenter = Callable[[Job, JobRun], Awaitable[object]]
 
 
@@ -233,7 +236,9 @@ def job_runner(legatus: Legatus, present: Presenter | None = None) -> JobRunner:
         replies: list[Reply] = []
 
         async def answer(
-            on_status: StatusCallback | None, on_reply: ReplyCallback | None
+            on_status: StatusCallback | None,
+            on_reply: ReplyCallback | None,
+            on_text: TextCallback | None = None,
         ) -> list[Reply]:
             async def marked(reply: Reply) -> None:
                 reply = dataclasses.replace(reply, text=f"⏰ {job.name}\n{reply.text}")
@@ -241,11 +246,11 @@ def job_runner(legatus: Legatus, present: Presenter | None = None) -> JobRunner:
                 if on_reply is not None:
                     await on_reply(reply)
 
-            await legatus.answer_nuntius(nuntius, [job.target], on_status, marked)
+            await legatus.answer_nuntius(nuntius, [job.target], on_status, marked, on_text)
             return replies
 
         if present is None:
-            await answer(None, None)
+            await answer(None, None, None)
         else:
             await present(job, answer)
         return outcome_of(replies)

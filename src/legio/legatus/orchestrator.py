@@ -363,12 +363,15 @@ class Legatus:
         names: list[str],
         on_status: StatusCallback | None = None,
         on_reply: ReplyCallback | None = None,
+        on_text: TextCallback | None = None,
     ) -> list[Reply]:
-        """Have ``names`` answer a stored request (e.g. a scheduled job's), like Caesar's."""
+        """Have ``names`` answer a stored request (e.g. a scheduled job's), like Caesar's;
+        ``on_text`` receives their text as it is written."""
         emit = _Emitter(on_reply)
         async with self._intake:
             tickets = {name: self.sessions.reserve(name) for name in names}
-        await self._answer(nuntius, names, self.castra.roster(), on_status, tickets, emit)
+        roster = self.castra.roster()
+        await self._answer(nuntius, names, roster, on_status, tickets, emit, on_text)
         return emit.replies
 
     async def dispatch_for_legatus(self, names: list[str], text: str) -> dict[str, Outcome]:
