@@ -20,6 +20,7 @@ centuriones (bad or reserved names, no prompt, broken frontmatter) are reported 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -119,10 +120,8 @@ def read_prompt(name: str, path: Path) -> AgentPrompt:
 
     Asked for every message: an unchanged file costs one ``stat``."""
     try:
-        st = path.stat()
-        stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev)
         known = _READ.get((name, path))
-        if known is not None and known[0] == stamp:
+        if known is not None and known[0] == _stamp(path.stat()):
             return known[1]
         read_at = clock()
         raw = path.read_bytes()
@@ -139,12 +138,16 @@ def read_prompt(name: str, path: Path) -> AgentPrompt:
             _PARSED.clear()
         parsed = _PARSED[key] = _parse_prompt(name, path, raw, key[2])
     prompt = replace(parsed, mtime_ns=st.st_mtime_ns)
-    stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev)
     if read_at - max(st.st_mtime_ns, st.st_ctime_ns) >= RACY_NS:  # settled: remember it
         if len(_READ) >= _PARSED_MAX:
             _READ.clear()
-        _READ[(name, path)] = (stamp, prompt)
+        _READ[(name, path)] = (_stamp(st), prompt)
     return prompt
+
+
+def _stamp(st: os.stat_result) -> tuple[int, ...]:
+    """What changes when a file is written, replaced or touched (ctime cannot be set)."""
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino, st.st_dev)
 
 
 def _parse_prompt(name: str, path: Path, raw: bytes, sha256: str) -> AgentPrompt:

@@ -44,8 +44,8 @@ NAME_MAX = 40
 REQUEST_MAX = 4000
 SHOWN_RUNS = 3
 
-# run(on_status, on_reply) answers the job; a presenter calls it inside its own UI
-# A job's run, given the front-end's status, reply and text (streamed answer) callbacks.
+# run(on_status, on_reply, on_text) answers the job (on_text: the answer as it is
+# written); a presenter calls it inside its own UI
 JobRun = Callable[
     [StatusCallback | None, ReplyCallback | None, TextCallback | None], Awaitable[list[Reply]]
 ]
