@@ -38,13 +38,32 @@ class Running:
 
         def sent(call: Call) -> bool:
             text = str(call.params.get("text", ""))
-            return not text.startswith("⏳") and (predicate is None or predicate(text))
+            return not is_status(call) and (predicate is None or predicate(text))
 
         return await self.api.wait_for_call("sendMessage", sent, start=start, timeout=wait_s)
 
     def answers(self) -> list[str]:
-        """Every message sent to Caesar, status lines excluded."""
-        return [t for t in self.api.sent_texts(CAESAR) if not t.startswith("⏳")]
+        """Every message sent to Caesar, status messages excluded."""
+        return [
+            str(c.params.get("text", ""))
+            for c in self.api.calls_of("sendMessage")
+            if int(c.params["chat_id"]) == CAESAR and not is_status(c)
+        ]
+
+
+def is_status(call: Call) -> bool:
+    """The status message: ``⏳`` lines, one per working agent (``vorenus: ⏳ ...`` when there
+    are several), with their ⏹ Stop buttons. It appears once a request takes over a second,
+    so a slow machine shows it where a fast one does not."""
+    text = str(call.params.get("text", ""))
+    markup = call.params.get("reply_markup") or {}
+    stops = [
+        b
+        for row in markup.get("inline_keyboard", [])
+        for b in row
+        if str(b.get("callback_data", "")).startswith("stop:")
+    ]
+    return text.startswith("⏳") or bool(stops)
 
 
 @asynccontextmanager

@@ -56,7 +56,7 @@ async def test_an_answer_streams_into_a_growing_draft_then_one_message(bot: Runn
 
 
 async def test_two_centuriones_stream_into_two_drafts(bot: Running) -> None:
-    start = await bot.ask(f"@vorenus @pullo STREAM 3 0.5 {WORDS}")
+    start = await bot.ask(f"@vorenus @pullo STREAM 3 3 {WORDS}")
     await bot.answer(start, lambda t: t.startswith(VORENUS))
     await bot.answer(start, lambda t: t.startswith(PULLO))
     by_id: dict[int, list[str]] = {}
@@ -67,6 +67,24 @@ async def test_two_centuriones_stream_into_two_drafts(bot: Running) -> None:
     assert len(vorenus) == 1 and len(pullo) == 1 and vorenus != pullo
     assert any(WORDS.startswith(t.removeprefix(VORENUS)) for t in texts_of(bot, vorenus))
     assert sorted(bot.answers()) == sorted([VORENUS + WORDS, PULLO + WORDS])
+
+
+async def test_a_long_streamed_answer_has_its_stop_button_while_it_streams(bot: Running) -> None:
+    start = await bot.ask(f"STREAM 4 0.8 {WORDS}")  # text only: no tool, no thinking
+    status = await bot.api.wait_for_call(
+        "sendMessage", lambda c: c.params["text"] == "⏳ legatus is working...", start=start
+    )
+    await bot.answer(start, lambda t: t == WORDS)
+    later = [c.params["text"] for c in bot.api.calls_of("sendMessageDraft") if c.at > status.at]
+    assert any(t != WORDS for t in later)  # it came while the text was still being written
+    buttons = [b for row in status.params["reply_markup"]["inline_keyboard"] for b in row]
+    assert [(b["text"], b["callback_data"]) for b in buttons] == [
+        ("⏹ Stop legatus", "stop:legatus")
+    ]
+    await bot.api.wait_for_call(
+        "deleteMessage", lambda c: int(c.params["message_id"]) == status.result["message_id"]
+    )
+    assert bot.answers() == [WORDS]
 
 
 async def test_a_refused_draft_falls_back_to_the_status_message(

@@ -136,6 +136,10 @@ def _transient(error: TelegramError) -> bool:
     )
 
 
+def _working(agent: str) -> str:
+    return f"⏳ {agent} is working..."
+
+
 @dataclass
 class _Draft:
     agent: str
@@ -199,8 +203,7 @@ class LiveView:
             return
         # A draft cannot carry buttons: the status message keeps one line per working agent
         # for its ⏹ Stop button (⏸ while it waits for Caesar's approval); text goes to drafts.
-        control = line if line.startswith("⏸") else f"⏳ {agent} is working..."
-        await self.board.update(agent, control)
+        await self.board.update(agent, line if line.startswith("⏸") else _working(agent))
         draft = self._drafts.get(agent)
         host = self._host()
         if draft is None and host is not None:
@@ -219,6 +222,8 @@ class LiveView:
             return
         draft = self._drafts.get(agent)
         if draft is None:
+            if agent not in self.board.lines:  # its ⏹ Stop button, while it writes
+                await self.board.update(agent, _working(agent))
             draft = self._draft(agent)
             if self._guests.pop(agent, None) is not None and (host := self._host()):
                 self._changed(host)
