@@ -17,17 +17,18 @@ from legio.store.files import FileStore
 from legio.store.praetorium import Praetorium
 
 
-def pending(origin: str = "telegram:1:2", sha256: str | None = None) -> PendingFile:
+def pending(origin: str = "telegram:1:2", sha256: str | None = None, part: int = 0) -> PendingFile:
     return PendingFile(
         origin=origin,
         text="@vorenus look",
         kind="document",
         mime_type="application/pdf",
-        name="Report_2026.pdf",
+        name="Report_2026.pdf" if part == 0 else f"Annex_{part}.pdf",
         size=10,
         sha256=sha256,
-        file_id="file-1",
-        file_unique_id="uniq1",
+        file_id=f"file-{part + 1}",
+        file_unique_id=f"uniq{part + 1}",
+        part=part,
     )
 
 
@@ -65,7 +66,7 @@ async def test_a_pending_file_joins_its_nuntius_in_the_same_insert(tmp_path: Pat
         await store.stage(pending())
         await store.stage(pending())  # a redelivery changes nothing
         assert [p.sha256 for p in await store.pending()] == [None]
-        await store.downloaded("telegram:1:2", "ab" * 32, 12)
+        await store.downloaded(pending(), "ab" * 32, 12)
         nuntius = await praetorium.post(
             "caesar", "@vorenus look", ["vorenus"], origin="telegram:1:2"
         )
@@ -85,12 +86,60 @@ async def test_a_pending_file_joins_its_nuntius_in_the_same_insert(tmp_path: Pat
         assert await store.of_nuntius(other.seq) == []
 
 
+async def test_the_files_of_an_album_join_their_one_nuntius_in_order(tmp_path: Path) -> None:
+    async with await Praetorium.open(tmp_path / "p.db") as praetorium:
+        store = AttachmentStore(praetorium)
+        for part in (2, 0, 1):
+            await store.stage(pending(part=part))
+        assert [p.part for p in await store.pending()] == [0, 1, 2]
+        for part in (0, 1):
+            await store.downloaded(pending(part=part), f"{part}" * 64, 12)
+        await store.drop_pending("telegram:1:2", 2)  # refused: the others stay
+        nuntius = await praetorium.post("caesar", "look", ["vorenus"], origin="telegram:1:2")
+        assert await store.pending() == []
+        names = [a.name for a in await store.of_nuntius(nuntius.seq)]
+        assert names == ["Report_2026.pdf", "Annex_1.pdf"]
+
+
+async def test_a_pending_file_of_an_older_praetorium_is_kept_by_the_upgrade(
+    tmp_path: Path,
+) -> None:
+    from legio.store import migrations as module
+
+    path = tmp_path / "p.db"
+    saved = list(module.MIGRATIONS)
+    module.MIGRATIONS[:] = [m for m in saved if m[0] != "m010_album_parts"]
+    try:
+        async with await Praetorium.open(path) as old:
+            await old.connection.execute(
+                "INSERT INTO attachments_pending (origin, text, kind, mime_type, name, size, "
+                "sha256, created_at) VALUES ('telegram:1:7', 'see', 'document', "
+                "'application/pdf', 'old.pdf', 3, ?, '2026-01-01')",
+                ("c" * 64,),
+            )
+    finally:
+        module.MIGRATIONS[:] = saved
+    async with await Praetorium.open(path) as praetorium:
+        store = AttachmentStore(praetorium)
+        [kept] = await store.pending()
+        assert (kept.origin, kept.part, kept.name, kept.sha256) == (
+            "telegram:1:7",
+            0,
+            "old.pdf",
+            "c" * 64,
+        )
+        nuntius = await praetorium.post("caesar", "see", ["legatus"], origin="telegram:1:7")
+        assert [a.name for a in await store.of_nuntius(nuntius.seq)] == ["old.pdf"]
+
+
 async def test_an_older_praetorium_upgrades_and_keeps_its_nuntii(tmp_path: Path) -> None:
     from legio.store import migrations as module
 
     path = tmp_path / "p.db"
     saved = list(module.MIGRATIONS)
-    module.MIGRATIONS[:] = [m for m in saved if m[0] != "m006_attachments"]
+    module.MIGRATIONS[:] = [
+        m for m in saved if m[0] not in ("m006_attachments", "m010_album_parts")
+    ]
     try:
         async with await Praetorium.open(path) as old:
             first = await old.post("caesar", "ave", ["legatus"], origin="telegram:1:1")

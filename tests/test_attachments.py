@@ -6,6 +6,7 @@ import asyncio
 import base64
 import io
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -32,6 +33,14 @@ def png(size: tuple[int, int] = (40, 30), color: str = "red") -> bytes:
 async def bot(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[Running]:
     async with running_bot(castra_dir, fake_cli) as running:
         yield running
+
+
+async def download_started(api: FakeBotApi) -> None:
+    for _ in range(200):
+        if api.downloads:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("no download started")
 
 
 def stored_files(castra_dir: Path) -> list[Path]:
@@ -67,6 +76,47 @@ async def test_a_photo_to_vorenus_reaches_its_model_once_then_as_an_element(
     assert sum(len(images) for images in every) == 1  # the bytes went once, in that query
     call = await bot.answer(await bot.ask("/history"))
     assert "📎 photo-uniq2.jpg" in call.params["text"]
+
+
+async def test_an_album_is_one_request_with_all_its_files(bot: Running, castra_dir: Path) -> None:
+    start = len(bot.api.calls)
+    colors = ["red", "green", "blue"]
+    bot.api.add_photo(png(color="red"), caption="@vorenus which one?", media_group_id="al1")
+    for color in colors[1:]:
+        bot.api.add_photo(png(color=color), media_group_id="al1")
+    await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    await asyncio.sleep(0.5)  # nothing more comes: one request, one answer
+    assert len(bot.answers()) == 1
+    [process] = processes_of(bot.fake_cli, "vorenus")
+    assert len(process.prompts) == 1
+    assert [len(images) for images in process.images] == [3]
+    inbox = castra_dir.resolve() / "centuriones/vorenus/workspace/inbox"
+    names = ["photo-uniq2.jpg", "photo-uniq4.jpg", "photo-uniq6.jpg"]  # in album order
+    shown = [n for n in re.findall(r'name="([^"]+)"', process.prompts[0])]
+    assert shown == names
+    assert [(inbox / f"1-{n}").read_bytes() for n in names] == [png(color=c) for c in colors]
+    assert await bot.app.praetorium.count() == 2  # one request, one answer
+    history = await bot.answer(await bot.ask("/history"))
+    assert all(f"📎 {n}" in history.params["text"] for n in names)
+
+
+async def test_a_refused_file_of_an_album_is_told_and_the_rest_is_answered(
+    bot: Running,
+) -> None:
+    start = len(bot.api.calls)
+    bot.api.add_document(PDF, "report.pdf", "application/pdf", media_group_id="al2")
+    big = 25 * 1024 * 1024
+    bot.api.add_document(b"x", "backup.zip", "application/zip", file_size=big, media_group_id="al2")
+    bot.api.add_document(
+        PDF, "annex.pdf", "application/pdf", caption="@pullo summarise", media_group_id="al2"
+    )
+    refusal = await bot.answer(start, lambda t: t.startswith("⚠️"))
+    assert refusal.params["text"].startswith("⚠️ backup.zip is 25.0 MB")
+    answer = await bot.answer(start, lambda t: t.startswith("⚔️ pullo"))
+    assert refusal.at < answer.at
+    [process] = processes_of(bot.fake_cli, "pullo")
+    assert process.prompts[0].startswith("@pullo summarise")
+    assert re.findall(r'name="([^"]+)"', process.prompts[0]) == ["report.pdf", "annex.pdf"]
 
 
 async def test_a_pdf_lands_in_the_workspace_and_its_path_is_in_the_message(
@@ -233,11 +283,7 @@ async def test_a_restart_mid_download_loses_nothing_and_duplicates_nothing(
     gate = api.hold_downloads()
     async with running_bot(castra_dir, fake_cli, api=api, grace_s=0.2) as first:
         update = api.add_document(content, "notes.txt", "text/plain", caption="@vorenus read this")
-        for _ in range(200):
-            if api.downloads:
-                break
-            await asyncio.sleep(0.05)
-        assert api.downloads, "the download started"
+        await download_started(api)
         assert await first.app.praetorium.count() == 0
     # stopped half-way through the download: only the pending row is kept
     assert [p.name for p in stored_files(castra_dir) if not p.name.startswith(".")] == []
@@ -263,6 +309,37 @@ async def test_a_restart_mid_download_loses_nothing_and_duplicates_nothing(
         assert await praetorium.count() == 2  # Caesar's message and vorenus's answer
         store = AttachmentStore(praetorium)
         assert [a.name for a in (await store.of_nuntii([1, 2])).get(1, [])] == ["notes.txt"]
+        assert await store.pending() == []
+
+
+async def test_a_restart_mid_album_keeps_every_file_of_the_one_request(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    notes, annex = b"notes\n" * 3000, b"annex\n" * 3000
+    api = FakeBotApi()
+    api.hold_downloads()
+    async with running_bot(castra_dir, fake_cli, api=api, grace_s=0.2) as first:
+        api.add_document(
+            notes, "notes.txt", "text/plain", caption="@vorenus read", media_group_id="a"
+        )
+        api.add_document(annex, "annex.txt", "text/plain", media_group_id="a")
+        await download_started(api)  # the first of the two
+        assert await first.app.praetorium.count() == 0
+    api.download_gate = None  # stopped during the first download of the two
+
+    async with running_bot(castra_dir, fake_cli, api=api) as second:
+        notice = await second.answer(0, lambda t: t.startswith("⚠️ Interrupted"))
+        assert '"@vorenus read" (#1, no answer from vorenus)' in notice.params["text"]
+        await second.answer(await second.ask("/retry"), lambda t: t.startswith("⚔️ vorenus"))
+        [process] = processes_of(fake_cli, "vorenus")
+        inbox = castra_dir.resolve() / "centuriones/vorenus/workspace/inbox"
+        assert f'path="{inbox / "1-notes.txt"}"' in process.prompts[0]
+        assert f'path="{inbox / "1-annex.txt"}"' in process.prompts[0]
+        assert (inbox / "1-annex.txt").read_bytes() == annex
+    async with await Praetorium.open(castra_dir / "praetorium.db") as praetorium:
+        store = AttachmentStore(praetorium)
+        files = (await store.of_nuntii([1])).get(1, [])
+        assert [a.name for a in files] == ["notes.txt", "annex.txt"]
         assert await store.pending() == []
 
 

@@ -103,6 +103,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m007_jobs",
             "m008_forwarded",
             "m009_approvals",
+            "m010_album_parts",
         ]
         plan = " ".join(
             str(r)

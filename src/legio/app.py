@@ -10,7 +10,7 @@ Legatus), then the praetorium, then the lock.
 
 A front-end hands it Caesar's messages (``handle_message``, ``retry``) and asks it
 typed questions (history, search, status rows, context, usage) or to act (stop,
-reset, compact). Files from Caesar come in through ``receive_file`` (a front-end says
+reset, compact). Files from Caesar come in through ``receive_files`` (a front-end says
 how to fetch one), ``resume_downloads`` and ``attach_local``. It never sees SQLite or
 the SDK.
 """
@@ -210,11 +210,13 @@ class LegioApp:
             forwarded_from=forwarded_from,
         )
 
-    async def receive_file(self, pending: PendingFile, fetch: Fetch) -> PendingFile | None:
-        """Fetch and store the file of Caesar's message ``pending.origin``: complete (for
-        ``handle_message``), or None if that message is already stored. Raises
-        ``AttachmentError`` (one line for Caesar) if it is refused; nothing is kept then."""
-        return await self.intake.receive(pending, fetch)
+    async def receive_files(
+        self, files: Sequence[PendingFile], fetch: Fetch
+    ) -> tuple[list[PendingFile], list[str]]:
+        """Fetch and store the files of one message of Caesar's (an album's, as parts of
+        one origin): those complete (for ``handle_message``; none if that message is
+        already stored), and a line for Caesar per file refused (nothing of it is kept)."""
+        return await self.intake.receive(files, fetch)
 
     async def resume_downloads(self, fetch: Fetch) -> int:
         """At start-up: finish the files a restart cut off and store their messages,

@@ -205,10 +205,16 @@ class FakeBotApi:
         return file
 
     def add_media(
-        self, field: str, payload: Any, *, caption: str | None = None, user_id: int = 1001
+        self,
+        field: str,
+        payload: Any,
+        *,
+        caption: str | None = None,
+        user_id: int = 1001,
+        media_group_id: str | None = None,
     ) -> dict[str, Any]:
         """Queue a message from ``user_id`` carrying ``payload`` under ``field`` (photo,
-        document, sticker, location…)."""
+        document, sticker, location…); ``media_group_id`` makes it part of an album."""
         message: dict[str, Any] = {
             "message_id": self._new_message_id(),
             "date": int(time.time()),
@@ -218,10 +224,17 @@ class FakeBotApi:
         }
         if caption is not None:
             message["caption"] = caption
+        if media_group_id is not None:
+            message["media_group_id"] = media_group_id
         return self.add_update({"message": message})
 
     def add_photo(
-        self, content: bytes, *, caption: str | None = None, user_id: int = 1001
+        self,
+        content: bytes,
+        *,
+        caption: str | None = None,
+        user_id: int = 1001,
+        media_group_id: str | None = None,
     ) -> dict[str, Any]:
         """A photo as Telegram sends it: several sizes (the last one the largest)."""
         small = self.add_file(content[:100])
@@ -231,7 +244,9 @@ class FakeBotApi:
             | {"file_size": f.file_size}
             for f, w, h in ((small, 90, 60), (large, 1280, 853))
         ]
-        return self.add_media("photo", sizes, caption=caption, user_id=user_id)
+        return self.add_media(
+            "photo", sizes, caption=caption, user_id=user_id, media_group_id=media_group_id
+        )
 
     def add_document(
         self,
@@ -242,6 +257,7 @@ class FakeBotApi:
         caption: str | None = None,
         file_size: int | None = None,
         user_id: int = 1001,
+        media_group_id: str | None = None,
     ) -> dict[str, Any]:
         file = self.add_file(content, file_size=file_size)
         document = {
@@ -251,7 +267,9 @@ class FakeBotApi:
             "mime_type": mime_type,
             "file_size": file.file_size,
         }
-        return self.add_media("document", document, caption=caption, user_id=user_id)
+        return self.add_media(
+            "document", document, caption=caption, user_id=user_id, media_group_id=media_group_id
+        )
 
     def hold_downloads(self) -> asyncio.Event:
         """Stall every download after half its bytes until the returned event is set."""

@@ -3,14 +3,17 @@
 Only Caesar's messages get here (the bot's gate runs before any handler, so a
 stranger's file is never downloaded). ``describe`` picks the file of a message: the
 largest photo size, a document, audio, a voice note, a video (note). ``receive`` hands
-it to ``LegioApp.receive_file`` with ``fetch`` (getFile, then the download); the app
-refuses what is over Telegram's 20 MB limit before anything is fetched, stores the file,
-and survives a restart mid-way (``resume_pending`` at the next start). Sending agents'
-files back is ``legio.frontends.sending.send_files``.
+the files of a request to ``LegioApp.receive_files`` with ``fetch`` (getFile, then the
+download); the app refuses what is over Telegram's 20 MB limit before anything is
+fetched, stores the file, and survives a restart mid-way (``resume_pending`` at the next
+start). ``Albums`` makes the messages of one Telegram album (photos or files sent
+together) one request. Sending agents' files back is
+``legio.frontends.sending.send_files``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +27,7 @@ UNSUPPORTED = (
     "I can take text, photos, documents, audio, voice notes and videos; "
     "not stickers, locations, contacts or polls."
 )
+ALBUM_WAIT_S = 1.0  # an album's parts come together: wait this long after the last one
 
 
 @dataclass(frozen=True)
@@ -93,28 +97,73 @@ def fetcher(bot: Bot) -> Fetch:
     return fetch
 
 
+class Albums:
+    """The messages of one Telegram album (one ``media_group_id``), as one request.
+
+    Telegram sends an album as separate messages, normally in one batch of updates. The
+    first of them to arrive waits until no other has come for ``wait_s`` and gets them
+    all; the others get nothing to do. A part later than that is a request of its own.
+    """
+
+    def __init__(self, wait_s: float = ALBUM_WAIT_S) -> None:
+        self.wait_s = wait_s
+        self._open: dict[tuple[int, str], tuple[list[Message], asyncio.Event]] = {}
+
+    async def collect(self, message: Message) -> list[Message]:
+        """Every message of ``message``'s album in order (just ``[message]`` outside an
+        album); ``[]`` for a part another call collects."""
+        if message.media_group_id is None:
+            return [message]
+        key = (message.chat_id, message.media_group_id)
+        if key in self._open:
+            parts, arrived = self._open[key]
+            parts.append(message)
+            arrived.set()
+            return []
+        parts, arrived = [message], asyncio.Event()
+        self._open[key] = (parts, arrived)
+        try:
+            while True:
+                arrived.clear()
+                try:
+                    await asyncio.wait_for(arrived.wait(), self.wait_s)
+                except TimeoutError:
+                    break
+        finally:
+            del self._open[key]
+        return sorted(parts, key=lambda m: m.message_id)
+
+
 async def receive(
-    bot: Bot, message: Message, origin: str, app: LegioApp
-) -> PendingFile | str | None:
-    """Take the file of Caesar's ``message``: complete in the castra (a ``PendingFile``
-    for ``handle_message``), a one-line refusal, or None if it is already stored."""
-    found = describe(message)
-    if found is None:
-        return UNSUPPORTED
-    pending = PendingFile(
-        origin=origin,
-        text=message.caption or "",
-        kind=found.kind,
-        mime_type=found.mime_type,
-        name=found.name,
-        size=found.size,
-        file_id=found.file_id,
-        file_unique_id=found.file_unique_id,
-    )
-    try:
-        return await app.receive_file(pending, fetcher(bot))
-    except AttachmentError as e:
-        return f"⚠️ {e}"
+    bot: Bot, messages: list[Message], origin: str, app: LegioApp
+) -> tuple[list[PendingFile], list[str]]:
+    """Take the files of Caesar's ``messages`` (one message, or an album), as parts of
+    one request from ``origin``: those complete in the castra (for ``handle_message``;
+    none if the request is already stored) and a one-line refusal per file refused. The
+    captions together are the request's text."""
+    caption = "\n".join(m.caption for m in messages if m.caption)
+    files: list[PendingFile] = []
+    refusals: list[str] = []
+    for part, message in enumerate(messages):
+        found = describe(message)
+        if found is None:
+            refusals.append(UNSUPPORTED)
+            continue
+        files.append(
+            PendingFile(
+                origin=origin,
+                text=caption,
+                kind=found.kind,
+                mime_type=found.mime_type,
+                name=found.name,
+                size=found.size,
+                file_id=found.file_id,
+                file_unique_id=found.file_unique_id,
+                part=part,
+            )
+        )
+    taken, refused = await app.receive_files(files, fetcher(bot))
+    return taken, refusals + [f"⚠️ {line}" for line in refused]
 
 
 async def resume_pending(bot: Bot, app: LegioApp) -> int:

@@ -48,7 +48,7 @@ from legio.app import Job, JobRun, LegioApp, Reply, ReplyCallback
 from legio.config import Config
 from legio.frontends.approvals import TelegramAsker
 from legio.frontends.drafts import DraftSupport, LiveView
-from legio.frontends.files import UNSUPPORTED, receive, resume_pending
+from legio.frontends.files import UNSUPPORTED, Albums, receive, resume_pending
 from legio.frontends.gate import Gate, addressed_elsewhere, forwarded_from
 from legio.frontends.sending import (
     NO_PREVIEW,
@@ -92,6 +92,7 @@ class LegioBot:
         self._bot: Bot | None = None
         self.drafts = DraftSupport(config.telegram.stream)
         self.downloads: set[asyncio.Task[Any]] = set()  # cancelled at shutdown, resumed at start
+        self.albums = Albums()
         self.asker: TelegramAsker | None = None
 
     @property
@@ -203,37 +204,40 @@ class LegioBot:
             )
 
     async def on_file(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """A photo, document, audio, voice note or video: stored, then routed like text."""
-        message = update.effective_message
-        if message is None:
+        """A photo, document, audio, voice note or video (an album: all of them, as one
+        request): stored, then routed like text."""
+        if update.effective_message is None:
             return
-        origin = origin_of(message.chat_id, message.message_id)
         self.in_flight += 1  # a shutdown waits for a download, then cancels it
         self.idle.clear()
         try:
-            task = asyncio.create_task(receive(context.bot, message, origin, self.app))
+            messages = await self.albums.collect(update.effective_message)
+            if not messages:
+                return  # a part of an album: its first message takes it
+            message = messages[0]
+            origin = origin_of(message.chat_id, message.message_id)
+            task = asyncio.create_task(receive(context.bot, messages, origin, self.app))
             self.downloads.add(task)
             await asyncio.wait([task])
             self.downloads.discard(task)
             if task.cancelled():
                 return  # resumed at the next start
-            received = task.result()
-            if isinstance(received, str):
-                await send_with_retries(context.bot, message.chat_id, received)
-                return
-            if received is None:
-                return  # delivered twice: stored the first time
+            received, refusals = task.result()
+            for refusal in refusals:
+                await send_with_retries(context.bot, message.chat_id, refusal)
+            if not received:
+                return  # refused, or delivered twice (stored the first time)
             await self._work(
                 context.bot,
                 message.chat_id,
                 message.message_id,
                 lambda live, send: self.app.handle_message(
-                    received.text,
+                    received[0].text,
                     live.update,
                     origin=origin,
                     on_reply=send,
                     on_text=live.stream,
-                    attachments=[received],
+                    attachments=received,
                 ),
             )
         finally:

@@ -5,15 +5,17 @@ A front-end says what file a message carries (a ``PendingFile``) and how to fetc
 
 1. ``Intake.receive`` refuses a file over Telegram's 20 MB download limit before
    anything is stored or fetched, and a message already stored (delivered twice) is
-   neither fetched nor stored again. Otherwise the file is recorded as pending
-   (``attachments_pending``, keyed by the message's origin) *before* the download,
+   neither fetched nor stored again. Otherwise the files are recorded as pending
+   (``attachments_pending``, keyed by the message's origin) *before* the downloads,
    fetched into a temp file in ``castra/attachments/``, checked with Pillow if it is an
-   image, and stored content-addressed. The caller then hands it to
+   image, and stored content-addressed. The files of one message (a Telegram album)
+   share its origin as parts 0, 1, … The caller then hands it to
    ``Legatus.handle_message``, which stores the nuntius; a trigger moves the pending
    row into ``attachments`` in that same INSERT. A refused file leaves nothing behind.
 2. A restart mid-way (a crash, or a shutdown that cancels the download) leaves the
    pending row: ``Intake.resume`` at the next start fetches it again (its Telegram
-   file_id stays valid) and records its nuntius without answering it; Caesar is then
+   file_id stays valid; an album's files all of them) and records its nuntius without
+   answering it; Caesar is then
    told about the unanswered request like any other interrupted one (``/retry``).
 3. ``take_local_file``: a file of this machine (the console's ``/attach``), stored the
    same way.
@@ -26,7 +28,7 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from legio.errors import AttachmentError
@@ -57,21 +59,36 @@ class Intake:
         self.store = store
         self.files = files
 
-    async def receive(self, pending: PendingFile, fetch: Fetch) -> PendingFile | None:
-        """Fetch Caesar's file and store it: complete (for ``handle_message``), or None
-        if its message is already stored. ``AttachmentError`` (one line) if refused."""
-        if pending.size > DOWNLOAD_LIMIT:
-            refusal = too_big(pending.name, pending.size, DOWNLOAD_LIMIT)
-            raise AttachmentError(f"{refusal}: send a link or a smaller file.")
-        if await self.praetorium.get_by_origin(pending.origin) is not None:
-            logger.info("message %s was already received; not downloading it again", pending.origin)
-            return None
-        await self.store.stage(pending)  # before the download: a restart finishes it
-        try:
-            return await self.download(pending, fetch)
-        except AttachmentError:
-            await self.store.drop_pending(pending.origin)
-            raise
+    async def receive(
+        self, files: Sequence[PendingFile], fetch: Fetch
+    ) -> tuple[list[PendingFile], list[str]]:
+        """Fetch and store the files of one message of Caesar's (an album: several parts
+        of one origin): those complete (for ``handle_message``; none if the message is
+        already stored) and a one-line refusal per file refused. Every file is staged
+        before the first download, so a restart finishes them all."""
+        refusals: list[str] = []
+        wanted: list[PendingFile] = []
+        for pending in files:
+            if pending.size > DOWNLOAD_LIMIT:
+                refusal = too_big(pending.name, pending.size, DOWNLOAD_LIMIT)
+                refusals.append(f"{refusal}: send a link or a smaller file.")
+            else:
+                wanted.append(pending)
+        origins = {pending.origin for pending in wanted}
+        for origin in origins:
+            if await self.praetorium.get_by_origin(origin) is not None:
+                logger.info("message %s was already received; not downloading it again", origin)
+                return [], []
+        for pending in wanted:
+            await self.store.stage(pending)  # before any download: a restart finishes it
+        taken: list[PendingFile] = []
+        for pending in wanted:
+            try:
+                taken.append(await self.download(pending, fetch))
+            except AttachmentError as e:
+                await self.store.drop_pending(pending.origin, pending.part)
+                refusals.append(str(e))
+        return taken, refusals
 
     async def download(self, pending: PendingFile, fetch: Fetch) -> PendingFile:
         """Fetch a pending file into the castra and mark it complete."""
@@ -88,7 +105,7 @@ class Intake:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()
-        await self.store.downloaded(pending.origin, stored.sha256, stored.size)
+        await self.store.downloaded(pending, stored.sha256, stored.size)
         return dataclasses.replace(pending, sha256=stored.sha256, size=stored.size)
 
     async def resume(self, fetch: Fetch, record: Record) -> int:
@@ -96,20 +113,24 @@ class Intake:
         nuntius (not answered: Caesar is told, and ``/retry`` runs it). Returns how many
         were stored."""
         await asyncio.to_thread(self.files.clean_temp)
-        stored = 0
+        messages: dict[str, list[PendingFile]] = {}
         for pending in await self.store.pending():
-            if await self.praetorium.get_by_origin(pending.origin) is not None:
-                await self.store.drop_pending(pending.origin)
+            messages.setdefault(pending.origin, []).append(pending)
+        stored = 0
+        for origin, parts in messages.items():
+            if await self.praetorium.get_by_origin(origin) is not None:
+                await self.store.drop_pending(origin)
                 continue
             try:
-                if pending.sha256 is None or not self.files.find(
-                    pending.sha256, pending.name, pending.mime_type
-                ):
-                    await self.download(pending, fetch)
-            except AttachmentError as e:
+                for pending in parts:
+                    if pending.sha256 is None or not self.files.find(
+                        pending.sha256, pending.name, pending.mime_type
+                    ):
+                        await self.download(pending, fetch)
+            except AttachmentError as e:  # left pending: the next start tries again
                 logger.warning("could not finish the download of %s: %s", pending.name, e)
                 continue
-            if await record(pending):
+            if await record(parts[0]):  # the nuntius takes every part with it
                 stored += 1
         if stored:
             logger.info("finished %d download(s) a restart interrupted", stored)

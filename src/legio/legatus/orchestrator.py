@@ -230,10 +230,10 @@ class Legatus:
             async with self._intake:
                 if attachments:  # stored with the nuntius by a trigger, in its INSERT
                     origin = origin or f"local:{uuid.uuid4()}"
-                    for pending in attachments:
-                        await self.sessions.attachments.stage(
-                            dataclasses.replace(pending, origin=origin)
-                        )
+                    for part, pending in enumerate(attachments):
+                        if pending.origin != origin:  # a local file: its part here
+                            pending = dataclasses.replace(pending, origin=origin, part=part)
+                        await self.sessions.attachments.stage(pending)
                 nuntius = await self.praetorium.post(
                     CAESAR, text, audience, origin=origin, forwarded_from=forwarded_from
                 )

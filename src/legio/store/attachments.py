@@ -3,10 +3,11 @@
 - ``attachments``: one row per file of a nuntius (kind, MIME type, file name, size,
   SHA-256 of the content kept in ``castra/attachments/``, Telegram's ``file_unique_id``,
   direction ``in`` from Caesar or ``out`` from an agent), indexed by nuntius seq.
-- ``attachments_pending``: an incoming file on its way, keyed by the message's origin,
-  written *before* the download starts. A trigger on ``nuntii`` moves it into
+- ``attachments_pending``: an incoming file on its way, keyed by the message's origin
+  and its part (the files of one Telegram album are parts 0, 1, … of its first
+  message's origin), written *before* the download starts. A trigger on ``nuntii`` moves it into
   ``attachments`` in the statement that stores its nuntius (same origin), so the
-  nuntius and its files are stored together or not at all; a pending row left by a
+  nuntius and its files (in part order) are stored together or not at all; a pending row left by a
   restart is finished at the next start (``pending``).
 
 File names are found with ``LIKE`` (attachments are few next to nuntii; FTS5 would
@@ -55,6 +56,7 @@ class PendingFile:
     sha256: str | None = None
     file_id: str | None = None
     file_unique_id: str | None = None
+    part: int = 0  # its place among the files of one message (an album)
 
 
 def _attachment(row: sqlite3.Row) -> Attachment:
@@ -83,6 +85,7 @@ def _pending(row: sqlite3.Row) -> PendingFile:
         sha256=row["sha256"],
         file_id=row["file_id"],
         file_unique_id=row["file_unique_id"],
+        part=int(row["part"]),
     )
 
 
@@ -112,10 +115,12 @@ class AttachmentStore:
     async def stage(self, pending: PendingFile) -> None:
         """Record an incoming file before its download (again: nothing changes)."""
         await self.praetorium.connection.execute(
-            "INSERT OR IGNORE INTO attachments_pending (origin, text, file_id, kind, mime_type, "
-            "name, size, sha256, file_unique_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR IGNORE INTO attachments_pending (origin, part, text, file_id, kind, "
+            "mime_type, name, size, sha256, file_unique_id, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 pending.origin,
+                pending.part,
                 pending.text,
                 pending.file_id,
                 pending.kind,
@@ -128,22 +133,28 @@ class AttachmentStore:
             ),
         )
 
-    async def downloaded(self, origin: str, sha256: str, size: int) -> None:
-        """The pending file of ``origin`` is complete in the castra."""
+    async def downloaded(self, pending: PendingFile, sha256: str, size: int) -> None:
+        """The pending file is complete in the castra."""
         await self.praetorium.connection.execute(
-            "UPDATE attachments_pending SET sha256 = ?, size = ? WHERE origin = ?",
-            (sha256, size, origin),
+            "UPDATE attachments_pending SET sha256 = ?, size = ? WHERE origin = ? AND part = ?",
+            (sha256, size, pending.origin, pending.part),
         )
 
-    async def drop_pending(self, origin: str) -> None:
-        """Forget a pending file (refused, or its download failed for good)."""
-        await self.praetorium.connection.execute(
-            "DELETE FROM attachments_pending WHERE origin = ?", (origin,)
-        )
+    async def drop_pending(self, origin: str, part: int | None = None) -> None:
+        """Forget a pending file (refused, or its download failed for good); without
+        ``part``, every file of the message."""
+        sql = "DELETE FROM attachments_pending WHERE origin = ?"
+        params: tuple[str | int, ...] = (origin,)
+        if part is not None:
+            sql, params = sql + " AND part = ?", (origin, part)
+        await self.praetorium.connection.execute(sql, params)
 
     async def pending(self) -> list[PendingFile]:
-        """Incoming files a restart interrupted, oldest first."""
-        rows = await self._rows("SELECT * FROM attachments_pending ORDER BY created_at")
+        """Incoming files a restart interrupted, oldest first (a message's in part order)."""
+        rows = await self._rows(
+            "SELECT * FROM attachments_pending "
+            "ORDER BY min(created_at) OVER (PARTITION BY origin), origin, part"
+        )
         return [_pending(r) for r in rows]
 
     # ---------------------------------------------------------- outgoing

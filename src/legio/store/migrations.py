@@ -302,6 +302,48 @@ async def m009_approvals(db: aiosqlite.Connection) -> None:
     )
 
 
+@migration
+async def m010_album_parts(db: aiosqlite.Connection) -> None:
+    """Several incoming files per message (a Telegram album is one request): pending
+    files are keyed by origin and part, and arrive with their nuntius in part order."""
+    await _script(
+        db,
+        [
+            "DROP TRIGGER attachments_arrive",
+            "ALTER TABLE attachments_pending RENAME TO attachments_pending_old",
+            """CREATE TABLE attachments_pending (
+                origin TEXT NOT NULL,
+                part INTEGER NOT NULL DEFAULT 0,
+                text TEXT NOT NULL,
+                file_id TEXT,
+                kind TEXT NOT NULL,
+                mime_type TEXT NOT NULL,
+                name TEXT NOT NULL,
+                size INTEGER NOT NULL DEFAULT 0,
+                sha256 TEXT,
+                file_unique_id TEXT,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (origin, part)
+            )""",
+            """INSERT INTO attachments_pending (origin, part, text, file_id, kind, mime_type,
+                name, size, sha256, file_unique_id, created_at)
+               SELECT origin, 0, text, file_id, kind, mime_type, name, size, sha256,
+                file_unique_id, created_at FROM attachments_pending_old""",
+            "DROP TABLE attachments_pending_old",
+            """CREATE TRIGGER attachments_arrive AFTER INSERT ON nuntii
+               WHEN new.origin IS NOT NULL BEGIN
+                INSERT INTO attachments (nuntius_seq, direction, kind, mime_type, name, size,
+                    sha256, file_unique_id, created_at)
+                SELECT new.seq, 'in', kind, mime_type, name, size, sha256, file_unique_id,
+                    created_at
+                FROM attachments_pending WHERE origin = new.origin AND sha256 IS NOT NULL
+                ORDER BY part;
+                DELETE FROM attachments_pending WHERE origin = new.origin;
+            END""",
+        ],
+    )
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
