@@ -10,9 +10,9 @@ Legatus), then the praetorium, then the lock.
 
 A front-end hands it Caesar's messages (``handle_message``, ``retry``) and asks it
 typed questions (history, search, status rows, context, usage) or to act (stop,
-reset, compact). Files from Caesar come in through ``receive_files`` (a front-end says
-how to fetch one), ``resume_downloads`` and ``attach_local``. It never sees SQLite or
-the SDK.
+reset, compact). Files from Caesar come in through ``accept_file`` and
+``fetch_files`` (a front-end says how to fetch one), ``resume_downloads`` and
+``attach_local``. It never sees SQLite or the SDK.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ class LegioApp:
     ) -> list[Reply]:
         """Answer one message from Caesar (see ``Legatus.handle_message``): ``on_text``
         receives each answering agent's text as it is written; ``attachments`` are its
-        files, complete (from ``receive_file`` or ``attach_local``); ``forwarded_from``
+        files, complete (from ``fetch_files`` or ``attach_local``); ``forwarded_from``
         marks a forwarded message with where it came from."""
         return await self.legatus.handle_message(
             text,
@@ -210,13 +210,18 @@ class LegioApp:
             forwarded_from=forwarded_from,
         )
 
-    async def receive_files(
+    async def accept_file(self, pending: PendingFile) -> PendingFile | None:
+        """Record a file of Caesar's message ``pending.origin`` before its download (a
+        restart finishes it): None if that message is already stored. Raises
+        ``AttachmentError`` (one line for Caesar) if it is refused; nothing is kept then."""
+        return await self.intake.accept(pending)
+
+    async def fetch_files(
         self, files: Sequence[PendingFile], fetch: Fetch
     ) -> tuple[list[PendingFile], list[str]]:
-        """Fetch and store the files of one message of Caesar's (an album's, as parts of
-        one origin): those complete (for ``handle_message``; none if that message is
-        already stored), and a line for Caesar per file refused (nothing of it is kept)."""
-        return await self.intake.receive(files, fetch)
+        """Download accepted files (one message's, or an album's): those complete, for
+        ``handle_message``, and a line for Caesar per file refused."""
+        return await self.intake.fetch_all(files, fetch)
 
     async def resume_downloads(self, fetch: Fetch) -> int:
         """At start-up: finish the files a restart cut off and store their messages,

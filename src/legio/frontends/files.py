@@ -2,12 +2,12 @@
 
 Only Caesar's messages get here (the bot's gate runs before any handler, so a
 stranger's file is never downloaded). ``describe`` picks the file of a message: the
-largest photo size, a document, audio, a voice note, a video (note). ``receive`` hands
-the files of a request to ``LegioApp.receive_files`` with ``fetch`` (getFile, then the
-download); the app refuses what is over Telegram's 20 MB limit before anything is
-fetched, stores the file, and survives a restart mid-way (``resume_pending`` at the next
-start). ``Albums`` makes the messages of one Telegram album (photos or files sent
-together) one request. Sending agents' files back is
+largest photo size, a document, audio, a voice note, a video (note). ``accept`` records
+it as it arrives (``LegioApp.accept_file``: what is over Telegram's 20 MB limit is
+refused before anything is stored or fetched); ``fetch`` downloads a request's files
+(``LegioApp.fetch_files``, with getFile), and a restart mid-way is finished at the next
+start (``resume_pending``). ``Albums`` makes the messages of one Telegram album
+(photos or files sent together) one request. Sending agents' files back is
 ``legio.frontends.sending.send_files``.
 """
 
@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from telegram import Bot, Message
 from telegram.error import TelegramError
 
 from legio.app import Fetch, LegioApp, PendingFile, guess_mime, kind_of, safe_name
 from legio.errors import AttachmentError
+from legio.frontends.sending import origin_of
 
 UNSUPPORTED = (
     "I can take text, photos, documents, audio, voice notes and videos; "
@@ -97,6 +99,9 @@ def fetcher(bot: Bot) -> Fetch:
     return fetch
 
 
+Part = tuple[Message, PendingFile | None]
+
+
 class Albums:
     """The messages of one Telegram album (one ``media_group_id``), as one request.
 
@@ -107,20 +112,20 @@ class Albums:
 
     def __init__(self, wait_s: float = ALBUM_WAIT_S) -> None:
         self.wait_s = wait_s
-        self._open: dict[tuple[int, str], tuple[list[Message], asyncio.Event]] = {}
+        self._open: dict[tuple[int, str], tuple[list[Part], asyncio.Event]] = {}
 
-    async def collect(self, message: Message) -> list[Message]:
-        """Every message of ``message``'s album in order (just ``[message]`` outside an
-        album); ``[]`` for a part another call collects."""
+    async def collect(self, message: Message, file: PendingFile | None) -> list[Part]:
+        """Every message of ``message``'s album with its accepted file, in order (just
+        this one outside an album); ``[]`` for a part another call collects."""
         if message.media_group_id is None:
-            return [message]
+            return [(message, file)]
         key = (message.chat_id, message.media_group_id)
         if key in self._open:
             parts, arrived = self._open[key]
-            parts.append(message)
+            parts.append((message, file))
             arrived.set()
             return []
-        parts, arrived = [message], asyncio.Event()
+        parts, arrived = [(message, file)], asyncio.Event()
         self._open[key] = (parts, arrived)
         try:
             while True:
@@ -131,39 +136,59 @@ class Albums:
                     break
         finally:
             del self._open[key]
-        return sorted(parts, key=lambda m: m.message_id)
+        return sorted(parts, key=lambda part: part[0].message_id)
 
 
-async def receive(
-    bot: Bot, messages: list[Message], origin: str, app: LegioApp
-) -> tuple[list[PendingFile], list[str]]:
-    """Take the files of Caesar's ``messages`` (one message, or an album), as parts of
-    one request from ``origin``: those complete in the castra (for ``handle_message``;
-    none if the request is already stored) and a one-line refusal per file refused. The
-    captions together are the request's text."""
-    caption = "\n".join(m.caption for m in messages if m.caption)
-    files: list[PendingFile] = []
-    refusals: list[str] = []
-    for part, message in enumerate(messages):
-        found = describe(message)
-        if found is None:
-            refusals.append(UNSUPPORTED)
-            continue
-        files.append(
-            PendingFile(
-                origin=origin,
-                text=caption,
-                kind=found.kind,
-                mime_type=found.mime_type,
-                name=found.name,
-                size=found.size,
-                file_id=found.file_id,
-                file_unique_id=found.file_unique_id,
-                part=part,
-            )
-        )
-    taken, refused = await app.receive_files(files, fetcher(bot))
-    return taken, refusals + [f"⚠️ {line}" for line in refused]
+def file_origin(message: Message) -> tuple[str, int]:
+    """The origin and part of a message's file. An album's files share one origin, from
+    its ``media_group_id`` (the same however Telegram splits or repeats its delivery),
+    as parts numbered by message id."""
+    if message.media_group_id is None:
+        return origin_of(message.chat_id, message.message_id), 0
+    return f"telegram:{message.chat_id}:album-{message.media_group_id}", message.message_id
+
+
+async def accept(message: Message, app: LegioApp) -> PendingFile | str | None:
+    """Record the file of Caesar's ``message`` as it arrives, before its download (a
+    restart finishes it): a ``PendingFile`` to fetch, a one-line refusal, or None if its
+    request is already stored."""
+    found = describe(message)
+    if found is None:
+        return UNSUPPORTED
+    origin, part = file_origin(message)
+    pending = PendingFile(
+        origin=origin,
+        text=message.caption or "",
+        kind=found.kind,
+        mime_type=found.mime_type,
+        name=found.name,
+        size=found.size,
+        file_id=found.file_id,
+        file_unique_id=found.file_unique_id,
+        part=part,
+    )
+    try:
+        return await app.accept_file(pending)
+    except AttachmentError as e:
+        return f"⚠️ {e}"
+
+
+async def fetch(
+    bot: Bot, files: list[PendingFile], app: LegioApp, downloads: set[asyncio.Task[Any]]
+) -> tuple[list[PendingFile], list[str]] | None:
+    """Download the accepted files of one request, as a task in ``downloads`` (which a
+    shutdown cancels): those complete in the castra (for ``handle_message``) and a line
+    per file Telegram would not hand over; None if cancelled (resumed at the next start)."""
+    task = asyncio.create_task(app.fetch_files(files, fetcher(bot)))
+    downloads.add(task)
+    try:
+        await asyncio.wait([task])
+    finally:
+        downloads.discard(task)
+    if task.cancelled():
+        return None
+    taken, refused = task.result()
+    return taken, [f"⚠️ {line}" for line in refused]
 
 
 async def resume_pending(bot: Bot, app: LegioApp) -> int:

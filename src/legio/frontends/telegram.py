@@ -48,7 +48,7 @@ from legio.app import Job, JobRun, LegioApp, Reply, ReplyCallback
 from legio.config import Config
 from legio.frontends.approvals import TelegramAsker
 from legio.frontends.drafts import DraftSupport, LiveView
-from legio.frontends.files import UNSUPPORTED, Albums, receive, resume_pending
+from legio.frontends.files import UNSUPPORTED, Albums, accept, fetch, resume_pending
 from legio.frontends.gate import Gate, addressed_elsewhere, forwarded_from
 from legio.frontends.sending import (
     NO_PREVIEW,
@@ -206,35 +206,38 @@ class LegioBot:
     async def on_file(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A photo, document, audio, voice note or video (an album: all of them, as one
         request): stored, then routed like text."""
-        if update.effective_message is None:
+        message = update.effective_message
+        if message is None:
             return
         self.in_flight += 1  # a shutdown waits for a download, then cancels it
         self.idle.clear()
         try:
-            messages = await self.albums.collect(update.effective_message)
-            if not messages:
-                return  # a part of an album: its first message takes it
-            message = messages[0]
-            origin = origin_of(message.chat_id, message.message_id)
-            task = asyncio.create_task(receive(context.bot, messages, origin, self.app))
-            self.downloads.add(task)
-            await asyncio.wait([task])
-            self.downloads.discard(task)
-            if task.cancelled():
-                return  # resumed at the next start
-            received, refusals = task.result()
+            accepted = await accept(message, self.app)  # recorded at once: nothing is lost
+            if isinstance(accepted, str):
+                await send_with_retries(context.bot, message.chat_id, accepted)
+                accepted = None
+            parts = await self.albums.collect(message, accepted)
+            files = [file for _, file in parts if file is not None]
+            if not files:
+                return  # an album's later part, refused, or delivered twice
+            first = parts[0][0]
+            fetched = await fetch(context.bot, files, self.app, self.downloads)
+            if fetched is None:
+                return  # cancelled by a shutdown: resumed at the next start
+            received, refusals = fetched
             for refusal in refusals:
                 await send_with_retries(context.bot, message.chat_id, refusal)
             if not received:
-                return  # refused, or delivered twice (stored the first time)
+                return
+            text = "\n".join(m.caption for m, _ in parts if m.caption)  # an album's captions
             await self._work(
                 context.bot,
-                message.chat_id,
-                message.message_id,
+                first.chat_id,
+                first.message_id,
                 lambda live, send: self.app.handle_message(
-                    received[0].text,
+                    text,
                     live.update,
-                    origin=origin,
+                    origin=files[0].origin,
                     on_reply=send,
                     on_text=live.stream,
                     attachments=received,

@@ -3,13 +3,14 @@
 A front-end says what file a message carries (a ``PendingFile``) and how to fetch it
 (``Fetch``: write it to a path, or raise ``AttachmentError``); it never sees the store.
 
-1. ``Intake.receive`` refuses a file over Telegram's 20 MB download limit before
+1. ``Intake.accept`` refuses a file over Telegram's 20 MB download limit before
    anything is stored or fetched, and a message already stored (delivered twice) is
-   neither fetched nor stored again. Otherwise the files are recorded as pending
-   (``attachments_pending``, keyed by the message's origin) *before* the downloads,
+   neither fetched nor stored again. Otherwise the file is recorded as pending
+   (``attachments_pending``, keyed by the message's origin) as soon as it arrives;
+   ``Intake.fetch_all`` then downloads it (an album's files: once all have come),
    fetched into a temp file in ``castra/attachments/``, checked with Pillow if it is an
-   image, and stored content-addressed. The files of one message (a Telegram album)
-   share its origin as parts 0, 1, … The caller then hands it to
+   image, and stored content-addressed. The files of one Telegram album share one
+   origin, as parts numbered by their message ids. The caller then hands it to
    ``Legatus.handle_message``, which stores the nuntius; a trigger moves the pending
    row into ``attachments`` in that same INSERT. A refused file leaves nothing behind.
 2. A restart mid-way (a crash, or a shutdown that cancels the download) leaves the
@@ -59,30 +60,27 @@ class Intake:
         self.store = store
         self.files = files
 
-    async def receive(
+    async def accept(self, pending: PendingFile) -> PendingFile | None:
+        """Record a file of Caesar's as pending, before its download (a restart finishes
+        it): None if its message is already stored (delivered twice). ``AttachmentError``
+        (one line) if it is refused; nothing is kept then."""
+        if pending.size > DOWNLOAD_LIMIT:
+            refusal = too_big(pending.name, pending.size, DOWNLOAD_LIMIT)
+            raise AttachmentError(f"{refusal}: send a link or a smaller file.")
+        if await self.praetorium.get_by_origin(pending.origin) is not None:
+            logger.info("message %s was already received; not downloading it again", pending.origin)
+            return None
+        await self.store.stage(pending)
+        return pending
+
+    async def fetch_all(
         self, files: Sequence[PendingFile], fetch: Fetch
     ) -> tuple[list[PendingFile], list[str]]:
-        """Fetch and store the files of one message of Caesar's (an album: several parts
-        of one origin): those complete (for ``handle_message``; none if the message is
-        already stored) and a one-line refusal per file refused. Every file is staged
-        before the first download, so a restart finishes them all."""
-        refusals: list[str] = []
-        wanted: list[PendingFile] = []
-        for pending in files:
-            if pending.size > DOWNLOAD_LIMIT:
-                refusal = too_big(pending.name, pending.size, DOWNLOAD_LIMIT)
-                refusals.append(f"{refusal}: send a link or a smaller file.")
-            else:
-                wanted.append(pending)
-        origins = {pending.origin for pending in wanted}
-        for origin in origins:
-            if await self.praetorium.get_by_origin(origin) is not None:
-                logger.info("message %s was already received; not downloading it again", origin)
-                return [], []
-        for pending in wanted:
-            await self.store.stage(pending)  # before any download: a restart finishes it
+        """Download accepted files (those of one message, an album's parts): the ones
+        complete in the castra, for ``handle_message``, and a line per file refused."""
         taken: list[PendingFile] = []
-        for pending in wanted:
+        refusals: list[str] = []
+        for pending in files:
             try:
                 taken.append(await self.download(pending, fetch))
             except AttachmentError as e:
@@ -130,7 +128,8 @@ class Intake:
             except AttachmentError as e:  # left pending: the next start tries again
                 logger.warning("could not finish the download of %s: %s", pending.name, e)
                 continue
-            if await record(parts[0]):  # the nuntius takes every part with it
+            text = "\n".join(p.text for p in parts if p.text)  # an album's captions
+            if await record(dataclasses.replace(parts[0], text=text)):  # with every part
                 stored += 1
         if stored:
             logger.info("finished %d download(s) a restart interrupted", stored)

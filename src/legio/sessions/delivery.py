@@ -36,6 +36,22 @@ def inbox_path(workspace: Path, seq: int, name: str) -> Path:
     return workspace / INBOX / f"{seq}-{name}"
 
 
+def inbox_names(attachments: Sequence[Attachment]) -> list[str]:
+    """Each file's name in the inbox: its own, or ``scan (2).pdf`` for the second file
+    of one message (an album) named ``scan.pdf``, so that no copy replaces another."""
+    used: set[str] = set()
+    names = []
+    for attachment in attachments:
+        name, number = attachment.name, 1
+        stem, dot, ext = name.rpartition(".")
+        while name in used:
+            number += 1
+            name = f"{stem} ({number}).{ext}" if dot and stem else f"{attachment.name} ({number})"
+        used.add(name)
+        names.append(name)
+    return names
+
+
 def copy_to_inbox(source: Path, workspace: Path, seq: int, name: str) -> Path:
     """Copy a stored file into the agent's ``inbox/`` (atomically; once)."""
     target = inbox_path(workspace, seq, name)
@@ -77,8 +93,8 @@ def window_elements(
     out: dict[int, list[etree._Element]] = {}
     for seq, files in attachments.items():
         elements = []
-        for attachment in files:
-            copy = inbox_path(workspace, seq, attachment.name)
+        for attachment, name in zip(files, inbox_names(files), strict=True):
+            copy = inbox_path(workspace, seq, name)
             path: Path | str | None = copy if copy.exists() else None
             if path is None and attachment.direction == "out" and attachment.source_path:
                 path = attachment.source_path
@@ -102,13 +118,13 @@ async def prepare_delivery(
     """Copy the nuntius's files into the agent's inbox; image blocks for its images."""
     delivery = Delivery()
     lines = []
-    for attachment in attachments:
+    for attachment, name in zip(attachments, inbox_names(attachments), strict=True):
         stored = files.find(attachment.sha256, attachment.name, attachment.mime_type)
         if stored is None:
             delivery.problems.append(f"{attachment.name} is missing from the castra")
             lines.append(_render(attachment_element(attachment, None)))
             continue
-        copy = await asyncio.to_thread(copy_to_inbox, stored, workspace, seq, attachment.name)
+        copy = await asyncio.to_thread(copy_to_inbox, stored, workspace, seq, name)
         lines.append(_render(attachment_element(attachment, copy)))
         if attachment.kind in IMAGE_KINDS:
             try:
