@@ -331,6 +331,34 @@ async def test_a_restart_mid_download_loses_nothing_and_duplicates_nothing(
         assert await store.pending() == []
 
 
+async def test_a_file_telegram_no_longer_hands_over_after_a_restart_is_dropped_and_told(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    api = FakeBotApi()
+    api.hold_downloads()
+    async with running_bot(castra_dir, fake_cli, api=api, grace_s=0.2):
+        api.add_document(b"notes\n" * 3000, "notes.txt", "text/plain", caption="@vorenus read")
+        await download_started(api)
+    api.download_gate = None
+
+    api.fail("getFile", 502)  # Telegram is down at the next start: try again later
+    async with running_bot(castra_dir, fake_cli, api=api) as second:
+        assert await second.app.praetorium.count() == 0
+        assert [p.name for p in await second.app.sessions.attachments.pending()] == ["notes.txt"]
+
+    api.fail("getFile", 400, "Bad Request: wrong file_id or the file is temporarily unavailable")
+    async with running_bot(castra_dir, fake_cli, api=api) as third:
+        told = await third.answer(0, lambda t: "notes.txt" in t)
+        assert told.params["text"] == (
+            "⚠️ Telegram would not hand over notes.txt (Wrong file_id or the file is "
+            "temporarily unavailable); send it again (after a restart)"
+        )
+        notice = await third.answer(0, lambda t: t.startswith("⚠️ Interrupted"))
+        assert '"@vorenus read" (#1, no answer from vorenus)' in notice.params["text"]
+        assert await third.app.sessions.attachments.pending() == []
+        assert await third.app.files_of([1]) == {}
+
+
 async def test_a_restart_mid_album_keeps_every_file_of_the_one_request(
     castra_dir: Path, fake_cli: FakeCli
 ) -> None:

@@ -223,9 +223,10 @@ class LegioApp:
         ``handle_message``, and a line for Caesar per file refused."""
         return await self.intake.fetch_all(files, fetch)
 
-    async def resume_downloads(self, fetch: Fetch) -> int:
+    async def resume_downloads(self, fetch: Fetch) -> list[tuple[str, str]]:
         """At start-up: finish the files a restart cut off and store their messages,
-        unanswered (``notice_interruptions`` then reports them). How many were stored."""
+        unanswered (``notice_interruptions`` then reports them). Returns (origin, line
+        for Caesar) for each file that could not be fetched for good and was dropped."""
         return await self.intake.resume(fetch, self.legatus.record)
 
     async def attach_local(self, path: str, text: str = "") -> PendingFile:

@@ -92,6 +92,11 @@ class AttachmentError(LegioError):
     """A file Legio cannot take or send; the message is one line for Caesar or the agent."""
 
 
+class DownloadLater(AttachmentError):
+    """A download that failed for a passing reason (the network, Telegram busy): a file
+    a restart cut off stays pending and is tried again at the next start."""
+
+
 class TurnHeld(AgentError):
     """The turn did not start and the request stays unanswered (``/retry`` runs it):
     the day's budget is spent, or the plan's limit is reached. ``reason`` is for Caesar."""

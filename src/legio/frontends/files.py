@@ -14,16 +14,17 @@ start (``resume_pending``). ``Albums`` makes the messages of one Telegram album
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from telegram import Bot, Message
-from telegram.error import TelegramError
+from telegram.error import BadRequest, NetworkError, TelegramError
 
 from legio.app import Fetch, LegioApp, PendingFile, guess_mime, kind_of, safe_name
-from legio.errors import AttachmentError
-from legio.frontends.sending import origin_of
+from legio.errors import AttachmentError, DownloadLater
+from legio.frontends.sending import chat_of, origin_of, send_with_retries
 
 UNSUPPORTED = (
     "I can take text, photos, documents, audio, voice notes and videos; "
@@ -92,9 +93,9 @@ def fetcher(bot: Bot) -> Fetch:
             remote = await bot.get_file(pending.file_id)
             await remote.download_to_drive(target)
         except TelegramError as e:
-            raise AttachmentError(
-                f"Telegram would not hand over {pending.name} ({e}); send it again"
-            ) from e
+            passing = isinstance(e, NetworkError) and not isinstance(e, BadRequest)
+            error = DownloadLater if passing else AttachmentError  # (TimedOut is one)
+            raise error(f"Telegram would not hand over {pending.name} ({e}); send it again") from e
 
     return fetch
 
@@ -191,6 +192,11 @@ async def fetch(
     return taken, [f"⚠️ {line}" for line in refused]
 
 
-async def resume_pending(bot: Bot, app: LegioApp) -> int:
-    """Finish the downloads a restart cut off (their requests are then interrupted ones)."""
-    return await app.resume_downloads(fetcher(bot))
+async def resume_pending(bot: Bot, app: LegioApp) -> None:
+    """Finish the downloads a restart cut off (their requests are then interrupted ones);
+    tell Caesar, in the chat it came from, of a file Telegram no longer hands over."""
+    for origin, line in await app.resume_downloads(fetcher(bot)):
+        chat = chat_of(origin)
+        if chat is not None:
+            with contextlib.suppress(TelegramError):
+                await send_with_retries(bot, chat, f"⚠️ {line}")

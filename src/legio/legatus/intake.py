@@ -32,7 +32,7 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from legio.errors import AttachmentError
+from legio.errors import AttachmentError, DownloadLater
 from legio.images import check_image
 from legio.store.attachments import AttachmentStore, PendingFile
 from legio.store.files import (
@@ -106,34 +106,53 @@ class Intake:
         await self.store.downloaded(pending, stored.sha256, stored.size)
         return dataclasses.replace(pending, sha256=stored.sha256, size=stored.size)
 
-    async def resume(self, fetch: Fetch, record: Record) -> int:
+    async def resume(self, fetch: Fetch, record: Record) -> list[tuple[str, str]]:
         """Finish incoming files a restart interrupted: fetch them, ``record`` their
-        nuntius (not answered: Caesar is told, and ``/retry`` runs it). Returns how many
-        were stored."""
+        nuntius (not answered: Caesar is told, and ``/retry`` runs it). A file that
+        cannot be fetched for now (``DownloadLater``) keeps its whole message pending for
+        the next start; one refused for good is dropped and its message recorded with the
+        rest. Returns (origin, line for Caesar) for each file dropped."""
         await asyncio.to_thread(self.files.clean_temp)
         messages: dict[str, list[PendingFile]] = {}
         for pending in await self.store.pending():
             messages.setdefault(pending.origin, []).append(pending)
-        stored = 0
+        stored, dropped = 0, []
         for origin, parts in messages.items():
             if await self.praetorium.get_by_origin(origin) is not None:
                 await self.store.drop_pending(origin)
                 continue
             try:
-                for pending in parts:
-                    if pending.sha256 is None or not self.files.find(
-                        pending.sha256, pending.name, pending.mime_type
-                    ):
-                        await self.download(pending, fetch)
-            except AttachmentError as e:  # left pending: the next start tries again
-                logger.warning("could not finish the download of %s: %s", pending.name, e)
+                lost = await self._finish(parts, fetch)
+            except DownloadLater as e:
+                logger.warning("%s; trying again at the next start", e)
                 continue
+            dropped += [(origin, line) for line in lost]
             text = "\n".join(p.text for p in parts if p.text)  # an album's captions
-            if await record(dataclasses.replace(parts[0], text=text)):  # with every part
+            asks = len(lost) < len(parts) or text.strip()  # something left to ask
+            if asks and await record(dataclasses.replace(parts[0], text=text)):
                 stored += 1
         if stored:
             logger.info("finished %d download(s) a restart interrupted", stored)
-        return stored
+        return dropped
+
+    async def _finish(self, parts: list[PendingFile], fetch: Fetch) -> list[str]:
+        """Download what is missing of one message's files; a line per file refused for
+        good (dropped). ``DownloadLater`` propagates: nothing is dropped then."""
+        refused: list[tuple[PendingFile, AttachmentError]] = []
+        for pending in parts:
+            if pending.sha256 is not None and self.files.find(
+                pending.sha256, pending.name, pending.mime_type
+            ):
+                continue
+            try:
+                await self.download(pending, fetch)
+            except DownloadLater:
+                raise
+            except AttachmentError as e:
+                refused.append((pending, e))
+        for pending, _ in refused:
+            await self.store.drop_pending(pending.origin, pending.part)
+        return [f"{e} (after a restart)" for _, e in refused]
 
 
 def take_local_file(files: FileStore, raw: str, text: str) -> PendingFile:
