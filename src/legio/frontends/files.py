@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from telegram import Bot, Message
-from telegram.error import BadRequest, NetworkError, TelegramError
+from telegram.error import TelegramError
 
 from legio.app import Fetch, LegioApp, PendingFile, guess_mime, kind_of, safe_name
 from legio.errors import AttachmentError, DownloadLater
-from legio.frontends.sending import chat_of, origin_of, send_with_retries
+from legio.frontends.sending import chat_of, is_transient, origin_of, send_with_retries
 
 UNSUPPORTED = (
     "I can take text, photos, documents, audio, voice notes and videos; "
@@ -93,8 +93,7 @@ def fetcher(bot: Bot) -> Fetch:
             remote = await bot.get_file(pending.file_id)
             await remote.download_to_drive(target)
         except TelegramError as e:
-            passing = isinstance(e, NetworkError) and not isinstance(e, BadRequest)
-            error = DownloadLater if passing else AttachmentError  # (TimedOut is one)
+            error = DownloadLater if is_transient(e) else AttachmentError
             raise error(f"Telegram would not hand over {pending.name} ({e}); send it again") from e
 
     return fetch

@@ -67,7 +67,7 @@ def plain_pages(text: str) -> list[str]:
     return [t for t, _ in split_entities(text, [], MAX_UTF16)] or ["(empty)"]
 
 
-def _transient(error: BaseException) -> bool:
+def is_transient(error: BaseException) -> bool:
     """Worth sending again: network trouble or a 5xx (not a refusal like 400 or 403)."""
     return isinstance(error, (NetworkError, TimedOut)) and not isinstance(error, BadRequest)
 
@@ -81,7 +81,7 @@ async def send_with_retries(bot: Bot, chat_id: int, text: str, **kwargs: Any) ->
     agent steered by a page could leak data through one."""
     kwargs.setdefault("link_preview_options", NO_PREVIEW)
     async for attempt in AsyncRetrying(
-        retry=retry_if_exception(_transient),
+        retry=retry_if_exception(is_transient),
         stop=stop_after_attempt(SEND_ATTEMPTS),
         wait=wait_exponential(multiplier=0.5, max=8),
         reraise=True,
@@ -115,7 +115,7 @@ async def _send_file(
     bot: Bot, chat_id: int, path: Path, name: str, caption: str | None, *, photo: bool
 ) -> None:
     async for attempt in AsyncRetrying(
-        retry=retry_if_exception(_transient),
+        retry=retry_if_exception(is_transient),
         stop=stop_after_attempt(FILE_ATTEMPTS),
         wait=wait_exponential(multiplier=0.5, max=8),
         reraise=True,
