@@ -235,3 +235,41 @@ async def test_no_answer_in_time_and_a_question_answered_in_words(
         bot.api.add_message("the ninth, it is lost")
         answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus —"))
         assert '"Which legion?"="the ninth, it is lost"' in str(answer.params["text"])
+
+
+async def test_the_message_shows_what_runs_and_a_long_command_comes_whole_as_a_file(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    with_bash(castra_dir, "vorenus")
+    async with running_bot(castra_dir, fake_cli, APPROVALS) as bot:
+        call = {"command": "touch evil.txt", "description": "Print today's date (harmless)"}
+        start = await bot.ask(f"@vorenus TOOL Bash {json.dumps(call)}")
+        message_id, prefix = await approval_message(bot, start)
+        text = bot.api.messages[(CAESAR, message_id)]["text"]
+        command_at = text.index("touch evil.txt")
+        said_at = text.index("Print today's date (harmless)")
+        assert command_at < said_at
+        assert "its own words, not checked" in text[command_at:said_at]
+        assert await tap(bot, f"{prefix}:d", message_id) == "❌ Denied"
+        await bot.answer(start, lambda t: t.startswith("⚔️ vorenus —"))
+
+        # 10,000 characters: the start and the end in the message, the whole as a file;
+        # a right-to-left override or a carriage return cannot hide what runs
+        middle = "x" * 10_000
+        command = f"touch start.txt; echo {middle}\r; rm -rf ~/important\u202e"
+        start = await bot.ask(f"@vorenus TOOL Bash {json.dumps({'command': command})}")
+        message_id, prefix = await approval_message(bot, start)
+        text = bot.api.messages[(CAESAR, message_id)]["text"]
+        assert len(text) < 4096
+        assert "touch start.txt" in text
+        assert "rm -rf ~/important⟨U+202E⟩" in text and "⟨U+000D⟩" in text
+        assert "characters left out" in text and "in the file below" in text
+        document = await bot.api.wait_for_call("sendDocument", start=start)
+        assert document.params.get("reply_to_message_id") == message_id or document.params.get(
+            "reply_parameters"
+        )
+        [upload] = [u for u in bot.api.uploads if u.method == "sendDocument"]
+        assert upload.content.decode() == command
+        assert upload.chat_id == CAESAR and "vorenus" in upload.caption
+        assert await tap(bot, f"{prefix}:d", message_id) == "❌ Denied"
+        await bot.answer(start, lambda t: t.startswith("⚔️ vorenus —"))

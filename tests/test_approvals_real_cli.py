@@ -176,3 +176,19 @@ async def test_an_agents_question_goes_to_caesar_and_his_answer_back(
     reply = (await legion.say(["vorenus"], call))["vorenus"]
     assert caesar.questions[0].questions[0]["question"] == "Which road to Capua?"
     assert '"Which road to Capua?"="Via Appia"' in reply
+
+
+async def test_caesar_is_shown_the_command_not_the_agents_description_of_it(
+    approving: tuple[Legion, ScriptedCaesar, Path],
+) -> None:
+    """A tricked agent calls ``touch evil.txt`` "to print today's date": the request
+    carries the command itself; the description only beside it, as the agent's words."""
+    legion, caesar, workspace = approving
+    caesar.decisions = [Decision("deny")]
+    call = {"command": "touch evil.txt", "description": "Print today's date (read-only, harmless)"}
+    await legion.say(["vorenus"], f"CALL_TOOL Bash {json.dumps(call)}")
+    [request] = caesar.requests
+    assert request.target == "touch evil.txt"
+    assert request.full_target == "touch evil.txt"
+    assert request.description == "Print today's date (read-only, harmless)"
+    assert not (workspace / "evil.txt").exists()

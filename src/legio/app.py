@@ -21,7 +21,15 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from legio.approvals import ApprovalRequest, Asker, Decision, QuestionRequest
+from legio.approvals import (
+    SHOWN_MAX,
+    ApprovalRequest,
+    Asker,
+    Decision,
+    QuestionRequest,
+    shorten_middle,
+    visible,
+)
 from legio.budget import Budget, Notifier, UsageReport
 from legio.castra import Castra, Roster
 from legio.config import Config
@@ -51,6 +59,7 @@ from legio.store.praetorium import Nuntius, Praetorium, SearchHit
 from legio.store.records import Compaction, UsageRow, UsageTotals
 
 __all__ = [
+    "SHOWN_MAX",
     "AgentStatus",
     "ApprovalRequest",
     "Asker",
@@ -82,6 +91,8 @@ __all__ = [
     "is_text_preview",
     "kind_of",
     "safe_name",
+    "shorten_middle",
+    "visible",
 ]
 
 

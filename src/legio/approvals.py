@@ -266,6 +266,17 @@ def command_matches(command: str, words: list[str], *, prefix: bool, depth: int 
 Choice = Literal["once", "session", "always", "deny", "stop"]
 Outcome = Literal["once", "session", "always", "deny", "stop", "timeout", "cancelled"]
 TARGET_MAX = 300
+SHOWN_MAX = 1500  # what an approval message shows of a command; longer ones come whole as a file
+
+
+def visible(text: str) -> str:
+    """``text`` with every character that could hide what runs made visible.
+
+    Newlines and tabs stay (a script reads as lines); a carriage return, other control
+    characters, bidirectional overrides and zero-width characters (all non-printable
+    to Python) become ``⟨U+XXXX⟩``, so ``echo ok\u202e`` cannot reorder what Caesar reads.
+    """
+    return "".join(c if c.isprintable() or c in "\n\t" else f"⟨U+{ord(c):04X}⟩" for c in text)
 
 
 def shorten(text: str, limit: int = TARGET_MAX) -> str:
@@ -273,6 +284,21 @@ def shorten(text: str, limit: int = TARGET_MAX) -> str:
     flat = "".join(c if c.isprintable() else " " for c in text.replace("\n", " ⏎ "))
     flat = " ".join(flat.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def shorten_middle(text: str, limit: int = SHOWN_MAX) -> str:
+    """``text`` (made visible) cut in its middle to about ``limit`` characters.
+
+    The start and the end stay, since both say what a command does (``cd x && … && rm -rf
+    y``); the cut says how many characters it left out.
+    """
+    text = visible(text)
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    left_out = len(text) - head - tail
+    return f"{text[:head]}\n… [{left_out} characters left out] …\n{text[-tail:]}"
 
 
 @dataclass
@@ -286,6 +312,8 @@ class ApprovalRequest:
     target: str  # the command, path or URL (shortened), or the input for other tools
     rules: tuple[str, ...]
     reason: str = ""
+    full_target: str = ""  # the whole command, path or URL, as it will run
+    description: str = ""  # the agent's own words about the call: never checked, never alone
     timeout_s: float = 600.0
     outcome: Outcome | None = None
 

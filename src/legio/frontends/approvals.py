@@ -1,14 +1,14 @@
-"""Approvals and agents' questions as Telegram buttons (``TelegramAsker``).
-
-One message per request, in each of Caesar's chats: which agent (⚔️ name), what it
-wants (the CLI's tool name and the command, path or URL, shortened, sent as plain
-text) and the buttons **Allow once · Allow for this session · Always · Deny · Deny
-and stop**. A text message *replying* to it denies with that text as the reason the
-model reads. A tap answers the callback query and edits the message to show the
-decision; a timeout or a cancelled turn edits it too. Button data carry the request
-id and a random nonce: forged or unknown data, a replay after the decision, and
-buttons of an earlier run ("expired") change nothing and say so. Strangers' taps
-never reach here (``telegram.py``'s gate answers them "not yours").
+"""Approvals and agents' questions as Telegram buttons (``TelegramAsker``). One message per
+request, in each of Caesar's chats: which agent (⚔️ name), what it wants (the CLI's tool
+name and the command, path or URL itself, never only the agent's description of it; a
+long one keeps its start and end and comes whole as a file; sent as plain text) and the
+buttons **Allow once · Allow for this session · Always · Deny · Deny and stop**. A text
+message *replying* to it denies with that text as the reason the model reads. A tap
+answers the callback query and edits the message to show the decision; a timeout or a
+cancelled turn edits it too. Button data carry the request id and a random nonce: forged
+or unknown data, a replay after the decision, and buttons of an earlier run ("expired")
+change nothing and say so. Strangers' taps never reach here (``telegram.py``'s gate
+answers them "not yours").
 
 An agent's question (``AskUserQuestion``) becomes one message per question with its
 options as buttons (toggles and a Done button when several may be chosen); Caesar's
@@ -24,10 +24,25 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+from telegram import (
+    Bot,
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    InputFile,
+    Message,
+)
 from telegram.error import TelegramError
 
-from legio.app import ApprovalRequest, Decision, LegioApp, QuestionRequest
+from legio.app import (
+    SHOWN_MAX,
+    ApprovalRequest,
+    Decision,
+    LegioApp,
+    QuestionRequest,
+    shorten_middle,
+    visible,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -61,12 +76,26 @@ class _Question:
 
 
 def approval_text(request: ApprovalRequest) -> str:
+    """The approval message: the call itself first, the agent's description after, marked."""
     minutes = f"{request.timeout_s / 60:g}"
+    whole = request.full_target or request.target
+    shown = shorten_middle(whole)
+    attached = "\n(The whole command is in the file below.)" if too_long(request) else ""
+    said = ""
+    if request.description.strip():
+        said = (
+            f"\n\nThe agent describes it as (its own words, not checked): {request.description!r}"
+        )
     return (
-        f"⚔️ {request.agent} asks to use {request.tool}:\n{request.target}\n\n"
+        f"⚔️ {request.agent} asks to use {request.tool}:\n{shown}{attached}{said}\n\n"
         f"Rule: {', '.join(request.rules)}. No answer in {minutes} min counts as Deny; "
         "reply to this message to deny with a reason."
     )
+
+
+def too_long(request: ApprovalRequest) -> bool:
+    """Whether the message shows only the start and end of the call (the file has it all)."""
+    return len(visible(request.full_target or request.target)) > SHOWN_MAX
 
 
 def approval_keyboard(request_id: int, nonce: str) -> InlineKeyboardMarkup:
@@ -103,6 +132,8 @@ class TelegramAsker:
                 try:
                     sent = await self.bot.send_message(chat_id, pending.text, reply_markup=keyboard)
                     pending.messages.append((chat_id, sent.message_id))
+                    if too_long(request):
+                        await self._send_whole(chat_id, sent.message_id, request)
                 except TelegramError as e:
                     logger.warning("could not ask chat %s about %s: %s", chat_id, request.id, e)
             decision: Decision = await pending.future
@@ -119,6 +150,17 @@ class TelegramAsker:
             self._decided[request.id] = request.outcome or "decided"
             while len(self._decided) > DECIDED_KEPT:  # older ones are found in the praetorium
                 self._decided.pop(next(iter(self._decided)))
+
+    async def _send_whole(self, chat_id: int, message_id: int, request: ApprovalRequest) -> None:
+        """The whole call as a text file, replying to its approval message."""
+        whole = (request.full_target or request.target).encode("utf-8", errors="replace")
+        await self.bot.send_document(
+            chat_id,
+            InputFile(whole, filename=f"{request.agent}-{request.tool}-{request.id}.txt"),
+            caption=f"The whole {request.tool} call {request.agent} asks to run "
+            f"({len(whole)} bytes).",
+            reply_to_message_id=message_id,
+        )
 
     async def _settle(self, pending: _Pending, line: str) -> None:
         for chat_id, message_id in pending.messages:

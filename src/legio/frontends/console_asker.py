@@ -12,10 +12,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from legio.app import ApprovalRequest, Decision, QuestionRequest
+from legio.app import ApprovalRequest, Decision, QuestionRequest, shorten_middle
 
 KEYS = {"o": "once", "y": "once", "s": "session", "a": "always", "d": "deny", "n": "deny"}
 KEYS["x"] = "stop"
+
+
+def approval_lines(request: ApprovalRequest) -> str:
+    """What the call will run (start and end of a long one), then the agent's own words."""
+    shown = shorten_middle(request.full_target or request.target)
+    lines = f"⚔️ {request.agent} asks to use {request.tool}:\n{shown}"
+    if request.description.strip():
+        lines += (
+            f"\n  the agent describes it as (its own words, not checked): {request.description!r}"
+        )
+    return lines
 
 
 class ConsoleAsker:
@@ -32,8 +43,8 @@ class ConsoleAsker:
 
     async def approve(self, request: ApprovalRequest) -> Decision:
         async with self._lock:
+            self.show(approval_lines(request))
             self.show(
-                f"⚔️ {request.agent} asks to use {request.tool}: {request.target}\n"
                 f"  (rule {', '.join(request.rules)}) allow [o]nce, this [s]ession, [a]lways, "
                 "[d]eny, deny and stop [x], or type a reason to deny:"
             )

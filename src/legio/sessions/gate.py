@@ -200,7 +200,11 @@ class Gatekeeper:
         tool_input: dict[str, Any],
         context: ToolPermissionContext,
     ) -> PermissionResult:
-        target = context.description or call_target(tool, tool_input)
+        # What runs, never the agent's own words about it: a description ("print the date,
+        # read-only") is shown beside the command, marked as the agent's.
+        target = call_target(tool, tool_input)
+        said = tool_input.get("description")
+        description = context.description or (said if isinstance(said, str) else "")
         request = ApprovalRequest(
             id=0,
             agent=agent,
@@ -209,6 +213,8 @@ class Gatekeeper:
             rules=rules,
             reason=context.decision_reason or "",
             timeout_s=self.timeout_s,
+            full_target=target,
+            description=description if description.strip() != target.strip() else "",
         )
         if self.asker is None:
             logger.warning("%s: %s needs Caesar's approval, but no front-end asks", agent, tool)
