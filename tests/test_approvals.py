@@ -48,7 +48,7 @@ ASKS = [
     "cd repo\ngit push",
     "echo 'unbalanced git push",
 ]
-RUNS = ["git status", "echo git push", "git pushx", "git log --grep push", "gitk push", "ls"]
+RUNS = ["git status", "echo git push", "git log --grep push", "gitk push", "ls"]
 
 
 @pytest.mark.parametrize("command", ASKS)

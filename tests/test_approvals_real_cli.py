@@ -192,3 +192,36 @@ async def test_caesar_is_shown_the_command_not_the_agents_description_of_it(
     assert request.full_target == "touch evil.txt"
     assert request.description == "Print today's date (read-only, harmless)"
     assert not (workspace / "evil.txt").exists()
+
+
+async def test_shell_tricks_ask_and_an_always_grant_covers_exactly_that_command(
+    approving: tuple[Legion, ScriptedCaesar, Path],
+) -> None:
+    """Commands the word-list matcher let through now ask (the real CLI runs them in
+    its sandbox when allowed); "Always" for one of them covers that command only."""
+    legion, caesar, workspace = approving
+    caesar.decisions = [Decision("deny"), Decision("deny"), Decision("deny")]
+    for dodge in (
+        "if true; then touch a.txt; fi",
+        "echo touch b.txt | bash",
+        "G=touch; $G c.txt",
+    ):
+        await legion.say(["vorenus"], bash(dodge))
+    assert [r.full_target for r in caesar.requests] == [
+        "if true; then touch a.txt; fi",
+        "echo touch b.txt | bash",
+        "G=touch; $G c.txt",
+    ]
+    assert all(r.opaque for r in caesar.requests)
+    assert not any((workspace / f).exists() for f in ("a.txt", "b.txt", "c.txt"))
+
+    loop = "for f in d.txt; do touch $f; done"
+    caesar.decisions = [Decision("always")]
+    await legion.say(["vorenus"], bash(loop))
+    assert (workspace / "d.txt").exists()
+    await legion.say(["vorenus"], bash(loop))  # granted: not asked again
+    assert len(caesar.requests) == 4
+    caesar.decisions = [Decision("deny")]
+    await legion.say(["vorenus"], bash("for f in e.txt; do touch $f; done"))
+    assert len(caesar.requests) == 5
+    assert not (workspace / "e.txt").exists()

@@ -102,7 +102,7 @@ def test_the_console_asks_before_a_matching_command(castra_dir: Path, fake_cli: 
     call = '@vorenus TOOL Bash {"command": "touch asked.txt"}'
     result = run_console(castra_dir, fake_cli, f"{call}\nnot today\n{call}\no\n")
     assert result.returncode == 0, result.stderr
-    assert "⚔️ vorenus asks to use Bash: touch asked.txt" in result.stdout
+    assert "⚔️ vorenus asks to use Bash:\ntouch asked.txt\n" in result.stdout
     assert "Caesar denied this call. His reason: not today" in result.stdout
     assert (castra_dir / "centuriones" / "vorenus" / "workspace" / "asked.txt").exists()
 

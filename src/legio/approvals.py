@@ -6,15 +6,13 @@ of a tool), ``WebFetch(https://example.com/*)`` or ``Write(/srv/*)`` (a glob on 
 call's URL or path), ``mcp__memoria_vorenus__*`` (a glob on the tool's name). They come
 from ``[approvals] ask`` in ``legio.toml`` and ``ask:`` in an agent's frontmatter.
 
-The CLI's own rules are fooled by ``bash -c '…'`` and ``git -C dir push``; this matcher
-is not: a command line is split into simple commands at ``&&``, ``||``, ``;``, ``|``,
-``&`` and newlines, command substitutions and ``-c`` strings (``bash``, ``sh``, ``zsh``,
-``eval``) are matched recursively, and each simple command loses what stands before
-the real program (``VAR=1``, ``env -i X=1``, ``sudo``, ``nohup``, ``time``, ``command``,
-``exec``, ``xargs``), its path (``/usr/bin/git`` is ``git``) and git's global options
-(``-C dir``, ``-c k=v``, ``--git-dir=…``) before the rule's words are compared. A
-command that does not parse is matched word by word over its whole text, so it asks
-when in doubt.
+The CLI's own rules are fooled by ``bash -c '…'``, ``git -C dir push`` or ``if true; then
+git push; fi``; this matcher reads the command with a real shell grammar (``legio.shell``,
+tree-sitter-bash): every simple command the line runs, wrappers (``env``, ``sudo``,
+``timeout``, ``xargs``, ``find -exec``…) and git's global options taken off, is compared
+word by word, and a line that cannot be read so (a compound command, a program name only
+known when it runs, text fed into a shell or interpreter, inline code, ``eval``…) matches
+every Bash rule: it asks, and a grant of it covers exactly that command.
 """
 
 from __future__ import annotations
@@ -22,9 +20,11 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+from legio import shell
 
 DEFAULT_ASK = (
     "Bash(git push:*)",
@@ -41,13 +41,6 @@ DEFAULT_ASK = (
 )
 
 RULE = re.compile(r"^([A-Za-z0-9_*\-]+)(?:\((.*)\))?$", re.DOTALL)
-SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "fish", "busybox"}
-WRAPPERS = {"sudo", "nohup", "time", "command", "exec", "nice", "ionice", "stdbuf", "xargs"}
-WRAPPER_ARGS = {"-u", "-g", "-n", "-c", "-p", "-o", "-e", "-i", "-l", "-s"}  # options with a value
-GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"}
-SEPARATORS = {"&&", "||", ";", "|", "&", "|&", ";;", "(", ")", "\n"}
-SUBSTITUTION = re.compile(r"\$\(([^()]*(?:\([^()]*\)[^()]*)*)\)|`([^`]*)`")
-MAX_DEPTH = 8
 PATH_KEYS = ("file_path", "notebook_path", "path", "url", "pattern")
 
 
@@ -122,143 +115,45 @@ def matching(rules: Iterable[Rule], tool: str, tool_input: dict[str, Any]) -> li
 
 # ------------------------------------------------------------------ shell commands
 
-
-def _tokens(command: str) -> list[str] | None:
-    """Shell words and operators (``&&``, ``|``…) of ``command``; None if it does not parse."""
-    lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=";&|()")
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        return list(lexer)
-    except ValueError:
-        return None
+EXACT = "Bash(exactly: {})"  # the grant of one opaque command, exactly as written
 
 
-def _simple_commands(tokens: list[str]) -> Iterator[list[str]]:
-    current: list[str] = []
-    for token in tokens:
-        if token in SEPARATORS or (token and set(token) <= set(";&|()")):
-            if current:
-                yield current
-            current = []
-        elif token in ("<", ">", ">>") or token.startswith((">", "<")):
-            current.append(token)
-        else:
-            current.append(token)
-    if current:
-        yield current
+def _runs(command: tuple[str | None, ...], words: list[str], *, prefix: bool) -> bool:
+    """Whether a simple command's words are (or start with) ``words``. A word only known
+    when it runs (None) may be any words at all, or none: from there on it matches."""
+    for i, got in enumerate(command):
+        if got is None:
+            return True
+        if i >= len(words):
+            return prefix
+        if got != words[i]:
+            return False
+    return len(command) == len(words)
 
 
-def _strip_redirections(words: list[str]) -> list[str]:
-    out: list[str] = []
-    skip = False
-    for word in words:
-        if skip:
-            skip = False
-            continue
-        if re.fullmatch(r"\d*(>>?|<<?|&>)&?\d*", word):
-            skip = not re.search(r"&\d+$", word)
-            continue
-        if re.match(r"\d*(>>?|<)\S", word):
-            continue
-        out.append(word)
-    return out
-
-
-def _assignment(word: str) -> bool:
-    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", word, re.DOTALL) is not None
-
-
-def normalize(words: list[str]) -> tuple[list[str], list[str]]:
-    """A simple command's real program and arguments, and the ``-c`` strings it runs.
-
-    Returns ``(words, scripts)``: the words with assignments, wrappers, the program's
-    path and git's global options removed; ``scripts`` are the strings a shell or
-    ``eval`` would run, to be matched in turn.
-    """
-    words = _strip_redirections(words)
-    scripts: list[str] = []
-    changed = True
-    while words and changed:
-        changed = False
-        while words and _assignment(words[0]):
-            words, changed = words[1:], True
-        if not words:
-            break
-        program = words[0].rsplit("/", 1)[-1]
-        if program == "env":
-            words, changed = words[1:], True
-            while words and (words[0].startswith("-") or _assignment(words[0])):
-                option = words[0]
-                words = words[1:]
-                if option in ("-u", "-C", "-S", "--unset", "--chdir") and words:
-                    if option == "-S":
-                        scripts.append(words[0])
-                    words = words[1:]
-        elif program in WRAPPERS:
-            words, changed = words[1:], True
-            while words and words[0].startswith("-"):
-                option = words[0]
-                words = words[1:]
-                if option in WRAPPER_ARGS and words:
-                    words = words[1:]
-        elif program in SHELLS or program == "eval":
-            rest = words[1:]
-            if program == "eval":
-                scripts.append(" ".join(rest))
-                return [], scripts
-            for i, word in enumerate(rest):
-                if word.startswith("-") and "c" in word.lstrip("-") and not word.startswith("--"):
-                    if i + 1 < len(rest):
-                        scripts.append(rest[i + 1])
-                    return [], scripts
-                if not word.startswith("-"):
-                    break
-            return [program, *rest], scripts
-    if not words:
-        return [], scripts
-    words = [words[0].rsplit("/", 1)[-1], *words[1:]]
-    if words[0] == "git":
-        rest = words[1:]
-        kept: list[str] = []
-        i = 0
-        while i < len(rest) and rest[i].startswith("-"):
-            option = rest[i]
-            i += 2 if option in GIT_VALUE_OPTIONS else 1
-        kept = rest[i:]
-        words = ["git", *kept]
-    return words, scripts
-
-
-def _substitutions(command: str) -> list[str]:
-    return [a or b for a, b in SUBSTITUTION.findall(command)]
-
-
-def command_matches(command: str, words: list[str], *, prefix: bool, depth: int = 0) -> bool:
-    """Whether any simple command inside ``command`` starts with (or is) ``words``."""
-    if depth > MAX_DEPTH:
-        return True  # nested beyond reason: ask
+def command_matches(command: str, words: list[str], *, prefix: bool) -> bool:
+    """Whether ``command`` runs a simple command that starts with (or is) ``words``;
+    always true for a command that cannot be read word by word (``legio.shell``)."""
     if not words:
         return True
-    for inner in _substitutions(command):
-        if command_matches(inner, words, prefix=prefix, depth=depth + 1):
-            return True
-    tokens = _tokens(command)
-    if tokens is None:  # unbalanced quotes and the like: compare the plain words
-        plain = [w.rsplit("/", 1)[-1] for w in re.split(r"[\s;&|()'\"`]+", command) if w]
-        n = len(words)
-        return any(plain[i : i + n] == words for i in range(len(plain) - n + 1))
-    for simple in _simple_commands(tokens):
-        program, scripts = normalize(simple)
-        for script in scripts:
-            if command_matches(script, words, prefix=prefix, depth=depth + 1):
-                return True
-        if not program:
-            continue
-        head = program[: len(words)]
-        if head == words and (prefix or len(program) == len(words)):
-            return True
-    return False
+    reading = shell.read(command)
+    if reading.opaque:
+        return True
+    words = [words[0].rsplit("/", 1)[-1], *words[1:]]
+    return any(_runs(simple, words, prefix=prefix) for simple in reading.commands)
+
+
+def opaque_reason(tool: str, tool_input: dict[str, Any]) -> str:
+    """Why a Bash call cannot be read word by word ("" if it can, or is no Bash call)."""
+    command = tool_input.get("command")
+    if tool != "Bash" or not isinstance(command, str):
+        return ""
+    return shell.read(command).opaque
+
+
+def exact_grant(tool_input: dict[str, Any]) -> str:
+    """The grant text that covers exactly this (opaque) command."""
+    return EXACT.format(tool_input.get("command", ""))
 
 
 # ------------------------------------------------------------------ asking Caesar
@@ -310,10 +205,21 @@ class ApprovalRequest:
     agent: str
     tool: str  # the CLI's display name
     target: str  # the command, path or URL (shortened), or the input for other tools
-    rules: tuple[str, ...]
+    rules: tuple[str, ...]  # the rules it falls under (an opaque command: every Bash rule)
     reason: str = ""
     full_target: str = ""  # the whole command, path or URL, as it will run
     description: str = ""  # the agent's own words about the call: never checked, never alone
+    opaque: str = ""  # why a command cannot be read word by word (then a grant is exact)
+
+    def why_asked(self) -> str:
+        """Which rule asks; for a command that cannot be read word by word, why it asks."""
+        if self.opaque:
+            return (
+                f"⚠️ Not a plain command ({self.opaque}), so every Bash ask rule asks; "
+                "Allow for this session and Always cover exactly this command."
+            )
+        return f"Rule: {', '.join(self.rules)}."
+
     timeout_s: float = 600.0
     outcome: Outcome | None = None
 

@@ -88,7 +88,7 @@ def approval_text(request: ApprovalRequest) -> str:
         )
     return (
         f"⚔️ {request.agent} asks to use {request.tool}:\n{shown}{attached}{said}\n\n"
-        f"Rule: {', '.join(request.rules)}. No answer in {minutes} min counts as Deny; "
+        f"{request.why_asked()} No answer in {minutes} min counts as Deny; "
         "reply to this message to deny with a reason."
     )
 

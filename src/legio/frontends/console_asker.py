@@ -45,7 +45,7 @@ class ConsoleAsker:
         async with self._lock:
             self.show(approval_lines(request))
             self.show(
-                f"  (rule {', '.join(request.rules)}) allow [o]nce, this [s]ession, [a]lways, "
+                f"  ({request.why_asked()}) allow [o]nce, this [s]ession, [a]lways, "
                 "[d]eny, deny and stop [x], or type a reason to deny:"
             )
             try:

@@ -37,7 +37,9 @@ from legio.approvals import (
     Decision,
     QuestionRequest,
     Rule,
+    exact_grant,
     matching,
+    opaque_reason,
     parse_rules,
     shorten,
 )
@@ -110,11 +112,17 @@ class Gatekeeper:
     def pending(
         self, agent: str, session_id: str, rules: list[Rule], tool: str, tool_input: dict[str, Any]
     ) -> list[Rule]:
-        """The rules this call falls under that Caesar has not granted."""
+        """The rules this call falls under that Caesar has not granted. A command that
+        cannot be read word by word falls under every Bash rule, and only a grant of
+        exactly that command (``Bash(exactly: …)``) covers it."""
         granted = self._always.get(agent, set()) | self._session_grants.get(
             (agent, session_id), set()
         )
-        return [r for r in matching(rules, tool, tool_input) if r.text not in granted]
+        matched = matching(rules, tool, tool_input)
+        if matched and opaque_reason(tool, tool_input):
+            exact = exact_grant(tool_input)
+            return [] if exact in granted else [Rule(exact, "Bash", exact)]
+        return [r for r in matched if r.text not in granted]
 
     async def grants(self) -> list[Grant]:
         return await self.store.grants() if self.store else []
@@ -214,6 +222,7 @@ class Gatekeeper:
             reason=context.decision_reason or "",
             timeout_s=self.timeout_s,
             full_target=target,
+            opaque=opaque_reason(tool, tool_input),
             description=description if description.strip() != target.strip() else "",
         )
         if self.asker is None:

@@ -1,0 +1,70 @@
+"""What ``legio.shell`` knows of programs: the ones that only start another program
+(wrappers and their options), shells and interpreters (and the options that give them
+inline code), programs that run a command given as an option, the shell builtins that
+make a line unreadable word by word, and git's own commands and global options."""
+
+from __future__ import annotations
+
+# fmt: off
+COMPOUND = {
+    "if_statement": "if", "while_statement": "while/until", "for_statement": "for/select",
+    "c_style_for_statement": "for", "case_statement": "case", "compound_statement": "{ …; }",
+    "subshell": "( … )", "function_definition": "a function definition",
+}
+SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "mksh", "fish", "ash", "rbash", "tcsh", "csh"}
+# programs that run a shell command given as an option's value
+RUNNERS = {"script": ("-c", "--command"), "su": ("-c", "--command"),
+           "runuser": ("-c", "--command"), "flock": ("-c", "--command")}
+# interpreter -> the options that give it inline code
+INLINE: dict[str, tuple[str, ...]] = {
+    "python": ("-c",), "node": ("-e", "--eval", "-p", "--print"),
+    "nodejs": ("-e", "--eval", "-p", "--print"), "bun": ("-e", "--eval", "-p", "--print"),
+    "deno": ("eval",), "perl": ("-e", "-E"), "ruby": ("-e",), "php": ("-r",), "lua": ("-e",),
+    "luajit": ("-e",), "Rscript": ("-e",), "tclsh": (), "osascript": ("-e",),
+    "pwsh": ("-c", "-Command", "-command"),
+}
+OPAQUE_PROGRAMS = {
+    "eval": "eval", "source": "source", ".": "source (.)", "alias": "an alias",
+    "trap": "a trap", "coproc": "coproc", "enable": "enable",
+}
+# wrapper -> options that take a value (the value is the next word unless given with =)
+WRAPPERS: dict[str, set[str]] = {
+    "sudo": {"-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T", "--user", "--group"},
+    "doas": {"-u", "-C"}, "time": {"-o", "-f", "--output", "--format"}, "exec": {"-a"},
+    "nice": {"-n", "--adjustment"}, "ionice": {"-c", "-n", "--class", "--classdata"},
+    "stdbuf": {"-i", "-o", "-e", "--input", "--output", "--error"},
+    "timeout": {"-s", "-k", "--signal", "--kill-after"},
+    "nohup": set(), "command": set(), "builtin": set(), "setsid": set(), "chrt": set(),
+    "taskset": set(), "unbuffer": set(), "busybox": set(),
+}
+# fmt: on
+XARGS_VALUES = {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter"}
+XARGS_VALUES |= {"--max-args", "--max-lines", "--max-procs", "--max-chars", "--replace"}
+FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
+GIT_VALUES = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix"}
+GIT_VALUES |= {"--config-env"}
+SHELL_VALUES = {"-o", "+o", "-O", "+O", "--rcfile", "--init-file"}
+# interpreter options that take the next word, and those after which the rest is not its own
+INTERPRETER_VALUES = {"-W", "-X", "-Q", "-r", "--require", "--import", "--loader", "-C", "-I"}
+INTERPRETER_STOP = {"-m"}
+_GIT_COMMAND_NAMES = """
+    add am archive bisect branch bundle checkout cherry-pick citool clean clone commit
+    describe diff fetch format-patch gc gitk grep gui init log maintenance merge mv
+    notes pull push range-diff rebase reset restore revert rm scalar shortlog show
+    sparse-checkout stash status submodule switch tag worktree config fast-export
+    fast-import filter-branch mergetool pack-refs prune reflog remote repack replace
+    annotate blame bugreport count-objects diagnose difftool fsck gitweb help instaweb
+    merge-tree rerere show-branch verify-commit verify-tag version whatchanged
+    archimport cvsexportcommit cvsimport cvsserver imap-send p4 quiltimport request-pull
+    send-email svn apply checkout-index commit-graph commit-tree hash-object index-pack
+    merge-file merge-index mktag mktree multi-pack-index pack-objects prune-packed
+    read-tree symbolic-ref unpack-objects update-index update-ref write-tree cat-file
+    cherry diff-files diff-index diff-tree for-each-ref for-each-repo get-tar-commit-id
+    ls-files ls-remote ls-tree merge-base name-rev pack-redundant rev-list rev-parse
+    show-index show-ref unpack-file var verify-pack daemon fetch-pack http-backend
+    send-pack update-server-info check-attr check-ignore check-mailmap check-ref-format
+    column credential credential-cache credential-store fmt-merge-msg hook
+    interpret-trailers mailinfo mailsplit merge-one-file patch-id stripspace lfs flow
+    annex
+"""
+GIT_COMMANDS = frozenset(_GIT_COMMAND_NAMES.split())
