@@ -290,7 +290,7 @@ class Legatus:
     async def _sent_files(self, name: str, seq: int) -> tuple[SentFile, ...]:
         """The files ``name`` queued with send_file in its turn, recorded on its answer."""
         s = self.sessions
-        return await record_outgoing(s.outbox, s.files, s.attachments, name, seq)
+        return await record_outgoing(s.outbox, s.attachments, name, seq)
 
     async def record(self, pending: PendingFile) -> bool:
         """Store Caesar's message of a file a restart cut off, without answering it (it is

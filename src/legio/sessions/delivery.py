@@ -10,11 +10,8 @@ the element only, never the bytes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +19,7 @@ from typing import Any
 
 from lxml import etree
 
+from legio import safefs
 from legio.images import image_source
 from legio.sessions.history import xml_safe
 from legio.store.attachments import Attachment
@@ -53,19 +51,17 @@ def inbox_names(attachments: Sequence[Attachment]) -> list[str]:
 
 
 def copy_to_inbox(source: Path, workspace: Path, seq: int, name: str) -> Path:
-    """Copy a stored file into the agent's ``inbox/`` (atomically; once)."""
+    """Copy a stored file into the agent's ``inbox/`` (atomically; once), never through a
+    link the agent made: ``inbox`` is reached by descriptor (a link in its place is
+    replaced by a real folder) and the copy renamed over its name (``legio.safefs``)."""
     target = inbox_path(workspace, seq, name)
-    if target.exists() and target.stat().st_size == source.stat().st_size:
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=".copy-", suffix=".part")
-    os.close(fd)
+    dir_fd = safefs.open_dir(workspace, [INBOX], create=True)
     try:
-        shutil.copyfile(source, temp)
-        os.replace(temp, target)
+        if safefs.entry_size(dir_fd, target.name) == source.stat().st_size:
+            return target
+        safefs.write_copy(dir_fd, target.name, source)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp)
+        os.close(dir_fd)
     return target
 
 
@@ -124,7 +120,12 @@ async def prepare_delivery(
             delivery.problems.append(f"{attachment.name} is missing from the castra")
             lines.append(_render(attachment_element(attachment, None)))
             continue
-        copy = await asyncio.to_thread(copy_to_inbox, stored, workspace, seq, name)
+        try:
+            copy: Path | None = await asyncio.to_thread(copy_to_inbox, stored, workspace, seq, name)
+        except OSError as e:
+            logger.warning("cannot copy %s into %s/inbox: %s", attachment.name, workspace, e)
+            delivery.problems.append(f"{attachment.name} could not be copied into your inbox")
+            copy = None
         lines.append(_render(attachment_element(attachment, copy)))
         if attachment.kind in IMAGE_KINDS:
             try:

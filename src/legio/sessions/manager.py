@@ -87,9 +87,9 @@ class SessionManager:
         self._specs: dict[str, SpecFactory] = {}
         idle_s = config.session_idle_timeout_minutes * 60
         self.reaper = Reaper(lambda: self._slots.values(), idle_s, reap_interval_s)
-        self.outbox = Outbox()  # files agents send_file in their running turn
         self.attachments = AttachmentStore(praetorium)
         self.files = FileStore(self.castra.root)
+        self.outbox = Outbox(self.files)  # files agents send_file in their running turn
 
     def _slot(self, name: str) -> AgentSlot:
         return self._slots.setdefault(name, AgentSlot(name))

@@ -4,15 +4,17 @@
 and among the Legatus's tools) checks the path against the agent's policy: inside its
 workspace or a granted folder (``add_dirs``), symlinks resolved, never a path the path
 guard refuses (``legio.guard.PathGuard``, the same rules as its file tools); then the
-size (Telegram's 50 MB). The file is queued on the agent's running turn (``Outbox``);
-the answer's delivery stores a copy in the castra (``record_outgoing``: the agent may
-delete its own), records it on the answer's nuntius, and hands it to the front-end,
-which sends it after the text.
+size (Telegram's 50 MB). The file is opened once, by descriptor, without following a
+link (``legio.safefs``), and copied into the castra from that descriptor at once (the
+agent may delete or swap its own afterwards: what was checked is what is sent); it is
+queued on the agent's running turn (``Outbox``), recorded on the answer's nuntius
+(``record_outgoing``) and handed to the front-end, which sends it after the text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from typing import Any
 
 from claude_agent_sdk import SdkMcpTool, tool
 
+from legio import safefs
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
 from legio.errors import AttachmentError
@@ -46,13 +49,14 @@ CAPTION_MAX = 900
 
 @dataclass(frozen=True)
 class OutgoingFile:
-    """A file an agent asked to send to Caesar."""
+    """A file an agent asked to send to Caesar, copied into the castra when it asked."""
 
     path: Path
     name: str
     caption: str
     mime_type: str
     size: int
+    stored: StoredFile
 
 
 @dataclass(frozen=True)
@@ -75,9 +79,11 @@ class SentFile:
 
 
 class Outbox:
-    """Files queued by ``send_file`` on each agent's running turn (one turn at a time)."""
+    """Files queued by ``send_file`` on each agent's running turn (one turn at a time),
+    copied into ``files`` (the castra's store) when queued."""
 
-    def __init__(self) -> None:
+    def __init__(self, files: FileStore) -> None:
+        self.files = files
         self._queued: dict[str, list[OutgoingFile]] = {}
 
     def put(self, agent: str, file: OutgoingFile) -> int:
@@ -88,11 +94,15 @@ class Outbox:
         return self._queued.pop(agent, [])
 
 
-def check_outgoing(raw: str, guard: PathGuard) -> OutgoingFile:
-    """The file ``raw`` names, if the agent may send it; else ``AttachmentError``.
+def take_outgoing(raw: str, guard: PathGuard, files: FileStore) -> OutgoingFile:
+    """The file ``raw`` names, checked and copied into the castra now; else
+    ``AttachmentError``.
 
-    It must be in the guard's workspace or granted folders (``raw`` may be relative
-    to the workspace) and pass the guard's read check."""
+    It must be in the guard's workspace or granted folders (``raw`` may be relative to
+    the workspace) and pass the guard's read check. It is opened once, without following
+    a link at any component below its folder (``legio.safefs``), checked through that
+    descriptor (a regular file, the very file the guard checked, within the limits) and
+    copied from it: a link or a swap made after the check sends nothing else."""
     if not raw.strip():
         raise AttachmentError("give the path of the file to send")
     workspace = guard.workspace or guard.home
@@ -100,7 +110,8 @@ def check_outgoing(raw: str, guard: PathGuard) -> OutgoingFile:
     if not candidate.is_absolute():
         candidate = workspace / candidate
     path = Path(os.path.realpath(candidate))
-    if not any(_within(path, root) for root in (workspace, *guard.granted)):
+    root = next((r for r in (workspace, *guard.granted) if _within(path, r)), None)
+    if root is None or path == root:
         granted = ", ".join(str(g) for g in guard.granted)
         also = f" and your granted folders ({granted})" if granted else ""
         raise AttachmentError(
@@ -109,9 +120,30 @@ def check_outgoing(raw: str, guard: PathGuard) -> OutgoingFile:
     reason = guard.check_path(path, write=False)
     if reason:
         raise AttachmentError(f"{raw} cannot be sent: {reason}")
-    if not path.is_file():
-        raise AttachmentError(f"{raw} is not a file (write it first, then send it)")
-    size = path.stat().st_size
+    try:
+        fd = safefs.open_file(root, path.relative_to(root))
+    except safefs.UnsafePath as e:
+        raise AttachmentError(f"{raw} cannot be sent: {e.strerror}; send the file itself") from e
+    except OSError as e:
+        raise AttachmentError(f"{raw} is not a file (write it first, then send it)") from e
+    try:
+        return _copy_checked(raw, path, fd, guard, files)
+    finally:
+        os.close(fd)
+
+
+def _copy_checked(
+    raw: str, path: Path, fd: int, guard: PathGuard, files: FileStore
+) -> OutgoingFile:
+    opened = os.fstat(fd)
+    try:
+        now = os.stat(path, follow_symlinks=False)
+    except OSError:
+        now = None
+    reason = guard.check_path(path, write=False)  # by the identity the path has now
+    if reason or now is None or (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+        raise AttachmentError(f"{raw} changed while it was being sent; send it again")
+    size = opened.st_size
     if size > UPLOAD_LIMIT:
         raise AttachmentError(
             f"{path.name} is {megabytes(size)}; Telegram lets a bot send files up to "
@@ -120,7 +152,12 @@ def check_outgoing(raw: str, guard: PathGuard) -> OutgoingFile:
     if size == 0:
         raise AttachmentError(f"{path.name} is empty; Telegram does not send empty files")
     name = safe_name(path.name, "file")
-    return OutgoingFile(path, name, "", guess_mime(name), size)
+    mime_type = guess_mime(name)
+    try:
+        stored = files.add_from_fd(fd, name, mime_type, UPLOAD_LIMIT)
+    except ValueError as e:
+        raise AttachmentError(f"{e}: send it when it is finished") from e
+    return OutgoingFile(path, name, "", mime_type, stored.size, stored)
 
 
 def send_file_tool(outbox: Outbox, agent: str, guard: PathGuard) -> SdkMcpTool[Any]:
@@ -141,12 +178,17 @@ def send_file_tool(outbox: Outbox, agent: str, guard: PathGuard) -> SdkMcpTool[A
         },
     )
     async def send_file(args: dict[str, Any]) -> dict[str, Any]:
+        raw = str(args.get("path", ""))
         try:
-            checked = check_outgoing(str(args.get("path", "")), guard)
+            checked = await asyncio.to_thread(take_outgoing, raw, guard, outbox.files)
         except AttachmentError as e:
             return {"content": [{"type": "text", "text": f"Error: {e}"}], "is_error": True}
+        except OSError as e:
+            logger.warning("%s: send_file %r failed: %s", agent, raw, e)
+            text = f"Error: {raw} could not be read ({e.strerror or e})"
+            return {"content": [{"type": "text", "text": text}], "is_error": True}
         caption = str(args.get("caption") or "")[:CAPTION_MAX]
-        file = OutgoingFile(checked.path, checked.name, caption, checked.mime_type, checked.size)
+        file = dataclasses.replace(checked, caption=caption)
         count = outbox.put(agent, file)
         text = (
             f"Queued {file.name} ({megabytes(file.size)}): Caesar receives it after your "
@@ -171,26 +213,13 @@ def send_file_for(
     return send_file_tool(outbox, prompt.name, guard)
 
 
-def store_outgoing(files: FileStore, outgoing: OutgoingFile) -> tuple[SentFile, StoredFile]:
-    """Keep a copy of an outgoing file in the castra (the agent may delete its own)."""
-    stored = files.add_copy(outgoing.path, outgoing.name, outgoing.mime_type)
-    sent = SentFile(
-        stored.path, outgoing.name, outgoing.caption, outgoing.mime_type, stored.size, outgoing.path
-    )
-    return sent, stored
-
-
 async def record_outgoing(
-    outbox: Outbox, files: FileStore, store: AttachmentStore, agent: str, seq: int
+    outbox: Outbox, store: AttachmentStore, agent: str, seq: int
 ) -> tuple[SentFile, ...]:
-    """Store the files ``agent`` queued in its turn and record them on its answer ``seq``."""
+    """Record the files ``agent`` queued in its turn (copied when queued) on its answer."""
     sent: list[SentFile] = []
     for outgoing in outbox.take(agent):
-        try:
-            file, stored = await asyncio.to_thread(store_outgoing, files, outgoing)
-        except OSError as e:
-            logger.warning("%s: cannot send %s: %s", agent, outgoing.path, e)
-            continue
+        stored = outgoing.stored
         await store.add_outgoing(
             seq,
             kind=kind_of(outgoing.mime_type),
@@ -200,5 +229,14 @@ async def record_outgoing(
             sha256=stored.sha256,
             source_path=str(outgoing.path),
         )
-        sent.append(file)
+        sent.append(
+            SentFile(
+                stored.path,
+                outgoing.name,
+                outgoing.caption,
+                outgoing.mime_type,
+                stored.size,
+                outgoing.path,
+            )
+        )
     return tuple(sent)

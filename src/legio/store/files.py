@@ -129,6 +129,23 @@ class FileStore:
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()
 
+    def add_from_fd(self, fd: int, name: str, mime_type: str, limit: int) -> StoredFile:
+        """Store a copy of the open file ``fd`` (read from its start; it stays open).
+        ``ValueError`` if it holds more than ``limit`` bytes by the time it is read."""
+        temp = self.temp_path()
+        try:
+            copied = 0
+            with open(temp, "wb") as out:
+                while chunk := os.pread(fd, 1024 * 1024, copied):
+                    copied += len(chunk)
+                    if copied > limit:
+                        raise ValueError(f"{name} grew past {limit} bytes while being read")
+                    out.write(chunk)
+            return self.adopt(temp, name, mime_type)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                temp.unlink()
+
     def find(self, sha256: str, name: str, mime_type: str) -> Path | None:
         path = self.path_of(sha256, name, mime_type)
         return path if path.exists() else None
