@@ -108,7 +108,8 @@ async def test_a_pending_file_of_an_older_praetorium_is_kept_by_the_upgrade(
 
     path = tmp_path / "p.db"
     saved = list(module.MIGRATIONS)
-    module.MIGRATIONS[:] = [m for m in saved if m[0] != "m010_album_parts"]
+    newer = ("m010_album_parts", "m011_pending_forwards")  # an older praetorium had neither
+    module.MIGRATIONS[:] = [m for m in saved if m[0] not in newer]
     try:
         async with await Praetorium.open(path) as old:
             await old.connection.execute(
@@ -122,11 +123,12 @@ async def test_a_pending_file_of_an_older_praetorium_is_kept_by_the_upgrade(
     async with await Praetorium.open(path) as praetorium:
         store = AttachmentStore(praetorium)
         [kept] = await store.pending()
-        assert (kept.origin, kept.part, kept.name, kept.sha256) == (
+        assert (kept.origin, kept.part, kept.name, kept.sha256, kept.forwarded_from) == (
             "telegram:1:7",
             0,
             "old.pdf",
             "c" * 64,
+            None,
         )
         nuntius = await praetorium.post("caesar", "see", ["legatus"], origin="telegram:1:7")
         assert [a.name for a in await store.of_nuntius(nuntius.seq)] == ["old.pdf"]
@@ -138,7 +140,9 @@ async def test_an_older_praetorium_upgrades_and_keeps_its_nuntii(tmp_path: Path)
     path = tmp_path / "p.db"
     saved = list(module.MIGRATIONS)
     module.MIGRATIONS[:] = [
-        m for m in saved if m[0] not in ("m006_attachments", "m010_album_parts")
+        m
+        for m in saved
+        if m[0] not in ("m006_attachments", "m010_album_parts", "m011_pending_forwards")
     ]
     try:
         async with await Praetorium.open(path) as old:

@@ -104,6 +104,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m008_forwarded",
             "m009_approvals",
             "m010_album_parts",
+            "m011_pending_forwards",
         ]
         plan = " ".join(
             str(r)

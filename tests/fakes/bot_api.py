@@ -212,9 +212,11 @@ class FakeBotApi:
         caption: str | None = None,
         user_id: int = 1001,
         media_group_id: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Queue a message from ``user_id`` carrying ``payload`` under ``field`` (photo,
-        document, sticker, location…); ``media_group_id`` makes it part of an album."""
+        document, sticker, location…); ``media_group_id`` makes it part of an album;
+        ``extra``: more fields of the message (``forward_origin``…)."""
         message: dict[str, Any] = {
             "message_id": self._new_message_id(),
             "date": int(time.time()),
@@ -226,6 +228,7 @@ class FakeBotApi:
             message["caption"] = caption
         if media_group_id is not None:
             message["media_group_id"] = media_group_id
+        message.update(extra or {})
         return self.add_update({"message": message})
 
     def add_photo(
@@ -235,6 +238,7 @@ class FakeBotApi:
         caption: str | None = None,
         user_id: int = 1001,
         media_group_id: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A photo as Telegram sends it: several sizes (the last one the largest)."""
         small = self.add_file(content[:100])
@@ -245,7 +249,12 @@ class FakeBotApi:
             for f, w, h in ((small, 90, 60), (large, 1280, 853))
         ]
         return self.add_media(
-            "photo", sizes, caption=caption, user_id=user_id, media_group_id=media_group_id
+            "photo",
+            sizes,
+            caption=caption,
+            user_id=user_id,
+            media_group_id=media_group_id,
+            extra=extra,
         )
 
     def add_document(
@@ -258,6 +267,7 @@ class FakeBotApi:
         file_size: int | None = None,
         user_id: int = 1001,
         media_group_id: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         file = self.add_file(content, file_size=file_size)
         document = {
@@ -268,7 +278,12 @@ class FakeBotApi:
             "file_size": file.file_size,
         }
         return self.add_media(
-            "document", document, caption=caption, user_id=user_id, media_group_id=media_group_id
+            "document",
+            document,
+            caption=caption,
+            user_id=user_id,
+            media_group_id=media_group_id,
+            extra=extra,
         )
 
     def hold_downloads(self) -> asyncio.Event:

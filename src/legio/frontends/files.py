@@ -24,6 +24,7 @@ from telegram.error import TelegramError
 
 from legio.app import Fetch, LegioApp, PendingFile, guess_mime, kind_of, safe_name
 from legio.errors import AttachmentError, DownloadLater
+from legio.frontends.gate import forwarded_from
 from legio.frontends.sending import chat_of, is_transient, origin_of, send_with_retries
 
 UNSUPPORTED = (
@@ -166,6 +167,7 @@ async def accept(message: Message, app: LegioApp) -> PendingFile | str | None:
         file_id=found.file_id,
         file_unique_id=found.file_unique_id,
         part=part,
+        forwarded_from=forwarded_from(message),
     )
     try:
         return await app.accept_file(pending)

@@ -4,15 +4,14 @@
   ``telegram.allowed_chats``; admin commands stay private). Every other update is
   dropped before any handler runs (``legio.frontends.gate``): no reply, nothing stored;
   the refusal is logged once per user id or chat. A command for another bot
-  (``/status@other_bot``) is ignored.
-- No message the bot sends shows a link preview (Telegram would fetch the URL).
+  (``/status@other_bot``) is ignored. No message the bot sends shows a link preview.
 - Text messages, ``/retry``, ``/compact`` and ``/context`` run as non-blocking handlers,
   so the other admin commands answer at once while agents work; requests to one agent
   are answered in the order they arrived (its turn lock), and a queued request says so.
 - Photos, documents, audio, voice notes and videos (``legio.frontends.files``) are
-  stored, then routed like text (the caption is the message); files agents send come
-  after their answer's text. Stickers, locations… get one line saying what is taken.
-- While agents work: the typing action and a status message (``legio.frontends.status``).
+  stored, then routed like text (the caption is the message; a forward's is data);
+  files agents send follow their answer. Stickers, locations… get one line. While
+  agents work: the typing action and a status message (``legio.frontends.status``).
 - Each agent's answer is its own message, rendered and split by
   ``legio.frontends.sending``; if Telegram refuses the formatting, it is sent again as
   plain text. ``AIORateLimiter`` retries 429s, so a flood limit loses nothing.
@@ -241,6 +240,7 @@ class LegioBot:
                     on_reply=send,
                     on_text=live.stream,
                     attachments=received,
+                    forwarded_from=files[0].forwarded_from,
                 ),
             )
         finally:

@@ -295,10 +295,13 @@ class Legatus:
     async def record(self, pending: PendingFile) -> bool:
         """Store Caesar's message of a file a restart cut off, without answering it (it is
         then an interrupted request); False if its nuntius is already stored."""
-        mentions = parse_mentions(pending.text, self.castra.roster())
+        forwarded = pending.forwarded_from  # someone else's words: their @names dispatch nobody
+        mentions = NO_MENTIONS if forwarded else parse_mentions(pending.text, self.castra.roster())
         audience = ([BROADCAST] if mentions.broadcast else mentions.names) or [LEGATUS]
         try:
-            await self.praetorium.post(CAESAR, pending.text, audience, origin=pending.origin)
+            await self.praetorium.post(
+                CAESAR, pending.text, audience, origin=pending.origin, forwarded_from=forwarded
+            )
         except DuplicateOrigin:
             return False
         return True

@@ -57,6 +57,7 @@ class PendingFile:
     file_id: str | None = None
     file_unique_id: str | None = None
     part: int = 0  # its place among the files of one message (an album)
+    forwarded_from: str | None = None  # a forwarded file: where it came from (not Caesar)
 
 
 def _attachment(row: sqlite3.Row) -> Attachment:
@@ -86,6 +87,7 @@ def _pending(row: sqlite3.Row) -> PendingFile:
         file_id=row["file_id"],
         file_unique_id=row["file_unique_id"],
         part=int(row["part"]),
+        forwarded_from=row["forwarded_from"],
     )
 
 
@@ -116,8 +118,8 @@ class AttachmentStore:
         """Record an incoming file before its download (again: nothing changes)."""
         await self.praetorium.connection.execute(
             "INSERT OR IGNORE INTO attachments_pending (origin, part, text, file_id, kind, "
-            "mime_type, name, size, sha256, file_unique_id, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "mime_type, name, size, sha256, file_unique_id, created_at, forwarded_from) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 pending.origin,
                 pending.part,
@@ -130,6 +132,7 @@ class AttachmentStore:
                 pending.sha256,
                 pending.file_unique_id,
                 _now(),
+                pending.forwarded_from,
             ),
         )
 

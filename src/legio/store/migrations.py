@@ -344,6 +344,13 @@ async def m010_album_parts(db: aiosqlite.Connection) -> None:
     )
 
 
+@migration
+async def m011_pending_forwards(db: aiosqlite.Connection) -> None:
+    """A forwarded file keeps where it came from while its download is pending, so a
+    restart records it as a forward too (its caption's @names dispatch nobody)."""
+    await _script(db, ["ALTER TABLE attachments_pending ADD COLUMN forwarded_from TEXT"])
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
