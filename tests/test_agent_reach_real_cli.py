@@ -9,6 +9,7 @@ its file tools or its shell; glob patterns cannot reach another agent's folder.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from legio.memoria import MemoriaStore
+from legio.policy import tmp_dir
 from legio.sandbox import detect_sandbox
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
@@ -236,3 +238,41 @@ async def test_file_tools_cannot_read_a_process_environment(
         text = await reach.call("vorenus", tool, args)
         assert "secret-in-another-process" not in text, text
         assert refused(text) or "process file" in text, text
+
+
+async def test_no_agent_reads_another_agents_scratch_or_a_claude_backup(reach: Reach) -> None:
+    """Each agent has its own ``TMPDIR`` (``castra/tmp/<agent>/``): pullo's background
+    command's output is kept there, and vorenus's shell cannot read it, however spelled;
+    nor any ``~/.claude*`` entry, one made after the start included."""
+    r = reach
+    (r.home / ".claude.json.backup").write_text("backup: the daemon's own CLI state")
+    text = await r.call(
+        "pullo", "Bash", {"command": "echo PULLO-SCRATCH-SECRET", "run_in_background": True}
+    )
+    assert "Sandbox" not in text, text
+    scratch = tmp_dir(r.root, "pullo")
+    for _ in range(100):  # the background command's output file
+        found = [p for p in scratch.rglob("*") if p.is_file() and "PULLO-SCRATCH" in p.read_text()]
+        if found:
+            break
+        await asyncio.sleep(0.05)
+    assert found, (text, sorted(scratch.rglob("*")))  # under pullo's own TMPDIR
+
+    base, name = str(scratch.parent), scratch.name
+    spelled = f"t={base[:-3]}; cat ${{t}}{base[-3:]}/{name}/*/*/*/tasks/*.output"
+    outside = await asyncio.to_thread(
+        subprocess.run, ["bash", "-c", spelled], capture_output=True, text=True
+    )
+    assert "PULLO-SCRATCH-SECRET" in outside.stdout  # the command reads it, unsandboxed
+    for command in (
+        spelled,
+        f"grep -r PULLO-SCRATCH {scratch}",
+        "h=~/.cla; cat ${h}ude.json.backup",
+    ):
+        text = await r.call("vorenus", "Bash", {"command": command})
+        assert "PULLO-SCRATCH-SECRET" not in text and "backup: the daemon" not in text, text
+
+    # a new ~/.claude* entry: the next session of vorenus hides it too
+    (r.home / ".claude.json.backup.1764000000").write_text("backup: a newer one")
+    text = await r.call("vorenus", "Bash", {"command": "h=~/.cla; cat ${h}ude.json.backup.*"})
+    assert "backup: a newer one" not in text, text

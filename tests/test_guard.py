@@ -238,3 +238,37 @@ def test_a_transcript_and_its_side_folder_move_once(tmp_path: Path) -> None:
     assert (project / "s2.jsonl").exists()  # other sessions stay where they are
     assert adopt_transcript(shared, own, "s1")  # already there
     assert not adopt_transcript(shared, own, "unknown")
+
+
+def test_every_claude_entry_and_other_agents_scratch_get_a_concrete_rule(
+    castra_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sandbox hides ``~/.claude.json.backup`` and the like one by one (a glob rule
+    would break bubblewrap), and every other agent's ``TMPDIR``; a home Legio cannot
+    list is an error, never an unprotected start."""
+    from legio.errors import LegioError
+    from legio.policy import home_claude_entries, tmp_dir
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    (home / ".claude.json.backup").write_text("{}")
+    (home / ".claude.json.backup.1764000000").write_text("{}")
+    (home / ".claude-extra").mkdir()
+    (home / ".bashrc").write_text("")
+    castra = Castra(castra_dir)
+    rules = deny_rules(protected_entries(castra, "vorenus", None))
+    for name in (".claude.json.backup", ".claude.json.backup.1764000000"):
+        assert f"Read(/{home.resolve() / name})" in rules
+    assert f"Read(/{home.resolve() / '.claude-extra'}/**)" in rules
+    assert not any(".bashrc" in rule for rule in rules)
+    root = castra_dir.resolve()
+    for other in ("pullo", "legatus"):
+        assert f"Read(/{tmp_dir(root, other)}/**)" in rules
+    assert f"Read(/{tmp_dir(root, 'vorenus')}/**)" not in rules  # its own
+    assert len(str(tmp_dir(root, "vorenus"))) < 60  # the sandbox's sockets live under it
+
+    not_a_folder = tmp_path / "home-file"
+    not_a_folder.write_text("")
+    with pytest.raises(LegioError, match="cannot list"):
+        home_claude_entries(not_a_folder)

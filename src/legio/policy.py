@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import hashlib
 import logging
 import os
 import re
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ from pathlib import Path
 from legio.castra import PROMPT_FILE, AgentPrompt, Castra
 from legio.cliconfig import daemon_config_dir, daemon_home, state_dir
 from legio.config import Config
+from legio.errors import LegioError
 from legio.names import LEGATUS
 
 logger = logging.getLogger(__name__)
@@ -192,6 +195,62 @@ CLI_CONFIG_REASON = (
 )
 
 
+TMP_REASON = (
+    "another agent's temporary files (its background commands' output) are not yours; "
+    "yours are in $TMPDIR"
+)
+
+
+def tmp_dir(castra_root: Path, agent: str) -> Path:
+    """``<tmp>/legio-<castra digest>/<agent>/``: the agent's own ``TMPDIR`` (its CLI keeps
+    background commands' output there), hidden from every other agent. Short on purpose:
+    the sandbox puts its sockets in it, and a socket's path has at most 107 bytes."""
+    digest = hashlib.sha256(str(castra_root.resolve()).encode()).hexdigest()[:10]
+    return Path(tempfile.gettempdir()).resolve() / f"legio-{os.getuid()}-{digest}" / agent
+
+
+def home_claude_entries(home: Path | None = None) -> list[Path]:
+    """Every ``~/.claude*`` entry there is now (``.claude.json.backup``, ``.claude.json.
+    backup.<n>``…): each is hidden from the sandbox by its own concrete rule, since a
+    glob rule breaks bubblewrap. A home that cannot be listed is an error (fail closed)."""
+    home = daemon_home() if home is None else home
+    try:
+        with os.scandir(home) as listing:
+            names = sorted(e.name for e in listing if e.name.startswith(".claude"))
+    except FileNotFoundError:
+        return []
+    except OSError as e:
+        raise LegioError(
+            f"cannot list {home} to hide its ~/.claude* files from agents ({e.strerror}); "
+            "make it readable by Legio's user"
+        ) from e
+    return [home / name for name in names]
+
+
+def hidden_now() -> tuple[str, ...]:
+    """The names of the ``~/.claude*`` entries there are now: a session whose sandbox was
+    built with other names is restarted (and resumed) before its next turn."""
+    fixed = (".claude", ".claude.json")  # hidden by rules of their own, there or not
+    return tuple(p.name for p in home_claude_entries() if p.name not in fixed)
+
+
+def scratch_entries(castra: Castra, agent: str) -> list[Protected]:
+    """The other agents' temporary folders, and the CLI's shared scratch folder of runs
+    without a ``TMPDIR`` of their own (``/tmp/claude-<uid>``)."""
+    root = castra.root.resolve()
+    folder = castra.centuriones_dir
+    names = [LEGATUS, *sorted(p.name for p in folder.iterdir() if p.is_dir())]
+    shared = Path(tempfile.gettempdir()).resolve() / f"claude-{os.getuid()}"
+    return [
+        *(
+            Protected(tmp_dir(root, name), read=False, write=False, reason=TMP_REASON, folder=True)
+            for name in names
+            if name != agent
+        ),
+        Protected(shared, read=False, write=False, reason=TMP_REASON, folder=True),
+    ]
+
+
 def secret_entries(root: Path) -> list[Protected]:
     """What no agent may read or write wherever it is: Legio's state (every agent's CLI
     config dir), the daemon's own Claude config (``$CLAUDE_CONFIG_DIR``, ``~/.claude*``),
@@ -201,8 +260,8 @@ def secret_entries(root: Path) -> list[Protected]:
     that exist when a shell command starts and masks each one inside bubblewrap, whose
     own ``/proc`` has none of the daemon's pids (``bwrap: Can't mkdir parents for
     /proc/625/environ``: every command fails), and a file that comes or goes meanwhile
-    does the same. So the rules name fixed paths (``~/.claude/``, ``~/.claude.json``);
-    shell commands run in the sandbox's own process namespace, where no other process
+    does the same. So the rules name concrete paths (``~/.claude/``, ``~/.claude.json``
+    and every ``~/.claude*`` entry there is now, each by its own rule); shell commands run in the sandbox's own process namespace, where no other process
     of the user exists."""
     home = daemon_home().resolve()
     entries = [
@@ -211,10 +270,16 @@ def secret_entries(root: Path) -> list[Protected]:
         Protected(home / ".claude.json", read=False, write=False, reason=CLI_CONFIG_REASON),
     ]
     configured = daemon_config_dir().resolve()
-    if not any(entry.covers(configured) for entry in entries):
-        entries.append(
-            Protected(configured, read=False, write=False, reason=CLI_CONFIG_REASON, folder=True)
-        )
+    found = [configured]
+    for entry in home_claude_entries(home):  # ~/.claude.json.backup and the like, one by one
+        found += [entry, entry.resolve()]
+    for path in found:
+        if not any(entry.covers(path) for entry in entries):
+            entries.append(
+                Protected(
+                    path, read=False, write=False, reason=CLI_CONFIG_REASON, folder=path.is_dir()
+                )
+            )
     entries += [
         Protected(
             home / ".claude*",
@@ -266,6 +331,7 @@ def protected_entries(castra: Castra, agent: str, config_path: Path | None) -> l
             )
         )
     entries += secret_entries(root)
+    entries += scratch_entries(castra, agent)
     entries.append(
         Protected(
             castra.attachments_dir.resolve(),

@@ -69,6 +69,7 @@ class AgentSession:
     closed_because: str | None = None
     model: str | None = None
     observe: Callable[[object], None] | None = None  # sees every message (legio.plan)
+    hidden: tuple[str, ...] = ()  # the ~/.claude* entries its sandbox hides, one rule each
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
 
     def rebuild_reason(self, spec: AgentSpec) -> str | None:

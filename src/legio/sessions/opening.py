@@ -11,8 +11,11 @@ where to look.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import stat
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError
@@ -23,10 +26,25 @@ from legio.cliconfig import daemon_config_dir, prepare_config_dir
 from legio.config import Config
 from legio.errors import AgentError
 from legio.plan import PlanHealth, watch_turns
+from legio.policy import hidden_now, tmp_dir
 from legio.sessions.client import AgentSession, connect
 from legio.sessions.gate import Gatekeeper
 from legio.sessions.spec import AgentSpec, build_options
 from legio.store.praetorium import Praetorium
+
+
+def prepare_tmp_dir(castra_root: Path, agent: str) -> Path:
+    """The agent's own ``TMPDIR`` (0700, ours, no link: the temp folder is everyone's):
+    its CLI's background output stays its own."""
+    folder = tmp_dir(castra_root, agent)
+    for path in (folder.parent, folder):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            raise AgentError(agent, f"{path} is not a folder of Legio's user: remove it")
+        os.chmod(path, 0o700, follow_symlinks=False)
+    return folder
 
 
 async def open_session(
@@ -44,7 +62,9 @@ async def open_session(
     """Start the agent's CLI (in its own config dir): resume ``resume``, or a new session."""
     shared = daemon_config_dir({**os.environ, **env})
     config_dir = await asyncio.to_thread(prepare_config_dir, castra.root, spec.name, shared, resume)
-    agent_env = {**env, "CLAUDE_CONFIG_DIR": str(config_dir)}
+    scratch = await asyncio.to_thread(prepare_tmp_dir, castra.root.resolve(), spec.name)
+    agent_env = {**env, "CLAUDE_CONFIG_DIR": str(config_dir), "TMPDIR": str(scratch)}
+    hidden = await asyncio.to_thread(hidden_now)  # what its sandbox's deny rules will name
 
     def make_client(stderr: deque[str], extra: dict[str, Any]) -> ClaudeSDKClient:
         options = build_options(
@@ -67,6 +87,7 @@ async def open_session(
         raise AgentError(
             spec.name, f"cannot start the Claude CLI ({e}); `legio check` shows which CLI is used"
         ) from e
+    session.hidden = hidden
     if resume:  # a resumed CLI reports the session's whole cost: count on from there
         session.cost_base = await praetorium.session_cost(resume)
     session.observe = watch_turns(spec.name, health, budget)

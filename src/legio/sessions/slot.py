@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from legio.policy import hidden_now
 from legio.sessions.client import AgentSession, close
 from legio.sessions.spec import AgentSpec
 from legio.sessions.turn import StatusCallback
@@ -93,8 +94,13 @@ async def ensure(
     session = slot.session
     if session is not None:
         reason = session.rebuild_reason(spec)
-        if reason is None:
+        if reason is None and session.hidden == hidden_now():  # one listing of HOME
             return session
+        if reason is None:  # a new ~/.claude* entry: the same session, on a CLI that hides it
+            logger.info("%s: restarting its CLI: a ~/.claude* entry came or went", name)
+            await slot.close("~/.claude* changed")
+            session = None
+    if session is not None and reason is not None:
         logger.info("%s: rebuilding the session because %s", name, reason)
         crashed = session.broken  # a crashed CLI's session is resumed; the rest start anew
         if session.compacts_first():
