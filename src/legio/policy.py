@@ -252,17 +252,18 @@ def scratch_entries(castra: Castra, agent: str) -> list[Protected]:
 
 
 def secret_entries(root: Path) -> list[Protected]:
-    """What no agent may read or write wherever it is: Legio's state (every agent's CLI
-    config dir), the daemon's own Claude config (``$CLAUDE_CONFIG_DIR``, ``~/.claude*``),
-    and processes' environments.
+    """What no agent may read or write wherever it is: Legio's state (every agent's CLI config
+    dir), the daemon's own Claude config (``$CLAUDE_CONFIG_DIR``, ``~/.claude*``), and
+    processes' environments.
 
     Patterns are for the hook only: the CLI expands a deny rule's glob into the files
     that exist when a shell command starts and masks each one inside bubblewrap, whose
     own ``/proc`` has none of the daemon's pids (``bwrap: Can't mkdir parents for
     /proc/625/environ``: every command fails), and a file that comes or goes meanwhile
     does the same. So the rules name concrete paths (``~/.claude/``, ``~/.claude.json``
-    and every ``~/.claude*`` entry there is now, each by its own rule); shell commands run in the sandbox's own process namespace, where no other process
-    of the user exists."""
+    and every ``~/.claude*`` entry there is now, each by its own rule); shell commands
+    run in the sandbox's own process namespace, where no other process of the user
+    exists."""
     home = daemon_home().resolve()
     entries = [
         Protected(state_dir(root), read=False, write=False, reason=CLI_CONFIG_REASON, folder=True),
