@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -106,3 +107,68 @@ async def test_the_real_cli_turn_cut_by_per_turn_usd(castra_dir: Path, tmp_path:
             assert f"vorenus · {PINNED_MODEL}: ${spent:,.2f} (2 turns" in page
         finally:
             await app.close()
+
+
+async def test_turns_still_running_count_so_parallel_turns_at_the_limit_cannot_all_start(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    """``@all`` a few cents under the daily limit: the first turn sets aside what a turn
+    of its agent costs (vorenus's are expensive), so the second is held, not run past it."""
+    app = await LegioApp.open(fake_cli_config(castra_dir, fake_cli, "[budget]\ndaily_usd = 100"))
+    try:
+        await app.handle_message(f"@vorenus {BIG}")
+        spent = sum(t.cost_usd for t in (await app.praetorium.usage_totals()).values())
+        app.config.budget.daily_usd = spent + 0.08  # room for one small turn, not two
+        replies = await app.handle_message("@all SLEEP 0.3\nREPLY both?")
+        kinds = sorted(r.kind for r in replies)
+        assert kinds == ["answer", "held"], [(r.agent, r.kind, r.text) for r in replies]
+        held = next(r for r in replies if r.kind == "held")
+        assert "set aside for the turns running now" in held.text
+        budget = app.sessions.budget
+        assert budget is not None and budget.reserved() == 0  # released when they ended
+    finally:
+        await app.close()
+
+
+async def test_a_reservation_is_released_however_the_turn_ends(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    app = await LegioApp.open(fake_cli_config(castra_dir, fake_cli, "[budget]\ndaily_usd = 50"))
+    try:
+        budget = app.sessions.budget
+        assert budget is not None
+        [failed] = await app.handle_message("@vorenus ERROR overloaded")
+        assert failed.kind != "answer"
+        assert budget.reserved() == 0
+        turn = asyncio.create_task(app.handle_message("@pullo SLEEP 30"))
+        for _ in range(200):
+            if budget.reserved("pullo"):
+                break
+            await asyncio.sleep(0.02)
+        assert budget.reserved("pullo") == pytest.approx(0.05)  # no history: the floor
+        for _ in range(200):  # /stop, once its turn is under way
+            if await app.stop(["pullo"]) == ["pullo"]:
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.wait_for(turn, 10)
+        assert budget.reserved() == 0
+        for _ in range(20):  # many turns: nothing piles up
+            await app.handle_message("@vorenus REPLY ok")
+        assert budget.reserved() == 0
+    finally:
+        await app.close()
+
+
+async def test_per_turn_usd_caps_a_runaway_turn_by_default_and_0_means_no_cap(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    assert load_config(None).budget.per_turn_usd == 5.0
+    for extra, cap in (("", "5.0"), ("[budget]\nper_turn_usd = 0", None)):
+        app = await LegioApp.open(fake_cli_config(castra_dir, fake_cli, extra))
+        try:
+            await app.handle_message("@vorenus REPLY hi")
+        finally:
+            await app.close()
+        argv = fake_cli.processes()[-1].argv
+        given = argv[argv.index("--max-budget-usd") + 1] if "--max-budget-usd" in argv else None
+        assert given == cap, argv

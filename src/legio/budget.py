@@ -19,6 +19,7 @@ process has already spent something.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -37,6 +38,8 @@ from legio.store.records import UsageRow
 logger = logging.getLogger(__name__)
 
 WARN_AT = 0.8
+ESTIMATE_FLOOR_USD = 0.05  # what a turn is reckoned to cost when nothing better is known
+RECONNECT_AT = 0.5  # share of per_turn_usd a CLI may have spent before it is restarted
 Notifier = Callable[[str], Awaitable[None]]
 Clock = Callable[[], datetime]
 
@@ -54,6 +57,16 @@ class UsageReport:
     day_start: datetime
     daily_usd: float
     zone: str
+    reserved: float = 0.0  # set aside for the turns running now
+
+
+@dataclass
+class Reservation:
+    """What one running turn has set aside against the daily limits, until it ends."""
+
+    agent: str
+    usd: float
+    released: bool = False
 
 
 class Budget:
@@ -74,6 +87,8 @@ class Budget:
         self.notify: Notifier | None = None
         self._warned: set[tuple[str, str]] = set()  # (day, scope)
         self._stopped: set[str] = set()  # agents whose last turn the backstop ended
+        self._running: list[Reservation] = []  # turns that started and have not ended
+        self._admitting = asyncio.Lock()  # check and reserve in one step
 
     @property
     def per_turn_usd(self) -> float:
@@ -91,13 +106,58 @@ class Budget:
             spent[row.agent] = spent.get(row.agent, 0.0) + row.cost_usd
         return spent
 
-    async def admit(self, agent: str, agent_daily_usd: float | None, session: Any = None) -> bool:
+    def reserved(self, agent: str | None = None) -> float:
+        """What the running turns (of ``agent``, or all) have set aside."""
+        return sum(r.usd for r in self._running if agent is None or r.agent == agent)
+
+    async def admit(
+        self, agent: str, agent_daily_usd: float | None, session: Any = None
+    ) -> tuple[bool, Reservation | None]:
         """Let a turn of ``agent`` start, or raise ``TurnHeld`` (with the figures).
 
-        True: reconnect its live ``session`` first (it spent under the per-turn backstop).
-        """
-        await self._check(agent, agent_daily_usd)
-        return bool(self.per_turn_usd and session is not None and session.cost > 0)
+        The turns still running count too: each sets aside an estimate of its cost when
+        it starts (its agent's average turn this week, at least ``ESTIMATE_FLOOR_USD``, at
+        most ``per_turn_usd``); a turn starts if the day's spend, what the running turns
+        set aside and a small turn's cost fit the limit, checked and set aside in one step,
+        so parallel turns at 99 % of a limit cannot all start. Returns whether to reconnect the live
+        ``session`` first (its CLI has spent half of the per-turn backstop, which counts
+        per process) and the reservation to ``release`` when the turn ends (None when no
+        daily limit applies)."""
+        reconnect = bool(
+            self.per_turn_usd
+            and session is not None
+            and session.cost >= RECONNECT_AT * self.per_turn_usd
+        )
+        if not self.config.budget.daily_usd and not agent_daily_usd:
+            return reconnect, None
+        async with self._admitting:
+            spent, estimate = await self._figures(agent)
+            warnings = self._check(agent, agent_daily_usd, spent, estimate)
+            reservation = Reservation(agent, estimate)
+            self._running.append(reservation)
+        for scope, text in warnings:
+            await self._warn(scope, text)
+        return reconnect, reservation
+
+    def release(self, reservation: Reservation | None) -> None:
+        """The turn ended (its cost is in the records now, or it never spent): free its share."""
+        if reservation is not None and not reservation.released:
+            reservation.released = True
+            self._running.remove(reservation)
+
+    async def _figures(self, agent: str) -> tuple[dict[str, float], float]:
+        """Today's spend per agent, and what a turn of ``agent`` is reckoned to cost."""
+        start = self.day_start()
+        spent: dict[str, float] = {}
+        for row in await self.praetorium.usage_since(start):
+            spent[row.agent] = spent.get(row.agent, 0.0) + row.cost_usd
+        week = [r for r in await self.praetorium.usage_since(start - timedelta(days=6))]
+        turns = sum(r.turns for r in week if r.agent == agent)
+        cost = sum(r.cost_usd for r in week if r.agent == agent)
+        estimate = max(ESTIMATE_FLOOR_USD, cost / turns if turns else 0.0)
+        if self.per_turn_usd:
+            estimate = min(estimate, self.per_turn_usd)
+        return spent, estimate
 
     def backstop(self) -> dict[str, Any]:
         """The CLI's own per-process cap (``max_budget_usd``), set to the per-turn budget."""
@@ -124,23 +184,26 @@ class Budget:
     def stopped_reason(self) -> str:
         return f"stopped: this turn reached [budget] per_turn_usd (${self.per_turn_usd:,.2f})"
 
-    async def _check(self, agent: str, agent_daily_usd: float | None) -> None:
+    def _check(
+        self, agent: str, agent_daily_usd: float | None, spent: dict[str, float], estimate: float
+    ) -> list[tuple[str, str]]:
+        """Raise ``TurnHeld`` if this turn would pass a limit; the 80 % warnings due."""
         legion_limit = self.config.budget.daily_usd
-        if not legion_limit and not agent_daily_usd:
-            return
-        spent = await self.spent_today()
         total = sum(spent.values())
         mine = spent.get(agent, 0.0)
+        running, running_mine = self.reserved(), self.reserved(agent)
         midnight = f"midnight ({self.zone.key})"
-        if legion_limit and total >= legion_limit:
+        least = min(estimate, ESTIMATE_FLOOR_USD)  # this turn: room for at least a small one
+        if legion_limit and total + running + least > legion_limit:
+            busy = f" and {_usd(running)} set aside for the turns running now" if running else ""
             raise TurnHeld(
                 agent,
-                f"💰 Today's budget is spent: the legion has used {_usd(total)} of its "
+                f"💰 Today's budget is spent: the legion has used {_usd(total)}{busy} of its "
                 f"{_usd(legion_limit)} a day, so {agent} did not start. Nothing is lost: raise "
                 "[budget] daily_usd in legio.toml and send /retry, or /retry after "
                 f"{midnight}.",
             )
-        if agent_daily_usd and mine >= agent_daily_usd:
+        if agent_daily_usd and mine + running_mine + least > agent_daily_usd:
             raise TurnHeld(
                 agent,
                 f"💰 {agent}'s budget for today is spent: {_usd(mine)} of its "
@@ -148,18 +211,24 @@ class Budget:
                 f"daily_usd in {agent}'s prompt frontmatter and send /retry, or /retry after "
                 f"{midnight}.",
             )
+        warnings = []
         if legion_limit and total >= WARN_AT * legion_limit:
-            await self._warn(
-                "legion",
-                f"💰 The legion has used {_usd(total)} of today's {_usd(legion_limit)} "
-                f"({total / legion_limit:.0%}); turns stop at the limit until {midnight}.",
+            warnings.append(
+                (
+                    "legion",
+                    f"💰 The legion has used {_usd(total)} of today's {_usd(legion_limit)} "
+                    f"({total / legion_limit:.0%}); turns stop at the limit until {midnight}.",
+                )
             )
         if agent_daily_usd and mine >= WARN_AT * agent_daily_usd:
-            await self._warn(
-                agent,
-                f"💰 {agent} has used {_usd(mine)} of its {_usd(agent_daily_usd)} for today "
-                f"({mine / agent_daily_usd:.0%}).",
+            warnings.append(
+                (
+                    agent,
+                    f"💰 {agent} has used {_usd(mine)} of its {_usd(agent_daily_usd)} for "
+                    f"today ({mine / agent_daily_usd:.0%}).",
+                )
             )
+        return warnings
 
     async def _warn(self, scope: str, text: str) -> None:
         key = (self.day_start().date().isoformat(), scope)
@@ -197,4 +266,5 @@ class Budget:
             day_start=start,
             daily_usd=self.config.budget.daily_usd,
             zone=self.zone.key,
+            reserved=self.reserved(),
         )

@@ -149,7 +149,8 @@ class BudgetSettings(_Strict):
     """Spending limits in US dollars (0: no limit), counted from Legio's turn records."""
 
     daily_usd: float = Field(0, ge=0)  # the whole legion, per day in the owner's time zone
-    per_turn_usd: float = Field(0, ge=0)
+    # a runaway turn is cut here by default (the CLI's max_budget_usd); 0: no cap
+    per_turn_usd: float = Field(5.0, ge=0)
 
 
 class Config(_Strict):

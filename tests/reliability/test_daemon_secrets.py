@@ -51,11 +51,12 @@ async def test_no_process_an_agent_can_read_holds_the_bot_token(
                 assert api.token.encode() not in cmdline
 
                 # an unsandboxed shell of an agent, reading every environment it can
-                # (spelled so that the path guard's word check lets it run)
-                every = "p=/pro; for f in ${p}c/[0-9]*/environ; do tr '\\0' '\\n' < $f; done"
+                # (spelled so that the path guard's word check lets it run, and with no
+                # loop, which the approval matcher would ask Caesar about)
+                every = "p=/pro; cat ${p}c/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'"
                 command = (
-                    f'{every} 2>/dev/null | grep -c -F -e "{api.token}" -e "{OTHER_SECRET}"; '
-                    f"echo read $({every} 2>/dev/null | grep -c '^PATH=') environments"
+                    f'{every} | grep -c -F -e "{api.token}" -e "{OTHER_SECRET}"; '
+                    f"echo read $({every} | grep -c '^PATH=') environments"
                 )
                 answer = await ask(
                     api,

@@ -23,6 +23,8 @@ def usage_lines(report: UsageReport, plan: list[str] | None = None) -> list[str]
     """Today, the last 7 days, the daily limit and the plan's windows (if known)."""
     lines = _rows(f"Today (since {report.day_start:%Y-%m-%d %H:%M} {report.zone}):", report.today)
     lines += ["", *_rows("Last 7 days:", report.week)]
+    if report.reserved:
+        lines += ["", f"Set aside for the turns running now: ${report.reserved:,.2f}."]
     if report.daily_usd:
         lines += ["", f"Daily budget: ${report.daily_usd:,.2f} ([budget] daily_usd)."]
     else:

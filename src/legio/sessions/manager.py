@@ -192,23 +192,41 @@ class SessionManager:
         """
         async with self.turn_of(name, ticket, on_status) as slot:
             try:
-                outcome = Outcome(await self._turn(slot, nuntius, on_status, prefix, on_text))
-            except asyncio.CancelledError:
-                raise
-            except TurnHeld as e:  # not started (budget, plan limit): /retry runs it later
-                logger.warning("%s: nuntius %s held: %s", name, nuntius.seq, e.reason)
-                if self.budget is not None and nuntius.sender in (CAESAR, SCHEDULER):
-                    await self.budget.hold(nuntius.seq, name)
-                outcome = Outcome(e.reason, "held")
-            except BaseException as e:
-                outcome = failure_outcome(name, nuntius.seq, e)
-            if deliver is not None:
-                try:
-                    await deliver(outcome)
-                except Exception:
-                    logger.exception("%s: delivering its answer to #%s failed", name, nuntius.seq)
-            await store_turns(self.praetorium, slot.unrecorded, name)
-            return outcome
+                return await self._answer(slot, nuntius, on_status, prefix, deliver, on_text)
+            finally:  # its cost is in the records now (or it never spent): free its share
+                if self.budget is not None:
+                    self.budget.release(slot.reservation)
+                slot.reservation = None
+
+    async def _answer(
+        self,
+        slot: AgentSlot,
+        nuntius: Nuntius,
+        on_status: StatusCallback | None,
+        prefix: Prefix,
+        deliver: Deliver | None,
+        on_text: TextCallback | None,
+    ) -> Outcome:
+        """One answer, inside the agent's turn (see ``answer``)."""
+        name = slot.name
+        try:
+            outcome = Outcome(await self._turn(slot, nuntius, on_status, prefix, on_text))
+        except asyncio.CancelledError:
+            raise
+        except TurnHeld as e:  # not started (budget, plan limit): /retry runs it later
+            logger.warning("%s: nuntius %s held: %s", name, nuntius.seq, e.reason)
+            if self.budget is not None and nuntius.sender in (CAESAR, SCHEDULER):
+                await self.budget.hold(nuntius.seq, name)
+            outcome = Outcome(e.reason, "held")
+        except BaseException as e:
+            outcome = failure_outcome(name, nuntius.seq, e)
+        if deliver is not None:
+            try:
+                await deliver(outcome)
+            except Exception:
+                logger.exception("%s: delivering its answer to #%s failed", name, nuntius.seq)
+        await store_turns(self.praetorium, slot.unrecorded, name)
+        return outcome
 
     async def dispatch_many(
         self,
@@ -257,8 +275,12 @@ class SessionManager:
         spec = await self.spec(name)
         if self.health is not None:  # a plan limit: wait for its reset
             await self.health.wait_clear(name, on_status)
-        if self.budget is not None and await self.budget.admit(name, spec.daily_usd, slot.session):
-            await slot.close("per-turn budget")  # the CLI's count restarts on resume
+        if self.budget is not None:
+            reconnect, slot.reservation = await self.budget.admit(
+                name, spec.daily_usd, slot.session
+            )
+            if reconnect:
+                await slot.close("per-turn budget")  # the CLI's count restarts on resume
         slot.state, slot.on_status = "working", on_status
         try:
             session = await self._ensure(slot, spec, on_status)

@@ -16,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from legio.policy import hidden_now
 from legio.sessions.client import AgentSession, close
@@ -73,6 +74,7 @@ class AgentSlot:
     on_status: StatusCallback | None = None
     compaction_failure: str | None = None
     unrecorded: list[Turn] = field(default_factory=list)  # usage not stored yet
+    reservation: Any = None  # its running turn's share of the daily budget (legio.budget)
 
     async def close(self, why: str) -> None:
         """Disconnect the live session, if any (its checkpoint stays)."""
