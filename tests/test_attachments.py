@@ -19,6 +19,7 @@ from tests.botbench import Running, running_bot
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import FakeBotApi
 from tests.legion import processes_of
+from tests.pictures import solid_png
 
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
 
@@ -469,3 +470,31 @@ async def test_a_forwarded_file_a_restart_cut_off_stays_a_forward(
         await second.answer(0, lambda t: t.startswith("⚠️ Interrupted"))
         [stored] = [n for n in await second.app.history(10) if n.sender == "caesar"]
         assert (stored.forwarded_from, stored.audience) == ("Eve", ("legatus",))
+
+
+async def test_a_huge_picture_reaches_every_agent_as_a_file_with_one_clear_line(
+    bot: Running, castra_dir: Path, tmp_path: Path
+) -> None:
+    """A 370 KB single-colour 9400×9400 PNG to ``@all``: refused as a picture from its
+    header (no decoding), delivered to each agent as a file, said once per agent; and a
+    picture sent to two agents is prepared for the model once."""
+    huge = solid_png(tmp_path / "huge.png", 9400, 9400).read_bytes()
+    start = len(bot.api.calls)
+    bot.api.add_document(huge, "huge.png", "image/png", caption="@all look")
+    for name in ("vorenus", "pullo"):
+        await bot.answer(start, lambda t, n=name: t.startswith(f"⚔️ {n}"))
+    for name in ("vorenus", "pullo"):
+        [process] = processes_of(bot.fake_cli, name)
+        assert process.images == [[]]
+        assert "huge.png is too large to show as a picture (9400×9400 px" in process.prompts[0]
+        copy = castra_dir.resolve() / f"centuriones/{name}/workspace/inbox/1-huge.png"
+        assert copy.read_bytes() == huge
+    pictures = bot.app.sessions.pictures
+    assert pictures.made == 1
+
+    start = len(bot.api.calls)
+    bot.api.add_photo(png((64, 64), "green"), caption="@all and this")
+    for name in ("vorenus", "pullo"):
+        await bot.answer(start, lambda t, n=name: t.startswith(f"⚔️ {n}"))
+    assert pictures.made == 2  # one more picture, prepared once for both agents
+    assert all(len(p.images[-1]) == 1 for p in bot.fake_cli.processes() if p.images)

@@ -10,7 +10,10 @@ with a one-line reason.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +24,58 @@ MAX_IMAGE_BASE64 = 5 * 1024 * 1024
 MAX_IMAGE_SIDE = 8000
 
 
-def check_image(path: Path, name: str) -> None:
-    """Raise ``AttachmentError`` if Pillow cannot read the image at ``path``."""
+MODEL_SIDE = 1568  # a picture that must shrink shrinks to this: the API scales larger ones down
+MAX_PIXELS = 50_000_000  # larger pictures reach the model as files only (memory: ~200 MB)
+
+
+class PictureTooLarge(AttachmentError):
+    """A picture over ``MAX_PIXELS``: the model gets it as a file, not as an image."""
+
+
+def _header(image: Any, name: str) -> tuple[int, int]:
+    """The picture's size as its header says, refused above ``MAX_PIXELS`` before any
+    decoding (Pillow's own decompression-bomb check stands behind this one)."""
+    width, height = image.size
+    if width * height > MAX_PIXELS:
+        raise PictureTooLarge(
+            f"{name} is too large to show as a picture ({width}×{height} px, over "
+            f"{MAX_PIXELS // 1_000_000} megapixels); it is delivered as a file"
+        )
+    return width, height
+
+
+@contextlib.contextmanager
+def _opened(path: Path, name: str) -> Iterator[Any]:
+    """The picture at ``path``, opened (header only); Pillow's decompression-bomb warning
+    or error is ``PictureTooLarge`` too."""
     from PIL import Image
 
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            image = Image.open(path)
+        except (Image.DecompressionBombWarning, Image.DecompressionBombError) as e:
+            raise PictureTooLarge(
+                f"{name} is too large to show as a picture ({e}); it is delivered as a file"
+            ) from e
+    with image:
+        yield image
+
+
+def check_image(path: Path, name: str) -> None:
+    """Raise ``AttachmentError`` if Pillow cannot read the image at ``path``. A picture
+    too large to decode safely (``MAX_PIXELS``) is not decoded here: it is kept, and the
+    model gets it as a file (``image_source`` says why)."""
+
     try:
-        with Image.open(path) as image:
+        with _opened(path, name) as image:
+            _header(image, name)
             image.verify()
-        with Image.open(path) as image:
+        with _opened(path, name) as image:
+            image.draft("RGB", (1024, 1024))  # a JPEG decodes at a fraction of its size
             image.load()
+    except PictureTooLarge:
+        return
     except Exception as e:
         raise AttachmentError(
             f"{name} is not a readable image ({type(e).__name__}); "
@@ -37,37 +83,40 @@ def check_image(path: Path, name: str) -> None:
         ) from e
 
 
-def image_source(path: Path) -> dict[str, str]:
+def image_source(path: Path, name: str = "") -> dict[str, str]:
     """A base64 image source within the Messages API's limits (downscaled if need be).
 
     The media type is the one Pillow reads in the bytes, not the one declared: the API
-    refuses an image whose type does not match its content.
+    refuses an image whose type does not match its content. The size is read from the
+    header first (``PictureTooLarge`` above ``MAX_PIXELS``); a picture that must shrink
+    is reduced while it is decoded (``draft`` for a JPEG, ``thumbnail`` with a reducing
+    gap), never copied at full size.
     """
     from PIL import Image
 
-    data = path.read_bytes()
-    with Image.open(io.BytesIO(data)) as image:
-        width, height = image.size
+    with _opened(path, name or path.name) as image:
+        width, height = _header(image, name or path.name)
         mime_type = Image.MIME.get(image.format or "", "")
+        size = path.stat().st_size
         fits = (
             mime_type in IMAGE_TYPES
             and max(width, height) <= MAX_IMAGE_SIDE
-            and len(data) * 4 / 3 <= MAX_IMAGE_BASE64
+            and size * 4 / 3 <= MAX_IMAGE_BASE64
         )
         if fits:
-            return {"type": "base64", "media_type": mime_type, "data": _b64(data)}
-        image.load()
+            return {"type": "base64", "media_type": mime_type, "data": _b64(path.read_bytes())}
+        side = min(MODEL_SIDE, max(width, height))
+        image.draft("RGB", (side, side))
+        image.thumbnail((side, side), reducing_gap=2.0)
         picture = image.convert("RGBA" if _has_alpha(image) else "RGB")
-    side = min(MAX_IMAGE_SIDE, max(width, height))
     while True:
-        copy = picture.copy()
-        copy.thumbnail((side, side))
+        picture.thumbnail((side, side), reducing_gap=2.0)
         buffer = io.BytesIO()
-        if copy.mode == "RGBA":
-            copy.save(buffer, format="PNG", optimize=True)
+        if picture.mode == "RGBA":
+            picture.save(buffer, format="PNG", optimize=True)
             media = "image/png"
         else:
-            copy.save(buffer, format="JPEG", quality=85)
+            picture.save(buffer, format="JPEG", quality=85)
             media = "image/jpeg"
         encoded = buffer.getvalue()
         if len(encoded) * 4 / 3 <= MAX_IMAGE_BASE64 or side <= 256:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 from lxml import etree
 
 from legio import safefs
-from legio.images import image_source
+from legio.images import PictureTooLarge, image_source
 from legio.sessions.history import xml_safe
 from legio.store.attachments import Attachment
 from legio.store.files import IMAGE_KINDS, FileStore
@@ -108,10 +109,36 @@ class Delivery:
     problems: list[str] = field(default_factory=list)
 
 
+class Pictures:
+    """Image blocks for the model, made once per stored file and shared by every agent
+    that gets it (``@all``, albums: one decode, not one per agent), the last ``keep``
+    kept; two agents asking at once wait for the same one."""
+
+    def __init__(self, files: FileStore, keep: int = 8) -> None:
+        self.files = files
+        self.keep = keep
+        self.made = 0  # how many were made (not found): for tests and benchmarks
+        self._blocks: OrderedDict[str, asyncio.Future[dict[str, str]]] = OrderedDict()
+
+    async def source(self, path: Path, name: str) -> dict[str, str]:
+        key = str(path)
+        block = self._blocks.get(key)
+        if block is None:
+            self.made += 1
+            block = asyncio.ensure_future(asyncio.to_thread(image_source, path, name))
+            self._blocks[key] = block
+            while len(self._blocks) > self.keep:
+                self._blocks.popitem(last=False)
+        else:
+            self._blocks.move_to_end(key)
+        return await asyncio.shield(block)  # one agent's cancelled turn leaves it to the rest
+
+
 async def prepare_delivery(
-    files: FileStore, attachments: Sequence[Attachment], workspace: Path, seq: int
+    pictures: Pictures, attachments: Sequence[Attachment], workspace: Path, seq: int
 ) -> Delivery:
     """Copy the nuntius's files into the agent's inbox; image blocks for its images."""
+    files = pictures.files
     delivery = Delivery()
     lines = []
     for attachment, name in zip(attachments, inbox_names(attachments), strict=True):
@@ -129,7 +156,10 @@ async def prepare_delivery(
         lines.append(_render(attachment_element(attachment, copy)))
         if attachment.kind in IMAGE_KINDS:
             try:
-                source = await asyncio.to_thread(image_source, stored)
+                source = await pictures.source(stored, attachment.name)
+            except PictureTooLarge as e:
+                delivery.problems.append(str(e))
+                continue
             except Exception as e:
                 logger.warning("cannot show %s to the model: %s", attachment.name, e)
                 delivery.problems.append(f"{attachment.name} could not be shown as an image")

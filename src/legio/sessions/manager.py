@@ -39,6 +39,7 @@ from legio.plan import PlanHealth
 from legio.sessions.client import AgentSession, ask, store_turns
 from legio.sessions.compaction import compact_now, compact_or_fall_back
 from legio.sessions.context import ContextReport, context_report
+from legio.sessions.delivery import Pictures
 from legio.sessions.gate import Gatekeeper
 from legio.sessions.opening import open_session
 from legio.sessions.outbox import Outbox, send_file_for
@@ -90,6 +91,7 @@ class SessionManager:
         self.attachments = AttachmentStore(praetorium)
         self.files = FileStore(self.castra.root)
         self.outbox = Outbox(self.files)  # files agents send_file in their running turn
+        self.pictures = Pictures(self.files)  # image blocks, made once per file
 
     def _slot(self, name: str) -> AgentSlot:
         return self._slots.setdefault(name, AgentSlot(name))
@@ -329,7 +331,7 @@ class SessionManager:
         on_text: TextCallback | None,
     ) -> str:
         message, images = await prepare_query(
-            self.praetorium, self.attachments, self.files, session, spec, nuntius, prefix
+            self.praetorium, self.attachments, self.pictures, session, spec, nuntius, prefix
         )
 
         async def send() -> str:

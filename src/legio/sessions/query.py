@@ -15,18 +15,17 @@ from typing import Any
 
 from legio.sessions.client import AgentSession
 from legio.sessions.context import plan_context
-from legio.sessions.delivery import prepare_delivery
+from legio.sessions.delivery import Pictures, prepare_delivery
 from legio.sessions.history import current_message
 from legio.sessions.spec import AgentSpec
 from legio.store.attachments import AttachmentStore
-from legio.store.files import FileStore
 from legio.store.praetorium import Nuntius, Praetorium
 
 
 async def prepare_query(
     praetorium: Praetorium,
     attachments: AttachmentStore,
-    files: FileStore,
+    pictures: Pictures,
     session: AgentSession,
     spec: AgentSpec,
     nuntius: Nuntius,
@@ -42,7 +41,7 @@ async def prepare_query(
         before_seq=nuntius.seq,
     )
     delivery = await prepare_delivery(
-        files, await attachments.of_nuntius(nuntius.seq), spec.cwd, nuntius.seq
+        pictures, await attachments.of_nuntius(nuntius.seq), spec.cwd, nuntius.seq
     )
     before = session.last_seq, session.bootstrap
     session.last_seq = max(session.last_seq, nuntius.seq)
