@@ -276,3 +276,45 @@ async def test_no_agent_reads_another_agents_scratch_or_a_claude_backup(reach: R
     (r.home / ".claude.json.backup.1764000000").write_text("backup: a newer one")
     text = await r.call("vorenus", "Bash", {"command": "h=~/.cla; cat ${h}ude.json.backup.*"})
     assert "backup: a newer one" not in text, text
+
+
+def _rotate(path: Path, token: str, minutes: int) -> None:
+    """Write a login as the CLI does after refreshing it (a new refresh token too)."""
+    login = json.loads(path.read_text())
+    login["claudeAiOauth"].update(
+        accessToken=token,
+        refreshToken=f"refresh-{token}",
+        expiresAt=int(time.time() * 1000) + minutes * 60_000,
+    )
+    path.write_text(json.dumps(login))
+
+
+async def test_one_login_for_all_a_rotated_token_reaches_every_cli(logged_in: Reach) -> None:
+    """A CLI that refreshed the login (and so rotated the refresh token) in its own copy:
+    the next request of every other agent carries it, the daemon's own copy gets it, a
+    half-written copy is never spread, and `claude login` in the daemon's dir is taken."""
+    r = logged_in
+    await r.legion.say(["vorenus"], "REPLY one")
+    await r.legion.say(["pullo"], "REPLY one")
+    assert r.api.auth[-2:] == [f"Bearer {ACCESS_TOKEN}"] * 2
+
+    _rotate(r.own_dir("vorenus") / ".credentials.json", "sk-ant-oat01-ROTATED", 120)
+    await r.legion.say(["vorenus"], "REPLY two")
+    assert r.api.auth[-1] == "Bearer sk-ant-oat01-ROTATED"
+    await r.legion.say(["pullo"], "REPLY two")
+    assert r.api.auth[-1] == "Bearer sk-ant-oat01-ROTATED"  # pullo's CLI, pullo's copy
+    for copy in (r.own_dir("pullo") / ".credentials.json", r.shared / ".credentials.json"):
+        login = json.loads(copy.read_text())["claudeAiOauth"]
+        assert login["refreshToken"] == "refresh-sk-ant-oat01-ROTATED"
+        assert copy.stat().st_mode & 0o777 == 0o600
+
+    half = r.own_dir("pullo") / ".credentials.json"
+    half.write_text('{"claudeAiOauth": {"accessToken": "sk-ant-oat01-HALF')  # cut mid-write
+    await r.legion.say(["vorenus"], "REPLY three")
+    assert "HALF" not in (r.shared / ".credentials.json").read_text()
+    assert "HALF" not in (r.own_dir("vorenus") / ".credentials.json").read_text()
+    assert json.loads(half.read_text())["claudeAiOauth"]["accessToken"].endswith("ROTATED")
+
+    _rotate(r.shared / ".credentials.json", "sk-ant-oat01-RENEWED", 240)  # claude login
+    await r.legion.say(["pullo"], "REPLY four")
+    assert r.api.auth[-1] == "Bearer sk-ant-oat01-RENEWED"

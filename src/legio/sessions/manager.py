@@ -31,6 +31,7 @@ from claude_agent_sdk import SdkMcpTool
 
 from legio.budget import Budget
 from legio.castra import AgentPrompt, Castra
+from legio.cliconfig import LoginSync
 from legio.config import Config
 from legio.errors import AgentError, AgentInterrupted, ContextOverflow, TurnHeld
 from legio.memoria import MemoriaStore
@@ -92,6 +93,7 @@ class SessionManager:
         self.files = FileStore(self.castra.root)
         self.outbox = Outbox(self.files)  # files agents send_file in their running turn
         self.pictures = Pictures(self.files)  # image blocks, made once per file
+        self.logins = LoginSync.of(self.castra.root, self.env)  # one login for all CLIs
 
     def _slot(self, name: str) -> AgentSlot:
         return self._slots.setdefault(name, AgentSlot(name))
@@ -200,17 +202,12 @@ class SessionManager:
                     self.budget.release(slot.reservation)
                 slot.reservation = None
 
-    async def _answer(
-        self,
-        slot: AgentSlot,
-        nuntius: Nuntius,
-        on_status: StatusCallback | None,
-        prefix: Prefix,
-        deliver: Deliver | None,
-        on_text: TextCallback | None,
-    ) -> Outcome:
-        """One answer, inside the agent's turn (see ``answer``)."""
+    async def _answer(  # inside the agent's turn (see ``answer``)
+        self, slot: AgentSlot, nuntius: Nuntius, on_status: StatusCallback | None,
+        prefix: Prefix, deliver: Deliver | None, on_text: TextCallback | None,
+    ) -> Outcome:  # fmt: skip
         name = slot.name
+        await self.logins.refresh()  # `claude login` renewed it, or another CLI refreshed it
         try:
             outcome = Outcome(await self._turn(slot, nuntius, on_status, prefix, on_text))
         except asyncio.CancelledError:
@@ -228,6 +225,7 @@ class SessionManager:
             except Exception:
                 logger.exception("%s: delivering its answer to #%s failed", name, nuntius.seq)
         await store_turns(self.praetorium, slot.unrecorded, name)
+        await self.logins.refresh()  # a refreshed login reaches every other CLI
         return outcome
 
     async def dispatch_many(
