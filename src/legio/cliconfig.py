@@ -1,15 +1,16 @@
 """Each agent's own Claude CLI config dir: its transcripts, its copy of the login.
 
 Every agent's CLI runs with ``CLAUDE_CONFIG_DIR=castra/state/claude/<agent>/``, so the
-transcripts it writes (``projects/<cwd as a key>/<session_id>.jsonl``) are its own.
-The daemon's own config dir (``$CLAUDE_CONFIG_DIR``, else ``~/.claude``) is where the
-CLIs lived before; a session saved there is moved once into the agent's dir when it
-is resumed. A subscription login (``.credentials.json``, which the CLI reads from its
+transcripts it writes (``projects/<cwd as a key>/<session_id>.jsonl``) are its own. The
+daemon's own config dir (``$CLAUDE_CONFIG_DIR``, else ``~/.claude``) is where the CLIs
+lived before; a session saved there is moved once into the agent's dir when it is
+resumed. A subscription login (``.credentials.json``, which the CLI reads from its
 config dir with ``O_NOFOLLOW``, so a symlink is refused, and re-reads before a request)
 is one login for all (``LoginSync``): the newest whole copy reaches every other copy,
 the daemon's own included, with mode 0600, when a CLI starts and around every turn (a
-CLI that refreshed the login, and perhaps rotated its refresh token, wrote the newest). ``ANTHROPIC_API_KEY`` / ``CLAUDE_CODE_OAUTH_TOKEN`` in the
-environment need nothing: every CLI inherits them.
+CLI that refreshed the login, and perhaps rotated its refresh token, wrote the newest).
+``ANTHROPIC_API_KEY`` / ``CLAUDE_CODE_OAUTH_TOKEN`` in the environment need nothing:
+every CLI inherits them.
 
 Agents may not read any of these dirs, their own included (``legio.policy``).
 """
