@@ -106,6 +106,13 @@ DODGES = [
     "timeout 5 bash <<< 'git push'",
     "xargs sh -c",
     "sh -c 'gi\\\nt push'",
+    "0</dev/null git push",
+    "sh 0<<<'git push'",
+    "bash /dev/stdin <<< 'git push'",
+    "bash /proc/self/fd/0 <<< 'git push'",
+    "flock -x /tmp/l git push",
+    "flock /tmp/l -c 'git push'",
+    "parallel git ::: push",
     "$'git' push",
 ]
 # ordinary work: no question
@@ -130,6 +137,9 @@ ORDINARY = [
     "bash scripts/check.sh",
     "[ -f x ] && echo yes",
     "git show HEAD@{1}",
+    "ls missing 2>/dev/null || echo none",
+    "echo 1 > count.txt",
+    "flock /tmp/l make test",
 ]
 
 

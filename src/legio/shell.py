@@ -23,6 +23,7 @@ A backslash-newline is read both as the shell joins it and as written.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from tree_sitter import Language, Node, Parser
 from legio.shellwords import (
     COMPOUND,
     FIND_EXEC,
+    FLOCK_VALUES,
     GIT_COMMANDS,
     GIT_VALUES,
     INLINE,
@@ -86,6 +88,8 @@ class _Reader:
 
     def node(self, node: Node, *, fed: bool) -> None:
         kind = node.type
+        if _misread_redirect(node):
+            self.opaque("it does not parse as the shell would read it (a redirection)")
         if kind in COMPOUND:
             self.opaque(f"a compound command ({COMPOUND[kind]})")
         if kind == "command":
@@ -161,6 +165,11 @@ class _Reader:
                 replace = _option_value(rest, ("-I", "--replace"))
                 words = [None if w == replace else w for w in _skip_options(rest, XARGS_VALUES)]
                 words = [*(words or ["echo"]), None]  # more words come from its input
+            elif program == "flock":  # flock [options] FILE COMMAND… (or -c COMMAND)
+                words = _skip_options(rest, FLOCK_VALUES)[1:]
+                if any(w in ("-c", "--command") for w in rest):
+                    self.plain([program, *rest])
+                    return
             elif program == "watch":
                 self.script(" ".join(w if w is not None else "$x" for w in _watched(rest)))
                 return
@@ -208,6 +217,8 @@ class _Reader:
                 reads_stdin = reads_stdin or "s" in word[1:] or "i" in word[1:]
             i += 1
         first: Word | bool = rest[i] if i < len(rest) else False
+        if isinstance(first, str) and first.startswith(("/dev/", "/proc/")):
+            first = "-"  # /dev/stdin, /dev/fd/0, /proc/self/fd/0: its input
         if first is None:
             self.opaque(f"{program} given a script only known when it runs")
         elif inline:
@@ -315,6 +326,24 @@ class _Reader:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _misread_redirect(node: Node) -> bool:
+    """Where tree-sitter-bash reads a redirection otherwise than bash: ``0</dev/null git
+    push`` (the ``0`` taken for the program, ``git push`` for more targets) or ``sh
+    0<<<'…'`` (the ``0`` taken for an argument)."""
+    if node.type == "file_redirect":
+        targets = [c for i, c in enumerate(node.children) if node.field_name_for_child(i)]
+        if len([t for t in targets if t.type != "file_descriptor"]) > 1:
+            return True
+    children = node.children
+    for before, after in itertools.pairwise(children):
+        redirect = after.type.endswith("_redirect") or after.type == "redirect"
+        if redirect and before.end_byte == after.start_byte:
+            inner = before.children[-1] if before.child_count else before
+            if inner.type in ("number", "word") and (inner.text or b"").isdigit():
+                return True
+    return False
 
 
 def _descendants(node: Node) -> Iterator[Node]:

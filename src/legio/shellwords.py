@@ -25,6 +25,7 @@ INLINE: dict[str, tuple[str, ...]] = {
 }
 OPAQUE_PROGRAMS = {
     "eval": "eval", "source": "source", ".": "source (.)", "alias": "an alias",
+    "parallel": "GNU parallel (it builds its commands)",
     "trap": "a trap", "coproc": "coproc", "enable": "enable",
 }
 # wrapper -> options that take a value (the value is the next word unless given with =)
@@ -38,6 +39,7 @@ WRAPPERS: dict[str, set[str]] = {
     "taskset": set(), "unbuffer": set(), "busybox": set(),
 }
 # fmt: on
+FLOCK_VALUES = {"-w", "-E", "--timeout", "--wait", "--conflict-exit-code"}
 XARGS_VALUES = {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter"}
 XARGS_VALUES |= {"--max-args", "--max-lines", "--max-procs", "--max-chars", "--replace"}
 FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
