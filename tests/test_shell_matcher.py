@@ -207,3 +207,28 @@ async def test_a_grant_of_an_opaque_command_covers_that_command_only(tmp_path: P
         assert gate.pending("vorenus", "s1", [], "Bash", call(other)) == []
     finally:
         await praetorium.close()
+
+
+def test_a_command_too_deep_to_read_asks_and_never_breaks_the_hooks(
+    castra_dir: Path,
+) -> None:
+    """Nesting that would overflow the reader's recursion is opaque (it asks); a hook
+    that cannot check a call refuses it rather than letting it through."""
+    import asyncio
+
+    from legio.castra import Castra
+    from legio.guard import PathGuard, path_guard_hook
+
+    deep = "$(" * 3000 + "git push" + ")" * 3000
+    assert PUSH.matches("Bash", {"command": deep})
+    assert "nested too deeply" in read("(" * 20000 + "ls" + ")" * 20000).opaque
+
+    guard = PathGuard(Castra(castra_dir), "vorenus", None)
+
+    def broken(*args: object, **kwargs: object) -> str | None:
+        raise RuntimeError("boom")
+
+    guard.check = broken  # type: ignore[method-assign]
+    hook = path_guard_hook(guard)
+    answer = asyncio.run(hook({"tool_name": "Bash", "tool_input": {"command": "ls"}}, "t1", {}))
+    assert answer["hookSpecificOutput"]["permissionDecision"] == "deny"

@@ -238,7 +238,11 @@ def path_guard_hook(guard: PathGuard) -> HookCallback:
     ) -> dict[str, Any]:
         tool = str(hook_input.get("tool_name", ""))
         tool_input = hook_input.get("tool_input") or {}
-        reason = guard.check(tool, tool_input, hook_input.get("cwd"))
+        try:
+            reason = guard.check(tool, tool_input, hook_input.get("cwd"))
+        except Exception:  # fail closed: a call the guard cannot check does not run
+            logger.exception("%s: the path guard could not check %s", guard.agent, tool)
+            reason = "Legio could not check this call, so it is refused"
         if reason is None:
             return {}
         target = next(

@@ -458,9 +458,28 @@ def _join_continuations(source: str) -> str:
     return "".join(out)
 
 
-@functools.lru_cache(maxsize=1024)
+CACHED_LENGTH = 4096  # longer commands are read anew each time (the cache stays small)
+
+
 def read(command: str) -> Reading:
-    """What ``command`` runs, word by word, or why it cannot be read so (see the module)."""
+    """What ``command`` runs, word by word, or why it cannot be read so (see the module).
+    Never raises: a command too deeply nested to read (or any failure) is opaque."""
+    if len(command) <= CACHED_LENGTH:
+        return _read_cached(command)
+    return _read(command)
+
+
+@functools.lru_cache(maxsize=1024)
+def _read_cached(command: str) -> Reading:
+    return _read(command)
+
+
+def _read(command: str) -> Reading:
     reader = _Reader()
-    reader.script(command)
+    try:
+        reader.script(command)
+    except RecursionError:
+        return Reading((), "nested too deeply to read")
+    except Exception as e:  # fail closed: what cannot be read asks
+        return Reading((), f"it could not be read ({type(e).__name__})")
     return Reading(tuple(reader.commands), "; ".join(reader.why))

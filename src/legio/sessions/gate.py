@@ -160,7 +160,17 @@ class Gatekeeper:
             if guard is not None and guard.check(tool, tool_input, hook_input.get("cwd")):
                 return {}  # the path guard denies it: nothing to ask
             session = str(hook_input.get("session_id") or "")
-            needed = self.pending(agent, session, rules, tool, tool_input)
+            try:
+                needed = self.pending(agent, session, rules, tool, tool_input)
+            except Exception:  # fail closed: a call the matcher cannot check does not run
+                logger.exception("%s: the approval rules could not check %s", agent, tool)
+                return {
+                    "hookSpecificOutput": {
+                        "hookEventName": "PreToolUse",
+                        "permissionDecision": "deny",
+                        "permissionDecisionReason": "Legio could not check this call",
+                    }
+                }
             if not needed:
                 return {}
             texts = tuple(r.text for r in needed)
