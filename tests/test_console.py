@@ -119,5 +119,5 @@ def test_the_console_passes_on_an_agents_question(castra_dir: Path, fake_cli: Fa
     }
     call = f"@vorenus TOOL AskUserQuestion {json.dumps({'questions': [question]})}"
     result = run_console(castra_dir, fake_cli, f"{call}\n2,1\n")
-    assert "⚔️ vorenus asks: Which road?\n  1. Appia\n  2. Latina" in result.stdout
+    assert "⚔️ vorenus asks: Which road?\n  1. Appia — s\n  2. Latina — n" in result.stdout
     assert '"Which road?"="Latina, Appia"' in result.stdout

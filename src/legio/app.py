@@ -52,13 +52,14 @@ from legio.sessions.slot import AgentStatus
 from legio.sessions.turn import StatusCallback, TextCallback, is_text_preview
 from legio.store.approvals import ApprovalStore, Grant
 from legio.store.attachments import Attachment, PendingFile
-from legio.store.files import guess_mime, kind_of, safe_name
+from legio.store.files import DOWNLOAD_LIMIT, guess_mime, kind_of, safe_name
 from legio.store.jobs import Job, JobStore
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit
 from legio.store.records import Compaction, UsageRow, UsageTotals
 
 __all__ = [
+    "DOWNLOAD_LIMIT",
     "SHOWN_MAX",
     "AgentStatus",
     "ApprovalRequest",

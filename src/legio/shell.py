@@ -33,7 +33,6 @@ from tree_sitter import Language, Node, Parser
 
 from legio.shellwords import (
     COMPOUND,
-    FIND_EXEC,
     FLOCK_VALUES,
     GIT_COMMANDS,
     GIT_VALUES,
@@ -46,9 +45,14 @@ from legio.shellwords import (
     SHELLS,
     WRAPPERS,
     XARGS_VALUES,
+    Word,
+    find_exec,
+    git_config_opaque,
+    interpreter,
+    option_value,
+    skip_options,
+    watched,
 )
-
-Word = str | None  # None: a word only known when the command runs
 
 GLOB = re.compile(r"(?<!\\)(\*|\?|\[[^\]]+\])")
 BRACE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
@@ -155,28 +159,28 @@ class _Reader:
             if program == "env":
                 words = self.env(rest)
             elif program in WRAPPERS:
-                words = _skip_options(rest, WRAPPERS[program])
+                words = skip_options(rest, WRAPPERS[program])
                 if program in ("timeout", "chrt", "taskset") and words:
                     words = words[1:]  # the duration, priority or CPU mask
                 if program == "sudo" and any(w in ("-s", "-i", "--shell", "--login") for w in rest):
                     self.opaque("sudo starting a shell")
                     return
             elif program == "xargs":
-                replace = _option_value(rest, ("-I", "--replace"))
-                words = [None if w == replace else w for w in _skip_options(rest, XARGS_VALUES)]
+                replace = option_value(rest, ("-I", "--replace"))
+                words = [None if w == replace else w for w in skip_options(rest, XARGS_VALUES)]
                 words = [*(words or ["echo"]), None]  # more words come from its input
             elif program == "flock":  # flock [options] FILE COMMAND… (or -c COMMAND)
-                words = _skip_options(rest, FLOCK_VALUES)[1:]
+                words = skip_options(rest, FLOCK_VALUES)[1:]
                 if any(w in ("-c", "--command") for w in rest):
                     self.plain([program, *rest])
                     return
             elif program == "watch":
-                self.script(" ".join(w if w is not None else "$x" for w in _watched(rest)))
+                self.script(" ".join(w if w is not None else "$x" for w in watched(rest)))
                 return
             elif program in SHELLS:
                 self.shell(program, rest, fed=fed)
                 return
-            elif _interpreter(program):
+            elif interpreter(program):
                 self.interpreter(program, rest, fed=fed)
                 return
             else:
@@ -230,7 +234,7 @@ class _Reader:
             self.plain([program, *rest])  # a script file: not looked into
 
     def interpreter(self, program: str, rest: list[Word], *, fed: bool) -> None:
-        flags = INLINE[_interpreter(program) or program]
+        flags = INLINE[interpreter(program) or program]
         script: Word = "-"
         i = 0
         while i < len(rest):
@@ -269,10 +273,10 @@ class _Reader:
             words = ["git", program[4:], *words[1:]]
             program = "git"
         if program == "find":
-            for sub in _find_exec(words):
+            for sub in find_exec(words):
                 self.simple(sub, fed=False)
         for option in RUNNERS.get(program, ()):
-            value = _option_value(words[1:], (option,), cluster=option[1:])
+            value = option_value(words[1:], (option,), cluster=option[1:])
             if value != "\0":
                 self.script_or_opaque(value, f"{program} {option}")
         if program == "git":
@@ -292,7 +296,7 @@ class _Reader:
                 elif word is not None and word.startswith(("--exec=", "-x")) and len(word) > 2:
                     self.script_or_opaque(word.split("=", 1)[-1].removeprefix("-x"), "git rebase")
         elif sub in ("bisect", "submodule") and rest and rest[0] in ("run", "foreach"):
-            command = _skip_options(rest[1:], set())
+            command = skip_options(rest[1:], set())
             if sub == "bisect":
                 self.simple(command, fed=False)
             else:
@@ -314,7 +318,7 @@ class _Reader:
             if name == "--config-env":
                 self.opaque("git --config-env (configuration from the environment)")
             taken = rest[i + 1] if name in GIT_VALUES and not value and i + 1 < len(rest) else ""
-            if name == "-c" and (taken is None or _git_config_opaque(taken or value)):
+            if name == "-c" and (taken is None or git_config_opaque(taken or value)):
                 self.opaque("git -c alias/include (a command defined on the command line)")
             i += 2 if name in GIT_VALUES and not value else 1
         sub = rest[i] if i < len(rest) else ""
@@ -372,64 +376,6 @@ def _literal(node: Node) -> str | None:
         parts = [_literal(c) for c in node.children]
         return None if any(p is None for p in parts) else "".join(str(p) for p in parts)
     return None
-
-
-def _skip_options(words: list[Word], with_value: set[str]) -> list[Word]:
-    i = 0
-    while i < len(words) and words[i] is not None and str(words[i]).startswith("-"):
-        word = str(words[i])
-        if word == "--":
-            return words[i + 1 :]
-        name = word.partition("=")[0]
-        takes = name in with_value and "=" not in word
-        takes = takes or (len(word) == 2 and word in with_value)
-        i += 2 if takes else 1
-    return words[i:]
-
-
-def _option_value(words: list[Word], names: tuple[str, ...], cluster: str = "") -> Word:
-    """The value of the first of ``names`` (``"\0"`` if none is given). With ``cluster``
-    (a letter), short options run together end with it too (``-qc CMD``); ``-I`` of xargs
-    may hold its value (``-I{}``)."""
-    for i, word in enumerate(words):
-        if word is None:
-            continue
-        together = len(cluster) == 1 and re.fullmatch(rf"-[A-Za-z]*{cluster}", word)
-        if (word in names or together) and i + 1 < len(words):
-            return words[i + 1]
-        if "-I" in names and word.startswith("-I") and len(word) > 2:
-            return word[2:]
-    return "\0"
-
-
-def _watched(rest: list[Word]) -> list[Word]:
-    return _skip_options(rest, {"-n", "--interval", "-q", "--equexit"})
-
-
-def _find_exec(words: list[Word]) -> Iterator[list[Word]]:
-    i = 0
-    while i < len(words):
-        if words[i] in FIND_EXEC:
-            end = i + 1
-            while end < len(words) and words[end] not in (";", "+"):
-                end += 1
-            sub = [None if w is not None and "{}" in w else w for w in words[i + 1 : end]]
-            if sub:
-                yield sub
-            i = end
-        i += 1
-
-
-def _interpreter(program: str) -> str | None:
-    if program in INLINE:
-        return program
-    base = re.sub(r"[\d.]+$", "", program)  # python3.11, perl5.36, ruby3.1
-    return base if base in INLINE else None
-
-
-def _git_config_opaque(setting: str) -> bool:
-    key = setting.partition("=")[0].lower()
-    return key.startswith(("alias.", "include.", "includeif."))
 
 
 def _variants(source: str) -> list[str]:

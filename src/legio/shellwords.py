@@ -1,9 +1,15 @@
 """What ``legio.shell`` knows of programs: the ones that only start another program
 (wrappers and their options), shells and interpreters (and the options that give them
 inline code), programs that run a command given as an option, the shell builtins that
-make a line unreadable word by word, and git's own commands and global options."""
+make a line unreadable word by word, and git's own commands and global options; and the
+helpers that read such programs' options (``skip_options``, ``option_value``…)."""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+Word = str | None  # None: a word only known when the command runs
 
 # fmt: off
 COMPOUND = {
@@ -70,3 +76,64 @@ _GIT_COMMAND_NAMES = """
     annex
 """
 GIT_COMMANDS = frozenset(_GIT_COMMAND_NAMES.split())
+
+
+# ------------------------------------------------------------------ options
+
+
+def skip_options(words: list[Word], with_value: set[str]) -> list[Word]:
+    i = 0
+    while i < len(words) and words[i] is not None and str(words[i]).startswith("-"):
+        word = str(words[i])
+        if word == "--":
+            return words[i + 1 :]
+        name = word.partition("=")[0]
+        takes = name in with_value and "=" not in word
+        takes = takes or (len(word) == 2 and word in with_value)
+        i += 2 if takes else 1
+    return words[i:]
+
+
+def option_value(words: list[Word], names: tuple[str, ...], cluster: str = "") -> Word:
+    """The value of the first of ``names`` (``"\0"`` if none is given). With ``cluster``
+    (a letter), short options run together end with it too (``-qc CMD``); ``-I`` of xargs
+    may hold its value (``-I{}``)."""
+    for i, word in enumerate(words):
+        if word is None:
+            continue
+        together = len(cluster) == 1 and re.fullmatch(rf"-[A-Za-z]*{cluster}", word)
+        if (word in names or together) and i + 1 < len(words):
+            return words[i + 1]
+        if "-I" in names and word.startswith("-I") and len(word) > 2:
+            return word[2:]
+    return "\0"
+
+
+def watched(rest: list[Word]) -> list[Word]:
+    return skip_options(rest, {"-n", "--interval", "-q", "--equexit"})
+
+
+def find_exec(words: list[Word]) -> Iterator[list[Word]]:
+    i = 0
+    while i < len(words):
+        if words[i] in FIND_EXEC:
+            end = i + 1
+            while end < len(words) and words[end] not in (";", "+"):
+                end += 1
+            sub = [None if w is not None and "{}" in w else w for w in words[i + 1 : end]]
+            if sub:
+                yield sub
+            i = end
+        i += 1
+
+
+def interpreter(program: str) -> str | None:
+    if program in INLINE:
+        return program
+    base = re.sub(r"[\d.]+$", "", program)  # python3.11, perl5.36, ruby3.1
+    return base if base in INLINE else None
+
+
+def git_config_opaque(setting: str) -> bool:
+    key = setting.partition("=")[0].lower()
+    return key.startswith(("alias.", "include.", "includeif."))

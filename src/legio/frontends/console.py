@@ -1,12 +1,14 @@
 """The terminal front-end: the same ``LegioApp`` and admin commands, without Telegram.
 
-Reads one message per line from standard input (a terminal or a pipe), shows the
-agents' ``⏳`` status lines while they work, prints an answer as it is written (one
-agent at a time; see ``legio.frontends.console_stream``) or else when it is ready,
-runs scheduled jobs in the same terminal, and exits cleanly on end of input (Ctrl-D)
-or Ctrl-C: the scheduler stopped, sessions disconnected, the praetorium closed.
-``/attach PATH [text]`` gives a file of this machine like a Telegram upload; files the
-agents send are printed as paths.
+On a terminal the prompt always answers (``legio.frontends.console_prompt``): messages
+run while Caesar types, commands answer at once, Ctrl-C stops the running turns. With
+piped input it reads one line at a time, each answered before the next (scripts stay
+deterministic). Either way: the agents' status lines, an answer printed as it is written
+(one agent at a time; see ``legio.frontends.console_stream``) or else when ready,
+scheduled jobs in the same terminal, and a clean close on end of input (Ctrl-D): the
+scheduler stopped, sessions disconnected, the praetorium closed, "Legio console closed."
+said once. ``/attach PATH [text]`` (a path with spaces in quotes) gives a file of this
+machine like a Telegram upload; files the agents send are printed as paths.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import TextIO
 
 from legio.admin import Admin, is_command
-from legio.app import Job, JobRun, LegioApp, PendingFile, Reply
+from legio.app import DOWNLOAD_LIMIT, Job, JobRun, LegioApp, PendingFile, Reply
 from legio.errors import AttachmentError
 from legio.frontends.console_asker import ConsoleAsker
 from legio.frontends.console_stream import StreamPrinter
@@ -29,7 +31,11 @@ BANNER = (
     "Legio console: write to the Legatus, @name for a centurio, /attach PATH [text] for a "
     "file, /help for commands, Ctrl-D to quit."
 )
-ATTACH_USAGE = "Usage: /attach PATH [text], e.g. /attach ~/report.pdf @vorenus review this"
+ATTACH_USAGE = (
+    "Usage: /attach PATH [text], e.g. /attach ~/report.pdf @vorenus review this "
+    f'(a path with spaces in quotes: /attach "my notes.txt"; up to {DOWNLOAD_LIMIT >> 20} MB)'
+)
+CLOSED = "Legio console closed."
 
 
 async def _lines(stream: TextIO) -> asyncio.StreamReader:
@@ -39,6 +45,18 @@ async def _lines(stream: TextIO) -> asyncio.StreamReader:
     return reader
 
 
+def split_attach(text: str) -> tuple[str, str] | str:
+    """``/attach PATH [text]``: (path, text), or the usage line."""
+    rest = text.split(maxsplit=1)[1] if len(text.split(maxsplit=1)) > 1 else ""
+    if not rest.strip():
+        return ATTACH_USAGE
+    if rest[0] in "'\"":  # a quoted path may hold spaces
+        end = rest.find(rest[0], 1)
+        return ATTACH_USAGE if end < 0 else (rest[1:end], rest[end + 1 :].strip())
+    path, _, words = rest.partition(" ")
+    return path, words.strip()
+
+
 async def run_console(
     app_factory: Callable[[], Awaitable[LegioApp]],
     *,
@@ -46,9 +64,11 @@ async def run_console(
     out: TextIO = sys.stdout,
 ) -> None:
     """Chat until end of input; always close the engine."""
+    from legio.frontends.console_prompt import Board, run_prompt
+
     app = await app_factory()
     admin = Admin(app)
-    interactive = stdin.isatty()
+    board = Board()
 
     def show(text: str) -> None:
         out.write(text + "\n")
@@ -57,10 +77,12 @@ async def run_console(
     printer = StreamPrinter(out, app.header)
 
     async def on_status(agent: str, line: str) -> None:
+        board.update(agent, line)
         if printer.status(agent, line):
             show(f"  [{agent}] {line}")
 
     async def print_reply(reply: Reply) -> None:
+        board.done(reply.agent)
         if printer.reply(reply):
             show(reply.text if reply.agent != LEGATUS else f"legatus: {reply.text}")
         for file in reply.files:
@@ -69,44 +91,24 @@ async def run_console(
     async def present_job(job: Job, run: JobRun) -> object:
         return await run(on_status, print_reply, None)  # printed whole, after its ⏰ mark
 
-    try:
-        show(BANNER)
-        for nuntius, agents in await app.notice_interruptions():
-            show(interruption_notice(nuntius.seq, nuntius.text, agents))
-        await app.start_jobs(present_job)  # after the interruptions were noted
-        reader = await _lines(stdin)
-        app.set_asker(ConsoleAsker(reader, show))  # approvals and questions on the terminal
+    async def command(text: str) -> None:
+        for page in await admin.run(text):
+            show(page)
 
-        async def notice(text: str) -> None:
-            show(text)
-
-        app.set_notifier(notice)  # budget warnings, plan limits
-        while True:
-            if interactive:
-                out.write("caesar> ")
-                out.flush()
-            raw = await reader.readline()
-            if not raw:
-                break
-            text = raw.decode("utf-8", errors="replace").rstrip("\n")
-            if not text.strip():
-                continue
-            attachments: list[PendingFile] = []
-            if text.split(maxsplit=1)[0] == "/attach":
-                parts = text.split(maxsplit=2)
-                if len(parts) < 2:
-                    show(ATTACH_USAGE)
-                    continue
-                try:
-                    attachments = [await app.attach_local(parts[1])]
-                except AttachmentError as e:
-                    show(f"⚠️ {e}")
-                    continue
-                text = parts[2] if len(parts) > 2 else ""
-            elif is_command(text):
-                for page in await admin.run(text):
-                    show(page)
-                continue
+    async def send(text: str) -> None:
+        attachments: list[PendingFile] = []
+        if text.split(maxsplit=1)[0] == "/attach":
+            parsed = split_attach(text)
+            if isinstance(parsed, str):
+                show(parsed)
+                return
+            try:
+                attachments = [await app.attach_local(parsed[0])]
+            except AttachmentError as e:
+                show(f"⚠️ {e}")
+                return
+            text = parsed[1]
+        try:
             with begin("update received"):
                 await app.handle_message(
                     text,
@@ -115,6 +117,33 @@ async def run_console(
                     on_text=printer.stream,
                     attachments=attachments,
                 )
+        finally:
+            board.doing.clear()
+
+    try:
+        show(BANNER)
+        for nuntius, agents in await app.notice_interruptions():
+            show(interruption_notice(nuntius.seq, nuntius.text, agents))
+        await app.start_jobs(present_job)  # after the interruptions were noted
+
+        async def notice(text: str) -> None:
+            show(text)
+
+        app.set_notifier(notice)  # budget warnings, plan limits
+        if stdin.isatty() and out.isatty():
+            history = app.castra.root / "state" / "console_history"
+            await run_prompt(app, history, board, send, command, show)
+        else:
+            reader = await _lines(stdin)
+            app.set_asker(ConsoleAsker(reader, show, command))  # approvals on the same input
+            while raw := await reader.readline():
+                text = raw.decode("utf-8", errors="replace").rstrip("\n")
+                if not text.strip():
+                    continue
+                if is_command(text) and text.split()[0] != "/attach":
+                    await command(text)
+                else:
+                    await send(text)
     finally:
         await app.close()
-        show("Legio console closed.")
+        show(CLOSED)

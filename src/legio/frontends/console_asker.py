@@ -1,21 +1,32 @@
 """The console's way of asking Caesar: approvals and agents' questions on the terminal.
 
-While an agent waits, the console is inside ``handle_message`` and not reading input,
-so the asker reads the next line itself (one question at a time). Approvals: ``o``
-(once), ``s`` (this session), ``a`` (always), ``d`` or an empty line (deny), ``x``
-(deny and stop); any other text denies with that text as the reason. Questions: the
-numbers of the chosen options (``1,3``), or free text.
+Approvals: ``o`` (once), ``s`` (this session), ``a`` (always), ``d`` or an empty line
+(deny), ``x`` (deny and stop); any other text denies with that text as the reason.
+Questions: the numbers of the chosen options (``1,3``), or free text. A ``/command``
+typed while a request waits runs as a command; it never answers the request.
+
+- ``PromptAsker`` (a terminal): the prompt itself asks; the console's prompt loop hands
+  it the next line that is not a command (``take``).
+- ``ConsoleAsker`` (piped input, line by line): the asker reads the next line itself,
+  and hands a ``/command`` line to ``on_command``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from legio.admin import is_command
 from legio.app import ApprovalRequest, Decision, QuestionRequest, shorten_middle
 
 KEYS = {"o": "once", "y": "once", "s": "session", "a": "always", "d": "deny", "n": "deny"}
 KEYS["x"] = "stop"
+CHOICES = (
+    "Allow [o]nce, for this [s]ession, [a]lways; [d]eny, or deny and stop [x]; "
+    "or write why you deny it."
+)
 
 
 def approval_lines(request: ApprovalRequest) -> str:
@@ -26,55 +37,127 @@ def approval_lines(request: ApprovalRequest) -> str:
         lines += (
             f"\n  the agent describes it as (its own words, not checked): {request.description!r}"
         )
-    return lines
+    return f"{lines}\n  ({request.why_asked()})\n  {CHOICES}"
+
+
+def decision(answer: str) -> Decision:
+    choice = KEYS.get(answer.strip().lower())
+    if choice is None:
+        return Decision("deny", answer.strip())
+    return Decision(choice)  # type: ignore[arg-type]
+
+
+def question_lines(agent: str, item: dict[str, Any]) -> tuple[str, list[str]]:
+    """A question with its numbered options (and their descriptions), and the labels."""
+    options = [o for o in item.get("options") or [] if isinstance(o, dict)]
+    labels = [str(o.get("label", "")) for o in options]
+    lines = [f"⚔️ {agent} asks: {item.get('question', '')}"]
+    for number, option in enumerate(options, start=1):
+        about = str(option.get("description") or "").strip()
+        lines.append(f"  {number}. {option.get('label', '')}" + (f" — {about}" if about else ""))
+    several = " (several: 1,3)" if item.get("multiSelect") else ""
+    lines.append(f"  Your choice{several}, or your own answer:")
+    return "\n".join(lines), labels
+
+
+def chosen(text: str, labels: list[str]) -> str:
+    numbers = [p.strip() for p in text.split(",")]
+    if text and all(p.isdigit() and 1 <= int(p) <= len(labels) for p in numbers):
+        return ", ".join(labels[int(p) - 1] for p in numbers)
+    return text
+
+
+class PromptAsker:
+    """Asks at the prompt: the next line Caesar types that is not a ``/command`` answers
+    the oldest request waiting."""
+
+    def __init__(self, show: Callable[[str], None]) -> None:
+        self.show = show
+        self._waiting: deque[tuple[str, asyncio.Future[str]]] = deque()
+
+    def prompt(self) -> str:
+        return f"{self._waiting[0][0]}> " if self._waiting else "caesar> "
+
+    def waiting(self) -> bool:
+        return bool(self._waiting)
+
+    def take(self, text: str) -> None:
+        _, future = self._waiting.popleft()
+        if not future.done():
+            future.set_result(text)
+
+    async def _ask(self, label: str, text: str) -> str:
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        entry = (label, future)
+        self._waiting.append(entry)
+        self.show(text)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if entry in self._waiting:
+                self._waiting.remove(entry)
+            raise
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        try:
+            answer = await self._ask(f"allow {request.agent}? [o/s/a/d/x]", approval_lines(request))
+        except asyncio.CancelledError:
+            late = request.outcome == "timeout"
+            self.show(
+                f"  ({request.agent}: no answer in time: denied)" if late else "  (cancelled)"
+            )
+            raise
+        return decision(answer)
+
+    async def answer(self, request: QuestionRequest) -> dict[str, str] | None:
+        answers: dict[str, str] = {}
+        for item in request.questions:
+            text, labels = question_lines(request.agent, item)
+            answers[str(item.get("question", ""))] = chosen(
+                await self._ask(f"answer {request.agent}", text), labels
+            )
+        return answers if any(answers.values()) else None
 
 
 class ConsoleAsker:
-    """Asks on the terminal; register with ``LegioApp.set_asker``."""
+    """Asks on piped input; register with ``LegioApp.set_asker``."""
 
-    def __init__(self, reader: asyncio.StreamReader, show: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        show: Callable[[str], None],
+        on_command: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         self.reader = reader
         self.show = show
+        self.on_command = on_command
         self._lock = asyncio.Lock()
 
     async def _line(self) -> str:
-        raw = await self.reader.readline()
-        return raw.decode("utf-8", errors="replace").strip()
+        while True:
+            raw = await self.reader.readline()
+            line = raw.decode("utf-8", errors="replace").strip()
+            if raw and is_command(line) and self.on_command is not None:
+                await self.on_command(line)  # a command typed meanwhile runs as one
+                continue
+            return line
 
     async def approve(self, request: ApprovalRequest) -> Decision:
         async with self._lock:
             self.show(approval_lines(request))
-            self.show(
-                f"  ({request.why_asked()}) allow [o]nce, this [s]ession, [a]lways, "
-                "[d]eny, deny and stop [x], or type a reason to deny:"
-            )
             try:
                 answer = await self._line()
             except asyncio.CancelledError:
-                self.show(
-                    "  (no answer in time: denied)"
-                    if request.outcome == "timeout"
-                    else "  (cancelled)"
-                )
+                late = request.outcome == "timeout"
+                self.show("  (no answer in time: denied)" if late else "  (cancelled)")
                 raise
-        choice = KEYS.get(answer.lower())
-        if choice is None:
-            return Decision("deny", answer)
-        return Decision(choice)  # type: ignore[arg-type]
+        return decision(answer)
 
     async def answer(self, request: QuestionRequest) -> dict[str, str] | None:
         answers: dict[str, str] = {}
         async with self._lock:
             for item in request.questions:
-                labels = [str(o.get("label", "")) for o in item.get("options") or []]
-                self.show(f"⚔️ {request.agent} asks: {item.get('question', '')}")
-                for number, label in enumerate(labels, start=1):
-                    self.show(f"  {number}. {label}")
-                several = " (several: 1,3)" if item.get("multiSelect") else ""
-                self.show(f"  your choice{several}, or your own answer:")
-                text = await self._line()
-                numbers = [p.strip() for p in text.split(",")]
-                if text and all(p.isdigit() and 1 <= int(p) <= len(labels) for p in numbers):
-                    text = ", ".join(labels[int(p) - 1] for p in numbers)
-                answers[str(item.get("question", ""))] = text
+                text, labels = question_lines(request.agent, item)
+                self.show(text)
+                answers[str(item.get("question", ""))] = chosen(await self._line(), labels)
         return answers if any(answers.values()) else None
