@@ -100,9 +100,13 @@ def test_the_console_asks_before_a_matching_command(castra_dir: Path, fake_cli: 
         prompt.read_text().replace("---\n", "---\ntools: [Bash]\nask: ['Bash(touch:*)']\n", 1)
     )
     call = '@vorenus TOOL Bash {"command": "touch asked.txt"}'
-    result = run_console(castra_dir, fake_cli, f"{call}\nnot today\n{call}\no\n")
+    # a /command typed while the approval waits runs as a command, not as a deny reason
+    lines = f"{call}\n/status\nnot today\n{call}\no\n"
+    result = run_console(castra_dir, fake_cli, lines)
     assert result.returncode == 0, result.stderr
     assert "⚔️ vorenus asks to use Bash:\ntouch asked.txt\n" in result.stdout
+    assert "vorenus: working" in result.stdout  # /status answered while it waited
+    assert "His reason: /status" not in result.stdout
     assert "Caesar denied this call. His reason: not today" in result.stdout
     assert (castra_dir / "centuriones" / "vorenus" / "workspace" / "asked.txt").exists()
 

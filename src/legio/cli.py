@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -333,17 +334,35 @@ def cmd_console(args: argparse.Namespace) -> int:
     if problems:
         return _refuse("console", problems)
     take_token(config, "console")  # no secrets in this process's environment either
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    log = console_logging(Castra(config.castra).root, verbose=args.verbose)
+    note = f"Log records go to {log}" + ("." if args.verbose else " (--verbose shows them here).")
     announce_sandbox(config, Castra(config.castra))
 
     from legio.app import LegioApp
     from legio.frontends.console import run_console
 
-    try:
-        asyncio.run(run_console(lambda: LegioApp.open(config)))
-    except KeyboardInterrupt:
-        print("\nLegio console closed.")
+    with contextlib.suppress(KeyboardInterrupt):  # the console says it closed, once
+        asyncio.run(run_console(lambda: LegioApp.open(config), note=note))
     return 0
+
+
+def console_logging(castra_root: Path, *, verbose: bool) -> Path:
+    """Log records go to ``castra/state/legio.log``, never into the conversation (and to
+    the terminal too with ``--verbose``)."""
+    path = castra_root / "state" / "legio.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handlers: list[logging.Handler] = [logging.FileHandler(path, encoding="utf-8")]
+    if verbose:
+        handlers.append(logging.StreamHandler(sys.stderr))
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+    for noisy in ("httpx", "httpcore", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    return path
 
 
 # ---------------------------------------------------------------- main
@@ -367,9 +386,13 @@ def build_parser() -> argparse.ArgumentParser:
         ("run", cmd_run, "run the Telegram bot"),
         ("console", cmd_console, "chat with the Legatus in this terminal"),
     ):
-        command = sub.add_parser(name, help=text)
+        command = sub.add_parser(name, help=text, description=text)
         command.add_argument("-c", "--config", type=Path, default=None, help=config_help)
         command.set_defaults(func=func)
+        if name == "console":
+            command.add_argument(
+                "-v", "--verbose", action="store_true", help="show log records here too"
+            )
     return parser
 
 

@@ -62,6 +62,7 @@ async def run_console(
     *,
     stdin: TextIO = sys.stdin,
     out: TextIO = sys.stdout,
+    note: str = "",
 ) -> None:
     """Chat until end of input; always close the engine."""
     from legio.frontends.console_prompt import Board, run_prompt
@@ -122,6 +123,8 @@ async def run_console(
 
     try:
         show(BANNER)
+        if note:
+            show(note)
         for nuntius, agents in await app.notice_interruptions():
             show(interruption_notice(nuntius.seq, nuntius.text, agents))
         await app.start_jobs(present_job)  # after the interruptions were noted
