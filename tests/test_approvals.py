@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from legio.admin import Admin
 from legio.app import LegioApp
 from legio.approvals import DEFAULT_ASK, Decision, Rule, matching, parse_rules, shorten
 from legio.castra import Castra
 from legio.config import load_config
 from legio.errors import CastraError, ConfigError
+from legio.frontends.admin import Admin
 from legio.guard import PathGuard
 from legio.sessions.gate import Gatekeeper
 from legio.store.approvals import ApprovalStore

@@ -10,10 +10,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from legio.admin import Admin
 from legio.app import LegioApp
 from legio.budget import Budget
 from legio.config import load_config
+from legio.frontends.admin import Admin
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.legion import fake_cli_config

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from legio.admin import Admin
 from legio.app import LegioApp
 from legio.errors import AgentError, NothingToCompact
+from legio.frontends.admin import Admin
 from legio.frontends.views import context_lines
 from legio.sessions.compaction import format_compaction_summary
 from legio.sessions.turn import is_context_overflow

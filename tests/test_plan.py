@@ -7,9 +7,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from legio.admin import Admin
 from legio.app import LegioApp
 from legio.config import load_config
+from legio.frontends.admin import Admin
 from legio.plan import PlanHealth, login_state
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from legio.admin import Admin
 from legio.app import LegioApp
 from legio.castra import Castra
 from legio.errors import LegioError
 from legio.folders import workspace_problem
+from legio.frontends.admin import Admin
 from legio.guard import PathGuard
 from legio.memoria import MemoriaStore
 from legio.policy import (

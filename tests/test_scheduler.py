@@ -15,11 +15,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from legio.admin import Admin
 from legio.app import JobRun, LegioApp, Reply
 from legio.castra import Castra
 from legio.config import Config
 from legio.errors import ConfigError
+from legio.frontends.admin import Admin
 from legio.frontends.views import interruption_notice
 from legio.schedule import ScheduleError, check_cron, next_crons, parse_at
 from legio.scheduler import Scheduler, SystemClock

@@ -92,6 +92,36 @@ def test_the_checker_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
+def package_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The same edges with each subpackage (``legio.frontends``…) one node; a module at
+    the top (``legio.app``) stays its own."""
+
+    def node(module: str) -> str:
+        parts = module.split(".")
+        return ".".join(parts[:2]) if len(parts) > 2 else module
+
+    folded: dict[str, set[str]] = {}
+    for source, targets in edges.items():
+        mine = node(source)
+        folded.setdefault(mine, set()).update(node(t) for t in targets if node(t) != mine)
+    return folded
+
+
+def test_the_package_checker_finds_a_loop_between_a_module_and_a_package() -> None:
+    edges = {
+        "legio.admin": {"legio.frontends.views"},
+        "legio.frontends.views": set(),
+        "legio.frontends.telegram": {"legio.admin"},
+    }
+    assert find_cycle(edges) is None  # module by module, no cycle…
+    assert find_cycle(package_graph(edges)) is not None  # …but the packages import each other
+
+
+def test_no_package_imports_a_module_that_imports_it_back() -> None:
+    cycle = find_cycle(package_graph(graph()))
+    assert cycle is None, "packages import each other: " + " → ".join(cycle or [])
+
+
 def test_no_import_cycle_in_the_package() -> None:
     edges = graph()
     assert len(edges) > 20, "the package was not found"

@@ -18,9 +18,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from legio.admin import Admin, is_command
 from legio.app import DOWNLOAD_LIMIT, Job, JobRun, LegioApp, PendingFile, Reply
 from legio.errors import AttachmentError
+from legio.frontends.admin import Admin, is_command
 from legio.frontends.console_asker import ConsoleAsker
 from legio.frontends.console_stream import StreamPrinter
 from legio.frontends.views import interruption_notice

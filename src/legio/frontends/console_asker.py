@@ -18,8 +18,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from legio.admin import is_command
 from legio.app import ApprovalRequest, Decision, QuestionRequest, shorten_middle
+from legio.frontends.admin import is_command
 
 KEYS = {"o": "once", "y": "once", "s": "session", "a": "always", "d": "deny", "n": "deny"}
 KEYS["x"] = "stop"

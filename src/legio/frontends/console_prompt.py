@@ -24,8 +24,8 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 
-from legio.admin import COMMANDS, is_command
 from legio.app import LegioApp
+from legio.frontends.admin import COMMANDS, is_command
 from legio.frontends.console_asker import PromptAsker
 
 Send = Callable[[str], Awaitable[None]]

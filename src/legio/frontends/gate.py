@@ -33,7 +33,7 @@ from telegram import (
 )
 from telegram.constants import ChatType
 
-from legio.admin import command_target
+from legio.frontends.admin import command_target
 
 logger = logging.getLogger("legio.frontends.telegram")
 

@@ -42,9 +42,9 @@ from telegram.ext import (
     filters,
 )
 
-from legio.admin import COMMANDS, Admin, parse_retry
 from legio.app import Job, JobRun, LegioApp, Reply, ReplyCallback
 from legio.config import Config
+from legio.frontends.admin import COMMANDS, Admin, parse_retry
 from legio.frontends.approvals import TelegramAsker
 from legio.frontends.drafts import DraftSupport, LiveView
 from legio.frontends.files import UNSUPPORTED, Albums, accept, fetch, resume_pending
