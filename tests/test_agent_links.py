@@ -134,3 +134,18 @@ def test_safefs_refuses_a_link_at_any_component(tmp_path: Path) -> None:
     os.close(fd)
     assert (root / "b").is_dir() and not (root / "b").is_symlink()
     assert (secret / "f.txt").read_text() == "secret"
+
+
+async def test_a_hard_link_to_another_agents_notes_is_not_sent(
+    bot: Running, castra_dir: Path
+) -> None:
+    """pullo's notes are a folder the guard protects, not a file it knows by inode: a
+    hard link to one in vorenus's workspace is refused for having other links."""
+    notes = castra_dir / "centuriones" / "pullo" / "commentarii"
+    notes.mkdir(parents=True, exist_ok=True)
+    (notes / "secret.xml").write_text("<note>pullo's secret</note>")
+    os.link(notes / "secret.xml", workspace(castra_dir) / "borrowed.xml")
+    start = await bot.ask("@vorenus " + send("borrowed.xml"))
+    answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    assert "has other hard links" in answer.params["text"]
+    assert bot.api.uploads == []

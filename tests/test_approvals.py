@@ -185,3 +185,23 @@ async def test_the_path_guard_wins_and_grants_silence_the_hook(
     await gate._remember(Decision("session"), "vorenus", "s1", ("Bash(git push:*)",))
     assert await decision("Bash", {"command": "git push"}) == "run"
     assert await decision("Bash", {"command": "git push"}, session="s2") == "ask"
+
+
+async def test_approvals_and_check_list_each_agents_own_rules(
+    castra_dir: Path, fake_cli: object
+) -> None:
+    from legio.cli import check_config
+    from tests.legion import fake_cli_config
+
+    prompt = castra_dir / "centuriones" / "pullo" / "prompt.md"
+    prompt.write_text(prompt.read_text().replace("---\n", "---\nask: ['Bash(make deploy)']\n", 1))
+    config = fake_cli_config(castra_dir, fake_cli)  # type: ignore[arg-type]
+    app = await LegioApp.open(config)
+    try:
+        page = (await Admin(app).run("/approvals"))[0]
+        assert "for every agent ([approvals] ask): Bash(git push:*)" in page
+        assert "…and for pullo (its own ask:): Bash(make deploy)." in page
+    finally:
+        await app.close()
+    report = "\n".join(check_config(config).lines)
+    assert "pullo also asks before Bash(make deploy) (its ask:)" in report

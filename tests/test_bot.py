@@ -126,7 +126,7 @@ async def test_history_search_and_reset_after_a_conversation(bot: Running) -> No
     assert "«Arelate»" in call.params["text"]
     call = await bot.answer(await bot.ask("/status"))
     assert "💤 vorenus: idle · session" in call.params["text"]
-    assert "all time: 1 turns (0 failed)" in call.params["text"]
+    assert "all time: 1 turn (0 failed)" in call.params["text"]
     call = await bot.answer(await bot.ask("/reset vorenus"))
     assert call.params["text"] == "Reset vorenus: its next message starts a fresh session."
 

@@ -50,7 +50,7 @@ async def test_over_budget_the_turn_waits_for_a_raise_and_retry(budgeted: LegioA
     assert not any(n.sender == "vorenus" and "budget" in n.text for n in history)  # not posted
 
     page = "\n".join(await Admin(app).run("/usage"))
-    assert f"vorenus · default model: ${spent:,.2f} (1 turns" in page
+    assert f"vorenus · default model: ${spent:,.2f} (1 turn," in page
     assert f"total: ${spent:,.2f}" in page
     assert "Daily budget: $2.00" in page
 

@@ -125,3 +125,12 @@ def test_the_console_passes_on_an_agents_question(castra_dir: Path, fake_cli: Fa
     result = run_console(castra_dir, fake_cli, f"{call}\n2,1\n")
     assert "⚔️ vorenus asks: Which road?\n  1. Appia — s\n  2. Latina — n" in result.stdout
     assert '"Which road?"="Latina, Appia"' in result.stdout
+
+
+def test_help_lists_attach_and_status_counts_one_turn(castra_dir: Path, fake_cli: FakeCli) -> None:
+    result = run_console(castra_dir, fake_cli, "hello\n/status\n/help\n")
+    assert result.returncode == 0, result.stderr
+    assert "1 turn," in result.stdout and "1 turns" not in result.stdout
+    assert "In this console: /attach PATH [text]" in result.stdout
+    assert "up to 20 MB" in result.stdout
+    assert "legatus: Legio:" not in result.stdout  # Legio's own help is not the Legatus's

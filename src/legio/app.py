@@ -33,6 +33,7 @@ from legio.approvals import (
 from legio.budget import Budget, Notifier, UsageReport
 from legio.castra import Castra, Roster
 from legio.config import Config
+from legio.errors import LegioError
 from legio.legatus.intake import Fetch, Intake, take_local_file
 from legio.legatus.jobs import JobRun, Presenter, attach_scheduler, job_lines
 from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
@@ -302,6 +303,22 @@ class LegioApp:
     def agents(self) -> list[str]:
         """The Legatus, then every centurio."""
         return [LEGATUS, *self.roster().names]
+
+    def own_ask_rules(self) -> dict[str, list[str]]:
+        """Each agent's own ``ask:`` rules (its frontmatter), beside ``[approvals] ask``."""
+        rules = {}
+        for name in self.agents():
+            try:
+                prompt = (
+                    self.castra.read_legatus()
+                    if name == LEGATUS
+                    else self.castra.read_centurio(name)
+                )
+            except LegioError:
+                continue
+            if prompt.settings.ask:
+                rules[name] = list(prompt.settings.ask)
+        return rules
 
     async def history(self, count: int) -> list[Nuntius]:
         """The latest ``count`` nuntii, newest first."""

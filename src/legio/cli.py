@@ -218,6 +218,11 @@ def check_config(config: Config, *, is_root: bool | None = None) -> Report:
     (report.ok if login_ok else report.warn)(login)
     asks = ", ".join(config.approvals.ask) or "nothing (approvals off)"
     report.ok(f"approvals: agents ask Caesar before {asks}")
+    for name in castra.roster().names:
+        with contextlib.suppress(LegioError):
+            own = castra.read_centurio(name).settings.ask
+            if own:
+                report.ok(f"approvals: {name} also asks before {', '.join(own)} (its ask:)")
     report.lines += policy_lines(config, castra)
     return report
 

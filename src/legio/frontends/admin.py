@@ -256,7 +256,11 @@ class Admin:
     async def cmd_approvals(self, args: str) -> list[str]:
         grants = await self.app.approval_grants()
         rules = ", ".join(self.app.config.approvals.ask) or "none"
-        lines = [f"Calls that ask first ([approvals] ask, plus each agent's ask:): {rules}."]
+        lines = [f"Calls that ask first, for every agent ([approvals] ask): {rules}."]
+        lines += [
+            f"…and for {name} (its own ask:): {', '.join(own)}."
+            for name, own in self.app.own_ask_rules().items()
+        ]
         if not grants:
             return paginate([*lines, "No Always grants."])
         lines.append("Always granted (/revoke <id> ends one):")

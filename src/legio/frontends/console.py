@@ -95,6 +95,8 @@ async def run_console(
     async def command(text: str) -> None:
         for page in await admin.run(text):
             show(page)
+        if text.split()[0] == "/help":
+            show(ATTACH_USAGE.replace("Usage: ", "In this console: "))
 
     async def send(text: str) -> None:
         attachments: list[PendingFile] = []

@@ -13,7 +13,8 @@ def _rows(title: str, rows: list[UsageRow]) -> list[str]:
         model = row.model or "default model"
         tokens = row.input_tokens + row.output_tokens
         lines.append(
-            f"  {row.agent} · {model}: ${row.cost_usd:,.2f} ({row.turns} turns, {tokens:,} tokens)"
+            f"  {row.agent} · {model}: ${row.cost_usd:,.2f} "
+            f"({row.turns} turn{'' if row.turns == 1 else 's'}, {tokens:,} tokens)"
         )
     lines.append(f"  total: ${sum(r.cost_usd for r in rows):,.2f}")
     return lines

@@ -131,7 +131,7 @@ def context_lines(report: ContextReport, roster_tokens: int = 0) -> list[str]:
     else:
         lines.append("New history since its last message: none")
     if plan.fresh and (plan.nuntii or plan.summary):
-        lines.append("Then the <context_notice> saying the session was restored.")
+        lines.append("Then a notice saying the session was restored from Legio's records.")
     if report.sdk_usage is not None:
         usage = report.sdk_usage
         parts = " · ".join(f"{n} {t:,}" for n, t in usage.categories if t)
@@ -156,7 +156,8 @@ def status_line(status: AgentStatus, limit: int) -> str:
     if status.live and status.session_age_s is not None:
         fill = 100 * status.context_tokens / limit if limit else 0
         line += (
-            f" · session {duration(status.session_age_s)}, {status.turns} turns, "
+            f" · session {duration(status.session_age_s)}, "
+            f"{_count(status.turns, 'turn', 'turns')}, "
             f"context {status.context_tokens:,} tokens ({fill:.0f}% of {limit:,}), "
             f"${status.cost_usd:.4f}"
         )
@@ -181,7 +182,8 @@ def status_lines(rows: list[StatusRow], limit: int, problems: tuple[str, ...]) -
         if usage:
             tokens_in = usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens
             lines.append(
-                f"   all time: {usage.turns} turns ({usage.errors} failed), {tokens_in:,} "
+                f"   all time: {_count(usage.turns, 'turn', 'turns')} ({usage.errors} failed), "
+                f"{tokens_in:,} "
                 f"tokens in, {usage.output_tokens:,} out, ${usage.cost_usd:.4f}"
             )
     if problems:

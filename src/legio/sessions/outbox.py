@@ -143,6 +143,10 @@ def _copy_checked(
     reason = guard.check_path(path, write=False)  # by the identity the path has now
     if reason or now is None or (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
         raise AttachmentError(f"{raw} changed while it was being sent; send it again")
+    if opened.st_nlink > 1:  # another name elsewhere: perhaps a file the guard would refuse
+        raise AttachmentError(
+            f"{raw} has other hard links; send a copy of it instead (cp {path.name} copy)"
+        )
     size = opened.st_size
     if size > UPLOAD_LIMIT:
         raise AttachmentError(
