@@ -361,3 +361,37 @@ def test_a_token_hand_over_that_cannot_be_read_is_a_clear_error(tmp_path: Path) 
     assert "legio run: could not read the bot token handed over at start" in result.stderr
     assert "start Legio with `legio run`" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_init_writes_the_annotated_config_and_names_both_first_steps(tmp_path: Path) -> None:
+    from legio.config import Config
+
+    result = legio("init", "demo", cwd=tmp_path)
+    written = (tmp_path / "demo" / "legio.toml").read_text()
+    assert written == (REPO / "legio.toml").read_text()  # the same comments as the repo's
+    for section in ("timezone =", "[approvals]", "[budget]", "[scheduler]", "[sandbox]"):
+        assert section in written
+    config = load_config(tmp_path / "demo" / "legio.toml")
+    default = Config()
+    assert config.model_dump(exclude={"castra", "path"}) == default.model_dump(
+        exclude={"castra", "path"}
+    )  # the annotated file says exactly the defaults
+    assert "legio console" in result.stdout and "legio run" in result.stdout
+
+
+def test_check_for_the_console_does_not_fail_for_telegram(tmp_path: Path) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    result = legio(
+        "check", "--console", "-c", "demo/legio.toml", cwd=tmp_path, env={"IS_SANDBOX": "1"}
+    )
+    assert "needed by `legio run` only" in result.stdout
+    assert "✗ Telegram token" not in result.stdout and "✗ Caesar" not in result.stdout
+    assert "legio check for `legio console`:" in result.stdout
+    for command in ("init", "check", "run", "console"):
+        helped = legio(command, "--help", cwd=tmp_path)
+        assert helped.returncode == 0
+        for line in helped.stdout.splitlines():  # every argument says what it is
+            stripped = line.strip()
+            if stripped.startswith(("-", "DIR")) and "  " not in stripped:
+                nxt = helped.stdout.splitlines()[helped.stdout.splitlines().index(line) + 1]
+                assert nxt.startswith(" " * 20), (command, line)

@@ -25,7 +25,6 @@ from legio.castra import PROMPT_FILE, Castra
 from legio.config import (
     DEFAULT_CONFIG_NAME,
     Config,
-    config_to_toml,
     default_config_path,
     load_config,
 )
@@ -91,12 +90,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     source = default_castra_source()
     for prompt in sorted(source.rglob(PROMPT_FILE)):
         place(target / "castra" / prompt.relative_to(source), prompt.read_bytes())
-    toml = (
-        "# Legio's configuration; every key is explained in docs/configuration.md.\n"
-        "# Put your Telegram user id in [telegram] caesar_ids and export the bot token.\n\n"
-        + config_to_toml(Config())
-    )
-    place(target / DEFAULT_CONFIG_NAME, toml.encode("utf-8"))
+    annotated = Path(str(resources.files("legio") / "default_legio.toml"))  # the repo's own
+    place(target / DEFAULT_CONFIG_NAME, annotated.read_bytes())
 
     for path in created:
         print(f"created  {path}")
@@ -104,8 +99,9 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"kept     {path} (already there, not overwritten)")
     config_file = target / DEFAULT_CONFIG_NAME
     print(
-        "\nNext: put your Telegram user id in caesar_ids in "
-        f"{config_file}, export TELEGRAM_BOT_TOKEN, then run `legio check -c {config_file}`."
+        f"\nNext, to try it without Telegram: `cd {target} && legio console`.\n"
+        f"For Telegram: put your user id in caesar_ids in {config_file}, export "
+        f"TELEGRAM_BOT_TOKEN, run `legio check -c {config_file}`, then `legio run`."
     )
     return 0
 
@@ -154,9 +150,12 @@ def root_refusal(config: Config, is_root: bool) -> str | None:
 CLI_AUTOCOMPACT_TOKENS = 167_000  # CLI 2.1.330's autoCompactThreshold for a 200k window
 
 
-def check_config(config: Config, *, is_root: bool | None = None) -> Report:
-    """Everything ``legio check`` verifies about a loaded config."""
+def check_config(config: Config, *, is_root: bool | None = None, console: bool = False) -> Report:
+    """Everything ``legio check`` verifies about a loaded config; with ``console``, for
+    ``legio console``: the Telegram token and Caesar's id are needed by ``legio run`` only,
+    so their absence is noted, not a failure."""
     report = Report()
+    telegram_bad = report.warn if console else report.bad
     if is_root is None:
         is_root = running_as_root()
     report.ok(f"config {config.path}")
@@ -181,17 +180,17 @@ def check_config(config: Config, *, is_root: bool | None = None) -> Report:
     if config.telegram_token():
         report.ok(f"Telegram token: ${token_env} is set")
     else:
-        report.bad(
+        telegram_bad(
             f"Telegram token: ${token_env} is not set; create a bot with @BotFather and "
-            f"`export {token_env}=<token>` (needed by `legio run`, not by `legio console`)"
+            f"`export {token_env}=<token>` (needed by `legio run` only, not by `legio console`)"
         )
     if config.telegram.caesar_ids:
         ids = ", ".join(str(i) for i in config.telegram.caesar_ids)
         report.ok(f"Caesar: Telegram user id(s) {ids}")
     else:
-        report.bad(
+        telegram_bad(
             "Caesar: telegram.caesar_ids is empty; put your Telegram user id there "
-            "(the bot serves nobody else)"
+            "(the bot serves nobody else; needed by `legio run` only)"
         )
     if config.telegram.base_url:
         report.ok(f"Telegram Bot API server: {config.telegram.base_url}")
@@ -249,9 +248,10 @@ def policy_lines(config: Config, castra: Castra) -> list[str]:
 def cmd_check(args: argparse.Namespace) -> int:
     """Validate config and castra, report the token and the Claude CLI."""
     config = load_config(args.config)
-    report = check_config(config)
+    report = check_config(config, console=args.console)
     print("\n".join(report.lines))
-    print("\nlegio check: " + ("problems found (✗ above)" if report.failed else "all good"))
+    what = " for `legio console`" if args.console else ""
+    print(f"\nlegio check{what}: " + ("problems found (✗ above)" if report.failed else "all good"))
     return 1 if report.failed else 0
 
 
@@ -381,8 +381,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"legio {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    init = sub.add_parser("init", help="write legio.toml and a default castra into DIR")
-    init.add_argument("dir", nargs="?", default=".", metavar="DIR")
+    init = sub.add_parser(
+        "init",
+        help="write legio.toml and a default castra into DIR",
+        description="Write an annotated legio.toml and the default castra (the Legatus and "
+        "two centuriones) into DIR; nothing there is overwritten.",
+    )
+    init.add_argument(
+        "dir", nargs="?", default=".", metavar="DIR", help="the folder (default: this one)"
+    )
     init.set_defaults(func=cmd_init)
 
     config_help = f"config file (default: $LEGIO_CONFIG, else ./{DEFAULT_CONFIG_NAME})"
@@ -397,6 +404,12 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "console":
             command.add_argument(
                 "-v", "--verbose", action="store_true", help="show log records here too"
+            )
+        if name == "check":
+            command.add_argument(
+                "--console",
+                action="store_true",
+                help="check for `legio console` only (no Telegram token or id needed)",
             )
     return parser
 
