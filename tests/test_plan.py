@@ -7,6 +7,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from legio.app import LegioApp
 from legio.config import load_config
 from legio.frontends.admin import Admin
@@ -108,7 +110,8 @@ async def test_an_expired_login_is_told_once_and_holds_work_until_retry(
         [held] = await app.handle_message("@vorenus REPLY after")
         assert held.kind == "held"
         assert "claude login" in held.text and "/retry" in held.text
-        assert len(told) == 1 and told[0].startswith("🔑 Claude refused Legio's login")
+        assert failed.text.startswith("⏸ vorenus stopped: 🔑")  # the one message it says
+        assert told == []
         replies = await app.retry()  # the login is fixed: both run, in order
         assert [r.text.rsplit("\n", 1)[-1] for r in replies] == ["first", "after"]
     finally:
@@ -141,13 +144,32 @@ async def test_the_real_cli_at_the_plans_limit(castra_dir: Path, tmp_path: Path)
         try:
             [held] = await app.handle_message("@vorenus LIMIT_FIRST 1893456000\nREPLY salve")
             assert held.kind == "held"
+            assert held.text == (  # one failure, one message: the held reply says it all
+                "⏸ vorenus stopped: ⏸ The plan's limit is reached and the API did not say "
+                "when it resets: the request waits; send /retry later."
+            )
             [later] = await app.handle_message("@vorenus REPLY vale")
             assert later.kind == "held"
-            assert told == [
-                "⏸ The plan's limit is reached and the API did not say when it resets: "
-                "the request waits; send /retry later."
-            ]
+            assert told == []  # not told a second time beside the reply
             replies = await app.retry()
             assert [r.text.rsplit("\n", 1)[-1] for r in replies] == ["salve", "vale"]
         finally:
             await app.close()
+
+
+async def test_no_login_at_all_is_not_called_an_expired_one(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "no-login"))
+    app = await LegioApp.open(fake_cli_config(castra_dir, fake_cli))
+    try:
+        [failed] = await app.handle_message(
+            "@vorenus LIMIT_FIRST authentication_failed 0 b\nREPLY first"
+        )
+        assert failed.kind == "held"
+        assert "No Claude login found: run `claude login`" in failed.text
+        assert "ANTHROPIC_API_KEY" in failed.text and "expired" not in failed.text
+    finally:
+        await app.close()

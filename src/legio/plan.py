@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -113,15 +114,22 @@ class PlanHealth:
         resets, window = self._rejected if kind == "rate_limit" else (None, None)
         first = self.fault is None
         self.fault = Fault(kind, resets, window)
-        if first:
-            await self._tell(self._message(self.fault))
-        if kind != "rate_limit" or resets is None:  # held: unanswered until /retry
+        if kind != "rate_limit" or resets is None:  # held: its reply is the one message
+            logger.warning("%s", self._message(self.fault))
             raise TurnHeld(agent, f"⏸ {agent} stopped: {self._message(self.fault)}")
+        if first:  # the turn waits for the reset: told once, here
+            await self._tell(self._message(self.fault))
         await self.wait_clear(agent, on_status)
         return True
 
     def _message(self, fault: Fault) -> str:
         if fault.kind == "authentication_failed":
+            ok, state = login_state(dict(os.environ))
+            if not ok and "none found" in state:  # not an expired login: none at all
+                return (
+                    "🔑 No Claude login found: run `claude login` on Legio's machine or set "
+                    "ANTHROPIC_API_KEY, then send /retry."
+                )
             return f"🔑 Claude refused Legio's login (it has expired or is wrong): {LOGIN_FIX}."
         name = WINDOW_NAMES.get(fault.window or "", "plan's")
         if fault.resets_at is None:
