@@ -102,8 +102,15 @@ def test_broken_frontmatter_is_reported_with_the_file(castra_dir: Path) -> None:
     problems = "\n".join(Castra(castra_dir).roster().problems)
     assert "centuriones/bad: ignored" in problems
     assert "frontmatter does not parse" in problems
-    assert "history_window: Input should be greater than or equal to 1" in problems
-    assert "colour: Extra inputs are not permitted" in problems
+    assert "`history_window` in" in problems
+    assert "Input should be greater than or equal to 1 (got -1)" in problems
+    assert "unknown key `colour` in " in problems and "worse/prompt.md" in problems
+
+
+def test_a_misspelt_frontmatter_key_is_named_like_a_bad_config_key(castra_dir: Path) -> None:
+    path = add_centurio(castra_dir, "typo", "---\ndescripton: a typo\n---\nbody\n")
+    problems = "\n".join(Castra(castra_dir).roster().problems)
+    assert f"unknown key `descripton` in {path}; did you mean `description`?" in problems
 
 
 def test_non_utf8_prompt_is_reported(castra_dir: Path) -> None:

@@ -19,11 +19,13 @@ centuriones (bad or reserved names, no prompt, broken frontmatter) are reported 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import frontmatter
 import yaml
@@ -59,6 +61,18 @@ class Frontmatter(BaseModel):
         if problems:
             raise ValueError("; ".join(problems))
         return value
+
+
+def _frontmatter_problem(error: Any, path: Path) -> str:
+    """One frontmatter problem, said the way a bad ``legio.toml`` key is."""
+    key = ".".join(str(p) for p in error["loc"])
+    if error["type"] == "extra_forbidden":
+        known = list(Frontmatter.model_fields)
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f"; did you mean `{close[0]}`?" if close else f" (the keys: {', '.join(known)})"
+        return f"unknown key `{key}` in {path}{hint}"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return f"`{key}` in {path}: {message} (got {error.get('input')!r})"
 
 
 @dataclass(frozen=True)
@@ -162,10 +176,7 @@ def _parse_prompt(name: str, path: Path, raw: bytes, sha256: str) -> AgentPrompt
     try:
         settings = Frontmatter.model_validate(dict(post.metadata))
     except ValidationError as e:
-        details = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()
-        )
-        raise CastraError(f"{path}: bad frontmatter: {details}") from e
+        raise CastraError("; ".join(_frontmatter_problem(err, path) for err in e.errors())) from e
     body = post.content.strip()
     description = (settings.description or "").strip()[:DESCRIPTION_MAX] or (
         _first_line_description(body)
