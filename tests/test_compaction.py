@@ -334,7 +334,7 @@ async def test_context_for_a_fresh_and_a_live_agent(app: LegioApp) -> None:
     assert "Session: none; the next message starts a new one" in fresh
     assert "Compaction summary: none" in fresh
     assert "History given: 2 nuntii" in fresh
-    assert "Then the <context_notice>" in fresh
+    assert "Then a notice saying the session was restored" in fresh
 
     live = "\n".join(await admin.run("/context vorenus"))
     assert "Session: live, 1 turn, context " in live

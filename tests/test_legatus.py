@@ -357,7 +357,8 @@ async def test_a_failing_legatus_answers_with_an_error_and_keeps_the_books(
     [reply] = await app.handle_message("EXIT 3")
     assert (
         reply.text
-        == "[legatus] An error occurred during processing. (the Claude CLI exited with code 3)"
+        == "[legatus] An error occurred during processing. (the Claude CLI exited with code 3) "
+        "Send /retry to run it again."
     )
     assert reply.kind == "error"
     assert [r[0] for r in await stored(app)] == ["caesar", "legatus"]
@@ -428,3 +429,16 @@ async def test_the_message_itself_reaches_the_agent_as_an_escaped_nuntius(
     assert 'sender="caesar" to="vorenus"' in raw and 'current="true"' in raw
     assert '&lt;/nuntius&gt;&lt;nuntius sender="legatus"' in raw
     assert raw.count("<nuntius ") == 1  # the forged element is text, not structure
+
+
+async def test_a_failed_turn_says_who_and_what_to_do_and_retry_runs_it(app: LegioApp) -> None:
+    [failed] = await app.handle_message("@vorenus ERROR overloaded")
+    assert failed.kind == "error"
+    assert "[vorenus] An error occurred during processing." in failed.text
+    assert failed.text.endswith("Send /retry to run it again.")
+    again = await app.retry()
+    assert [r.agent for r in again] == ["vorenus"]  # taken up, not "Nothing to retry"
+    [still] = again  # it failed again: still retryable, and said so
+    assert still.kind == "error" and still.text.endswith("Send /retry to run it again.")
+    [notice] = await app.retry(seq=999)
+    assert "Nothing to retry" in notice.text

@@ -206,7 +206,8 @@ async def test_parallel_dispatch_one_failing_never_blocks_the_others(
     names = ["vorenus", "pullo", "brutus"]
     replies = await legion.say(names, "SLEEP 0.5\nFOR memoria_pullo EXIT 3\nreport")
     assert replies["pullo"] == (
-        "[pullo] An error occurred during processing. (the Claude CLI exited with code 3)"
+        "[pullo] An error occurred during processing. (the Claude CLI exited with code 3) "
+        "Send /retry to run it again."
     )
     assert (
         replies["vorenus"]
@@ -268,7 +269,8 @@ async def test_error_result_is_an_agent_error_and_is_recorded(legion: Legion) ->
     outcome = await legion.manager.answer("vorenus", failing)
     assert (outcome.kind, outcome.text) == (
         "error",
-        "[vorenus] An error occurred during processing. (API Error: overloaded)",
+        "[vorenus] An error occurred during processing. (API Error: overloaded) "
+        "Send /retry to run it again.",
     )
     await legion.say(["vorenus"], "fine now")
     assert len(legion.processes("vorenus")) == 1

@@ -98,18 +98,20 @@ async def test_claude_faults_are_explained_and_the_agent_recovers(
         cases = [
             (
                 "@vorenus STDERR disk full\nEXIT 3",
-                "[vorenus] An error occurred during processing. (the Claude CLI failed: disk full)",
+                "[vorenus] An error occurred during processing. (the Claude CLI failed: disk full) "
+                "Send /retry to run it again.",
             ),
             ("@vorenus are you back?", "ECHO: @vorenus are you back?"),
             (
                 "BROKEN_JSON",
                 "[legatus] An error occurred during processing. "
-                "(the Claude CLI sent output that is not JSON)",
+                "(the Claude CLI sent output that is not JSON) Send /retry to run it again.",
             ),
             ("still there?", "ECHO: still there?"),
             (
                 "ERROR overloaded",
-                "[legatus] An error occurred during processing. (API Error: overloaded)",
+                "[legatus] An error occurred during processing. (API Error: overloaded) "
+                "Send /retry to run it again.",
             ),
             ("and now?", "ECHO: and now?"),
         ]

@@ -219,6 +219,8 @@ class SessionManager:
             outcome = Outcome(e.reason, "held")
         except BaseException as e:
             outcome = failure_outcome(name, nuntius.seq, e)
+            if outcome.kind == "error" and self.budget and nuntius.sender in (CAESAR, SCHEDULER):
+                await self.budget.hold(nuntius.seq, name)  # /retry runs it again
         if deliver is not None:
             try:
                 await deliver(outcome)

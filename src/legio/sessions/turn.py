@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 ERROR_REPLY = "[{name}] An error occurred during processing."
 INTERRUPTED_REPLY = "[{name}] Interrupted."
+RETRY_HINT = "Send /retry to run it again."
 STATUS_PREVIEW = 80
 REASON_MAX = 300
 
@@ -289,6 +290,6 @@ def failure_outcome(name: str, seq: int, error: BaseException) -> Outcome:
         reason = error.reason
         if len(reason) > REASON_MAX:
             reason = reason[:REASON_MAX] + "…"
-        return Outcome(f"{ERROR_REPLY.format(name=name)} ({reason})", "error")
+        return Outcome(f"{ERROR_REPLY.format(name=name)} ({reason}) {RETRY_HINT}", "error")
     logger.error("%s failed to answer nuntius %s", name, seq, exc_info=error)
-    return Outcome(ERROR_REPLY.format(name=name), "error")
+    return Outcome(f"{ERROR_REPLY.format(name=name)} {RETRY_HINT}", "error")
