@@ -173,3 +173,29 @@ async def test_no_login_at_all_is_not_called_an_expired_one(
         assert "ANTHROPIC_API_KEY" in failed.text and "expired" not in failed.text
     finally:
         await app.close()
+
+
+async def test_an_api_that_does_not_answer_is_said_when_the_cli_starts_retrying(
+    castra_dir: Path, tmp_path: Path
+) -> None:
+    """The real CLI retrying a 529: the agent's status line says so at the first retry
+    (not when the retries run out), and the answer still comes."""
+    with FakeMessagesApi() as api:
+        path = castra_dir.parent / "legio.toml"
+        path.write_text(f'model = "{PINNED_MODEL}"\n[claude]\ncli_path = ""\n')
+        env = {**api.safe_cli_env(tmp_path / "cli"), "CLAUDE_CODE_MAX_RETRIES": "3"}
+        app = await LegioApp.open(load_config(path), env=env)
+        lines: list[tuple[str, str]] = []
+
+        async def on_status(agent: str, line: str) -> None:
+            lines.append((agent, line))
+
+        try:
+            [reply] = await app.handle_message(
+                "@vorenus OVERLOADED_FIRST 1 busy\nREPLY at last", on_status
+            )
+        finally:
+            await app.close()
+    assert reply.text.endswith("at last")
+    warned = [line for agent, line in lines if agent == "vorenus" and "⚠️" in line]
+    assert warned and warned[0].startswith("⚠️ The Claude API answered 529: trying again (1 of 3)")

@@ -40,6 +40,7 @@ TOO_LONG_ERROR = {
         "message": "prompt is too long: 215000 tokens > 200000 maximum",
     },
 }
+OVERLOADED_LINE = re.compile(r"^(?:@\w+\s+)*OVERLOADED_FIRST (\d+) (\S+)\s*$", re.MULTILINE)
 LIMIT_LINE = re.compile(r"^(?:@\w+\s+)*LIMIT_FIRST (\d+)(?: (\S+))?\s*$", re.MULTILINE)
 LIMIT_ERROR = {
     "type": "error",
@@ -162,6 +163,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.auth.append(
                 self.headers.get("authorization") or self.headers.get("x-api-key") or ""
             )
+        busy = OVERLOADED_LINE.search(latest_prompt(body))
+        if busy:  # the first N requests of this tag: 529 overloaded (the CLI retries)
+            with self.server.lock:
+                seen = self.server.overloaded.get(busy.group(2), 0)
+                self.server.overloaded[busy.group(2)] = seen + 1
+            if seen < int(busy.group(1)):
+                error = {"type": "overloaded_error", "message": "Overloaded"}
+                self._json(529, {"type": "error", "error": error})
+                return
         limit = LIMIT_LINE.search(latest_prompt(body))
         if limit:
             with self.server.lock:
@@ -247,6 +257,7 @@ class _Server(ThreadingHTTPServer):
         self.auth: list[str] = []  # each request's credential header, in order
         self.too_long_seen: dict[str, int] = {}
         self.limited: set[str] = set()
+        self.overloaded: dict[str, int] = {}
         self.lock = threading.Lock()
 
 

@@ -22,6 +22,7 @@ from claude_agent_sdk import (
     ClaudeSDKClient,
     ResultMessage,
     StreamEvent,
+    SystemMessage,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
@@ -129,6 +130,15 @@ def status_line(block: object) -> str | None:
             preview = preview[:STATUS_PREVIEW] + "…"
         return f"⏳ {preview}"
     return None
+
+
+def retry_line(data: dict[str, Any]) -> str:
+    """The status line of the CLI retrying a request the Claude API refused or let fall."""
+    status = data.get("error_status")
+    why = f"answered {status}" if status else "is not reachable"
+    attempt, most = data.get("attempt"), data.get("max_retries")
+    delay = (data.get("retry_delay_ms") or 0) / 1000
+    return f"⚠️ The Claude API {why}: trying again ({attempt} of {most}) in {delay:.0f} s..."
 
 
 def is_text_preview(line: str, text: str) -> bool:
@@ -242,6 +252,10 @@ async def collect_response(
                             await notify(on_status, agent, line)
                 elif isinstance(message, ResultMessage):
                     result = message
+                elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
+                    line = retry_line(message.data)  # said now, not when the retries end
+                    logger.warning("%s: %s", agent, line)
+                    await notify(on_status, agent, line)
             break
         except MessageParseError as e:
             logger.warning("%s: skipped a message the SDK could not parse: %s", agent, e)
