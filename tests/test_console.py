@@ -134,3 +134,12 @@ def test_help_lists_attach_and_status_counts_one_turn(castra_dir: Path, fake_cli
     assert "In this console: /attach PATH [text]" in result.stdout
     assert "up to 20 MB" in result.stdout
     assert "legatus: Legio:" not in result.stdout  # Legio's own help is not the Legatus's
+
+
+def test_retry_in_the_console_says_who_answers(castra_dir: Path, fake_cli: FakeCli) -> None:
+    held = "LIMIT_FIRST authentication_failed 0 b\nREPLY salve"
+    result = run_console(castra_dir, fake_cli, f"{held}\n/retry\n/retry\n")
+    assert result.returncode == 0, result.stderr
+    assert "legatus: ⏸ legatus stopped: 🔑" in result.stdout  # the one message of the fault
+    assert "legatus: salve" in result.stdout  # /retry's answer, labelled
+    assert "\nNothing to retry" in result.stdout  # Legio's own notice is not the Legatus's

@@ -223,7 +223,17 @@ class Admin:
         if isinstance(seq, str):
             return [seq]
         replies = await self.app.retry(seq)
-        return [page for reply in replies for page in paginate(reply.text.splitlines())]
+        return [  # who speaks: the Legatus's answer is labelled, a centurio's has its header
+            page
+            for reply in replies
+            for page in paginate(
+                (
+                    f"legatus: {reply.text}"
+                    if reply.agent == LEGATUS and reply.kind != "notice"
+                    else reply.text
+                ).splitlines()
+            )
+        ]
 
     async def cmd_stop(self, args: str) -> list[str]:
         names = self.app.agents()
