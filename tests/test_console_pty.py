@@ -82,3 +82,17 @@ def test_ctrl_c_stops_the_turn_and_ctrl_d_closes_once(
     log = castra_dir / "state" / "legio.log"
     assert log.exists() and "INFO" in log.read_text()
     assert not re.search(r"\b(INFO|WARNING) legio\.", text)  # no log record in the chat
+
+
+def test_status_mid_stream_answers_at_once_and_the_answer_arrives_whole(
+    console: pexpect.spawn,
+) -> None:
+    words = " ".join(f"w{i:02d}" for i in range(40))
+    console.sendline(f"@vorenus STREAM 40 0.1 {words}")
+    console.expect("━━━━━━━━━━━━")  # the answer's header: it is streaming
+    console.sendline("/status")
+    console.expect("⚙️ vorenus: working")  # answered while the stream goes on
+    console.expect("w39")
+    time.sleep(0.5)  # the turn is stored
+    console.sendline("/history 1")
+    console.expect(f"vorenus → caesar: {words}")  # the answer whole, in order
