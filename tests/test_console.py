@@ -143,3 +143,19 @@ def test_retry_in_the_console_says_who_answers(castra_dir: Path, fake_cli: FakeC
     assert "legatus: ⏸ legatus stopped: 🔑" in result.stdout  # the one message of the fault
     assert "legatus: salve" in result.stdout  # /retry's answer, labelled
     assert "\nNothing to retry" in result.stdout  # Legio's own notice is not the Legatus's
+
+
+def test_attach_takes_a_quoted_path_and_says_the_consoles_own_limit(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    spaced = tmp_path / "my notes.txt"
+    spaced.write_text("salve")
+    big = tmp_path / "big.bin"
+    with big.open("wb") as f:
+        f.truncate(21 * 1024 * 1024)
+    lines = f'/attach "{spaced}" @vorenus read\n/attach {big}\n'
+    result = run_console(castra_dir, fake_cli, lines)
+    assert result.returncode == 0, result.stderr
+    assert 'name="my notes.txt"' in "".join(p for c in fake_cli.processes() for p in c.prompts)
+    assert "the console takes files up to 20 MB" in result.stdout
+    assert "Telegram lets a bot" not in result.stdout

@@ -41,6 +41,7 @@ from legio.store.files import (
     FileStore,
     guess_mime,
     kind_of,
+    megabytes,
     safe_name,
     too_big,
 )
@@ -162,7 +163,10 @@ def take_local_file(files: FileStore, raw: str, text: str) -> PendingFile:
         raise AttachmentError(f"{raw} is not a file: give the path of an existing file")
     size = path.stat().st_size
     if size > DOWNLOAD_LIMIT:
-        raise AttachmentError(too_big(path.name, size, DOWNLOAD_LIMIT))
+        raise AttachmentError(  # the console's own limit, said as such
+            f"{path.name} is {megabytes(size)}; the console takes files up to "
+            f"{DOWNLOAD_LIMIT // 2**20} MB, as Telegram would"
+        )
     name = safe_name(path.name, "file")
     mime = guess_mime(name)
     kind = kind_of(mime)
