@@ -113,6 +113,16 @@ DODGES = [
     "flock -x /tmp/l git push",
     "flock /tmp/l -c 'git push'",
     "parallel git ::: push",
+    "git -c core.pager='git push' -p log",
+    "git -c core.sshCommand='sh -c \\\"git push\\\"' fetch",
+    "GIT_PAGER='git push' git -p log",
+    "export GIT_PAGER='git push'; git -p log",
+    "env GIT_SSH_COMMAND='git push' git fetch",
+    "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager GIT_CONFIG_VALUE_0=x git -p log",
+    "PS4='$(git push)' bash -xc true",
+    "BASH_ENV=./x.sh bash -c true",
+    "awk 'BEGIN{system(\"git push\")}'",
+    "awk 'BEGIN{print \"push\" | \"xargs git\"}'",
     "$'git' push",
 ]
 # ordinary work: no question
@@ -140,6 +150,10 @@ ORDINARY = [
     "ls missing 2>/dev/null || echo none",
     "echo 1 > count.txt",
     "flock /tmp/l make test",
+    "GIT_PAGER=cat git log -5",
+    "git -c user.name=legio -c user.email=l@x commit -m done",
+    "awk '{print $1}' notes.txt | sort",
+    "GIT_TERMINAL_PROMPT=0 git fetch",
 ]
 
 

@@ -32,6 +32,7 @@ import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
 from legio.shellwords import (
+    AWKS,
     COMPOUND,
     FLOCK_VALUES,
     GIT_COMMANDS,
@@ -46,6 +47,7 @@ from legio.shellwords import (
     WRAPPERS,
     XARGS_VALUES,
     Word,
+    command_variable,
     find_exec,
     git_config_opaque,
     interpreter,
@@ -96,6 +98,12 @@ class _Reader:
             self.opaque("it does not parse as the shell would read it (a redirection)")
         if kind in COMPOUND:
             self.opaque(f"a compound command ({COMPOUND[kind]})")
+        if kind == "variable_assignment":
+            name = node.child_by_field_name("name")
+            value = node.child_by_field_name("value")
+            text = _literal(value) if value is not None else ""
+            if name is not None and command_variable((name.text or b"").decode(), text):
+                self.opaque(f"{(name.text or b'').decode()} set (it makes programs run commands)")
         if kind == "command":
             self.command(node, fed=fed)
             return
@@ -174,6 +182,12 @@ class _Reader:
                 if any(w in ("-c", "--command") for w in rest):
                     self.plain([program, *rest])
                     return
+            elif program in AWKS:  # awk's system() and "| cmd" run commands
+                script = next((w for w in skip_options(rest, {"-F", "-v", "-f"}) or [""]), "")
+                if script is None or "system" in script or "|" in script:
+                    self.opaque(f"{program} running commands")
+                self.plain([program, *rest])
+                return
             elif program == "watch":
                 self.script(" ".join(w if w is not None else "$x" for w in watched(rest)))
                 return
@@ -190,6 +204,9 @@ class _Reader:
     def env(self, rest: list[Word]) -> list[Word]:
         while rest and rest[0] is not None and (rest[0].startswith("-") or "=" in rest[0]):
             option = rest[0]
+            name, _, value = option.partition("=")
+            if not option.startswith("-") and command_variable(name, value):
+                self.opaque(f"{name} set (it makes programs run commands)")
             if option.startswith(("-S", "--split-string")):
                 self.opaque("env -S (a command line in one word)")
                 return []

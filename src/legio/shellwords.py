@@ -134,6 +134,33 @@ def interpreter(program: str) -> str | None:
     return base if base in INLINE else None
 
 
+# git settings that cannot make git run another command (any other ``git -c`` is opaque:
+# core.pager, core.sshCommand, diff.external, filter.*, alias.*, include.* all can)
+SAFE_GIT_CONFIG = (
+    "user.", "color.", "advice.", "init.defaultbranch", "core.quotepath", "core.autocrlf",
+    "safe.directory", "log.", "format.pretty", "commit.gpgsign", "tag.gpgsign", "pull.rebase",
+    "push.default", "merge.conflictstyle", "diff.renames", "status.", "column.ui",
+)  # fmt: skip
+# variables that make a program run a command of their choosing (a pager, an editor, an
+# ssh or diff program, a config file, a shell's start-up file, a preloaded library)
+COMMAND_VARIABLES = {
+    "PAGER", "GIT_PAGER", "EDITOR", "VISUAL", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_SSH",
+    "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_EXEC_PATH",
+    "GIT_CONFIG", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT", "GIT_TEMPLATE_DIR", "GIT_DIR", "BASH_ENV", "ENV", "PROMPT_COMMAND",
+    "PS4", "LD_PRELOAD", "LESSOPEN", "LESSCLOSE",
+}  # fmt: skip
+HARMLESS_VALUES = {"", "cat", "less", "more", "true", ":"}
+AWKS = {"awk", "gawk", "mawk", "nawk"}
+
+
 def git_config_opaque(setting: str) -> bool:
+    """Whether a ``git -c`` setting could make git run something (anything not known safe)."""
     key = setting.partition("=")[0].lower()
-    return key.startswith(("alias.", "include.", "includeif."))
+    return not key.startswith(SAFE_GIT_CONFIG)
+
+
+def command_variable(name: str, value: str | None) -> bool:
+    """Whether assigning ``value`` to ``name`` can make a program run another command."""
+    risky = name in COMMAND_VARIABLES or name.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))
+    return risky and (value is None or value.strip() not in HARMLESS_VALUES)
