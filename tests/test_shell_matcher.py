@@ -122,7 +122,7 @@ DODGES = [
     "PS4='$(git push)' bash -xc true",
     "BASH_ENV=./x.sh bash -c true",
     "awk 'BEGIN{system(\"git push\")}'",
-    "awk 'BEGIN{print \"push\" | \"xargs git\"}'",
+    'awk \'BEGIN{print "push" | "xargs git"}\'',
     "$'git' push",
 ]
 # ordinary work: no question
