@@ -96,3 +96,27 @@ def test_status_mid_stream_answers_at_once_and_the_answer_arrives_whole(
     time.sleep(0.5)  # the turn is stored
     console.sendline("/history 1")
     console.expect(f"vorenus → caesar: {words}")  # the answer whole, in order
+
+
+def test_the_status_line_says_who_does_what_and_for_how_long() -> None:
+    from claude_agent_sdk import ToolUseBlock
+
+    from legio.frontends.console_prompt import Board
+    from legio.sessions.turn import status_line
+
+    bash = ToolUseBlock(
+        id="t1", name="Bash", input={"command": "ls -la\n  src", "description": "x"}
+    )
+    line = status_line(bash)
+    assert line == "⏳ Bash: ls -la src"
+    board = Board()
+    assert "Ctrl-C stops" in board.text()  # nothing running: the keys
+    board.update("vorenus", line)
+    board.update("pullo", "⏳ Thinking...")
+    board.update("legatus", "⏸ legatus is waiting for your approval: git push")
+    text = board.text()
+    assert "vorenus: Bash: ls -la src (0s)" in text
+    assert "pullo: thinking (0s)" in text
+    assert "legatus: waiting for approval (0s)" in text
+    board.done("vorenus")
+    assert "vorenus" not in board.text()

@@ -123,6 +123,12 @@ def status_line(block: object) -> str | None:
             if isinstance(names, str):
                 names = [names]
             return f"⏳ Dispatching to {', '.join(str(n) for n in names)}..."
+        command = block.input.get("command") if tool == "Bash" else None
+        if isinstance(command, str) and command.strip():  # what runs, shortened, one line
+            flat = " ".join(command.split())
+            return (
+                f"⏳ Bash: {flat if len(flat) <= STATUS_PREVIEW else flat[:STATUS_PREVIEW] + '…'}"
+            )
         return f"⏳ {_TOOL_STATUS.get(tool, f'Using {tool}')}..."
     if isinstance(block, TextBlock) and block.text.strip():
         preview = " ".join(block.text.split())
