@@ -318,3 +318,19 @@ async def test_one_login_for_all_a_rotated_token_reaches_every_cli(logged_in: Re
     _rotate(r.shared / ".credentials.json", "sk-ant-oat01-RENEWED", 240)  # claude login
     await r.legion.say(["pullo"], "REPLY four")
     assert r.api.auth[-1] == "Bearer sk-ant-oat01-RENEWED"
+
+
+async def test_a_sandbox_that_cannot_start_refuses_the_command_never_runs_it_bare(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A temp folder so deep the sandbox's sockets cannot be made there: the CLI used to
+    say "Sandboxing is disabled" and run the command anyway; now it refuses it."""
+    import tempfile
+
+    deep = tmp_path / ("x" * 90)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    async for r in _reach(castra_dir, fake_cli, tmp_path, monkeypatch, login=False):
+        text = await r.call("vorenus", "Bash", {"command": "echo RAN > ran.txt"})
+        assert "failed to initialize" in text and "not allowed" in text, text
+        assert not (r.root / "centuriones" / "vorenus" / "workspace" / "ran.txt").exists()

@@ -202,6 +202,8 @@ def agent_options(
             "enabled": True,
             "autoAllowBashIfSandboxed": True,
             "allowUnsandboxedCommands": False,
+            # a sandbox that cannot start refuses commands instead of running them bare
+            "failIfUnavailable": True,
             "network": {
                 "allowedDomains": list(config.sandbox.allowed_domains),
                 # without it, bypassPermissions lets a command reach any host
