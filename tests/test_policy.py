@@ -320,6 +320,7 @@ def test_agent_options_sandbox_bash_with_the_allow_list(
         "enabled": True,
         "autoAllowBashIfSandboxed": True,
         "allowUnsandboxedCommands": False,
+        "failIfUnavailable": True,  # a sandbox that cannot start refuses, never runs bare
         "network": {"allowedDomains": ["pypi.org", "*.example.com"], "strictAllowlist": True},
     }
     assert options["add_dirs"] == [str(castra_dir.parent / "myapp")]
