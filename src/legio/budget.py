@@ -147,11 +147,8 @@ class Budget:
 
     async def _figures(self, agent: str) -> tuple[dict[str, float], float]:
         """Today's spend per agent, and what a turn of ``agent`` is reckoned to cost."""
-        start = self.day_start()
-        spent: dict[str, float] = {}
-        for row in await self.praetorium.usage_since(start):
-            spent[row.agent] = spent.get(row.agent, 0.0) + row.cost_usd
-        week = [r for r in await self.praetorium.usage_since(start - timedelta(days=6))]
+        spent = await self.spent_today()
+        week = await self.praetorium.usage_since(self.day_start() - timedelta(days=6))
         turns = sum(r.turns for r in week if r.agent == agent)
         cost = sum(r.cost_usd for r in week if r.agent == agent)
         estimate = max(ESTIMATE_FLOOR_USD, cost / turns if turns else 0.0)

@@ -111,17 +111,14 @@ async def run_console(
                 show(f"⚠️ {e}")
                 return
             text = parsed[1]
-        try:
-            with begin("update received"):
-                await app.handle_message(
-                    text,
-                    on_status,
-                    on_reply=print_reply,
-                    on_text=printer.stream,
-                    attachments=attachments,
-                )
-        finally:
-            board.doing.clear()
+        with begin("update received"):  # each agent leaves the status line with its reply
+            await app.handle_message(
+                text,
+                on_status,
+                on_reply=print_reply,
+                on_text=printer.stream,
+                attachments=attachments,
+            )
 
     try:
         show(BANNER)
