@@ -87,6 +87,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "reply_to",
             "origin",
             "forwarded_from",
+            "project",
         ]
         fks = db.execute("PRAGMA foreign_key_list(nuntii)").fetchall()
         assert [(f[2], f[3], f[4]) for f in fks] == [("nuntii", "reply_to", "id")]
@@ -105,6 +106,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m009_approvals",
             "m010_album_parts",
             "m011_pending_forwards",
+            "m012_projects",
         ]
         plan = " ".join(
             str(r)

@@ -41,10 +41,12 @@ from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
 from legio.plan import PlanHealth
 from legio.policy import scrub_environment
+from legio.projectview import CopyState, DiffReport, ProjectState
 from legio.sandbox import sandbox_status_lines
 from legio.schedule import zone
 from legio.scheduler import Clock, Scheduler
 from legio.sessions.context import ContextReport
+from legio.sessions.desk import ProjectDesk, Target
 from legio.sessions.gate import Gatekeeper
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.manager import SessionManager
@@ -69,7 +71,9 @@ __all__ = [
     "Compaction",
     "ContextReport",
     "ContextView",
+    "CopyState",
     "Decision",
+    "DiffReport",
     "Fetch",
     "Grant",
     "Job",
@@ -77,6 +81,7 @@ __all__ = [
     "LegioApp",
     "Nuntius",
     "PendingFile",
+    "ProjectState",
     "QuestionRequest",
     "Reply",
     "ReplyCallback",
@@ -84,6 +89,7 @@ __all__ = [
     "SentFile",
     "StatusCallback",
     "StatusRow",
+    "Target",
     "TextCallback",
     "UsageReport",
     "UsageRow",
@@ -138,6 +144,7 @@ class LegioApp:
         self._presenter: Presenter | None = None
         self.scheduler: Scheduler = attach_scheduler(legatus, self._present, clock=clock)
         self.intake = Intake(praetorium, sessions.attachments, sessions.files)
+        self.projects = ProjectDesk(sessions)  # /diff, /projects, /drop
 
     @classmethod
     async def open(

@@ -53,6 +53,7 @@ class Frontmatter(BaseModel):
     add_dirs: list[str] = Field(default_factory=list)
     ask: list[str] | None = None  # approval rules added to [approvals] ask for this agent
     daily_usd: float | None = Field(None, ge=0)  # this agent's daily spending limit
+    project: str | None = None  # the [projects] entry its requests are on unless one says #other
 
     @field_validator("ask")
     @classmethod

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from legio.approvals import DEFAULT_ASK, rule_problems
 from legio.errors import ConfigError
+from legio.names import NAME, NAME_RULE
 from legio.schedule import zone_name_error
 
 CONFIG_ENV = "LEGIO_CONFIG"
@@ -153,6 +154,24 @@ class BudgetSettings(_Strict):
     per_turn_usd: float = Field(5.0, ge=0)
 
 
+class ProjectSettings(_Strict):
+    """One of Caesar's git repositories agents may work on (``[projects.<name>]``), each
+    agent in its own clone on its own branch (see docs/projects.md)."""
+
+    path: Path
+    base: str = ""  # the branch agents start from; "" = the repository's current branch
+
+    @field_validator("base")
+    @classmethod
+    def _branch(cls, value: str) -> str:
+        if value and (value.startswith("-") or not _BRANCH.match(value) or ".." in value):
+            raise ValueError('must be a branch name, e.g. "main"')
+        return value
+
+
+_BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}\Z")
+
+
 class Config(_Strict):
     """Everything in ``legio.toml``; ``path`` is where it was read from."""
 
@@ -171,8 +190,17 @@ class Config(_Strict):
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    projects: dict[str, ProjectSettings] = Field(default_factory=dict)
 
     path: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("projects")
+    @classmethod
+    def _project_names(cls, value: dict[str, ProjectSettings]) -> dict[str, ProjectSettings]:
+        bad = [name for name in value if not NAME.match(name)]
+        if bad:
+            raise ValueError(f"project names {bad} must be {NAME_RULE}")
+        return value
 
     @field_validator("timezone")
     @classmethod
@@ -232,6 +260,8 @@ def load_config(path: Path | str | None = None) -> Config:
                 "create it with `legio init` or point `castra` at an existing one"
             ],
         )
+    for project in config.projects.values():
+        project.path = (base / project.path.expanduser()).resolve()
     cli_path = config.claude.cli_path
     if cli_path and not Path(cli_path).is_absolute() and ("/" in cli_path):
         config.claude.cli_path = str(base / cli_path)

@@ -24,6 +24,7 @@ __all__ = [
     "MessageParseError",
     "NothingToCompact",
     "PraetoriumError",
+    "ProjectError",
     "SearchQueryError",
     "TurnHeld",
 ]
@@ -100,3 +101,8 @@ class DownloadLater(AttachmentError):
 class TurnHeld(AgentError):
     """The turn did not start and the request stays unanswered (``/retry`` runs it):
     the day's budget is spent, or the plan's limit is reached. ``reason`` is for Caesar."""
+
+
+class ProjectError(LegioError):
+    """A project (``[projects.<name>]``) that cannot be used as asked: an unknown name, a
+    path that is gone or no repository, a base branch missing, a git command that failed."""

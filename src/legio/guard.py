@@ -83,6 +83,7 @@ class PathGuard:
         *,
         workspace: Path | None = None,
         granted: Sequence[Path] = (),
+        fence: Sequence[Protected] = (),
     ) -> None:
         self.castra = castra
         self.root = castra.root.resolve()
@@ -92,10 +93,11 @@ class PathGuard:
         self.centuriones = (self.root / "centuriones").resolve()
         self.workspace = workspace.resolve() if workspace else None
         self.granted = [g.resolve() for g in granted]
+        self.fence = list(fence)  # more it may read but not write (a project's checkout)
         self.fold = case_insensitive(self.root)  # compare names as the volume does
 
     def entries(self) -> list[Protected]:
-        return protected_entries(self.castra, self.agent, self.config_path)
+        return self.fence + protected_entries(self.castra, self.agent, self.config_path)
 
     def protected(self) -> list[str]:
         """A description of what is out of reach, for ``legio check`` and the docs."""

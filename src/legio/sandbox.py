@@ -28,7 +28,7 @@ from legio.castra import AgentPrompt, Castra
 from legio.config import Config
 from legio.errors import CastraError, LegioError
 from legio.folders import granted_dirs
-from legio.policy import builtin_tools, deny_rules, protected_entries, working_dir
+from legio.policy import Protected, builtin_tools, deny_rules, protected_entries, working_dir
 
 logger = logging.getLogger(__name__)
 
@@ -183,11 +183,12 @@ def agent_options(
     tools: Sequence[str],
     granted: Sequence[Path] = (),
     support: SandboxSupport | None = None,
+    fence: Sequence[Protected] = (),
 ) -> dict[str, Any]:
     """The ``ClaudeAgentOptions`` keywords that confine one agent: ``settings`` with the
     ``permissions.deny`` rules, ``add_dirs`` for its granted folders, and, when it has
     Bash, ``sandbox``. Raises ``LegioError`` rather than run Bash unsandboxed unasked."""
-    rules = deny_rules(protected_entries(castra, agent, config.path))
+    rules = deny_rules([*fence, *protected_entries(castra, agent, config.path)])
     options: dict[str, Any] = {
         "settings": json.dumps({"permissions": {"deny": rules}}),
         "add_dirs": [str(folder) for folder in granted],

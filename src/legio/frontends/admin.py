@@ -19,10 +19,19 @@ from legio.errors import (
     AgentInterrupted,
     CastraError,
     NothingToCompact,
+    ProjectError,
     SearchQueryError,
 )
 from legio.frontends.usage import usage_lines
-from legio.frontends.views import context_lines, history_lines, paginate, search_lines, status_lines
+from legio.frontends.views import (
+    context_lines,
+    diff_lines,
+    history_lines,
+    paginate,
+    projects_lines,
+    search_lines,
+    status_lines,
+)
 from legio.names import BROADCAST, LEGATUS
 
 HISTORY_DEFAULT, HISTORY_MAX = 20, 200
@@ -61,6 +70,15 @@ COMMANDS = [
     CommandInfo("usage", "/usage", "spending today and over 7 days, per agent and model"),
     CommandInfo("retry", "/retry [n]", "run again the requests a restart interrupted (or #n)"),
     CommandInfo("jobs", "/jobs", "scheduled jobs, with their next run"),
+    CommandInfo("projects", "/projects", "each project, and each agent's branch and copy of it"),
+    CommandInfo(
+        "diff", "/diff <agent> <project>", "an agent's work on a project: summary and .diff file"
+    ),
+    CommandInfo(
+        "drop",
+        "/drop <agent> <project>",
+        "remove an agent's copy (its branch stays in the project)",
+    ),
     CommandInfo("cancel", "/cancel <n>", "cancel scheduled job #n"),
     CommandInfo("help", "/help", "this list"),
 ]
@@ -83,6 +101,14 @@ def command_target(text: str) -> str | None:
     """The bot a command line names (``/status@legio_bot``: ``legio_bot``), if any."""
     match = COMMAND.match(text.strip())
     return match.group(2) if match else None
+
+
+class Pages(list[str]):
+    """An answer's pages, and documents to send with them: (file name, content)."""
+
+    def __init__(self, pages: list[str], documents: list[tuple[str, bytes]] | None = None) -> None:
+        super().__init__(pages)
+        self.documents = documents or []
 
 
 def is_command(text: str) -> bool:
@@ -120,6 +146,39 @@ class Admin:
             lines += ["", "Centuriones:"]
             lines += [f"@{n} — {p.description}" for n, p in roster.centuriones.items()]
         return paginate(lines)
+
+    async def cmd_projects(self, args: str) -> list[str]:
+        return paginate(projects_lines(await self.app.projects.overview()))
+
+    async def cmd_diff(self, args: str) -> list[str]:
+        usage = "/diff <agent> <project>, e.g. /diff vorenus #app"
+        try:
+            target = self.app.projects.resolve(args, usage)
+            report = await self.app.projects.diff(target)
+        except ProjectError as e:
+            return [str(e)]
+        if report is None:
+            return [
+                f"{target.agent} has no copy of #{target.project}: it gets one with its "
+                f"first request there (@{target.agent} #{target.project} …)."
+            ]
+        name = f"{target.agent}-{target.project}.diff"
+        documents = [(name, report.text.encode())] if report.text.strip() else []
+        return Pages(paginate(diff_lines(report)), documents)
+
+    async def cmd_drop(self, args: str) -> list[str]:
+        usage = "/drop <agent> <project>, e.g. /drop vorenus #app"
+        try:
+            target = self.app.projects.resolve(args, usage)
+            dropped = await self.app.projects.drop(target)
+        except ProjectError as e:
+            return [str(e)]
+        if not dropped:
+            return [f"{target.agent} has no copy of #{target.project}; nothing to drop."]
+        return [
+            f"Dropped {target.agent}'s copy of #{target.project}. Its branch stays in the "
+            "project; its next request there starts a new copy from that branch."
+        ]
 
     async def cmd_start(self, args: str) -> list[str]:
         return await self.cmd_help(args)

@@ -93,8 +93,11 @@ async def run_console(
         return await run(on_status, print_reply, None)  # printed whole, after its ⏰ mark
 
     async def command(text: str) -> None:
-        for page in await admin.run(text):
+        pages = await admin.run(text)
+        for page in pages:
             show(page)
+        for name, content in getattr(pages, "documents", ()):  # /diff's diff, in full
+            show(f"── {name} ──\n{content.decode(errors='replace').rstrip()}")
         if text.split()[0] == "/help":
             show(ATTACH_USAGE.replace("Usage: ", "In this console: "))
 

@@ -185,3 +185,32 @@ async def send_markdown(bot: Bot, chat_id: int, markdown: str, reply_to: int | N
         except BadRequest as e:
             logger.warning("Telegram refused a formatted message (%s); sending it as plain text", e)
             await send_with_retries(bot, chat_id, text, reply_parameters=reply)
+
+
+SHORT_DOCUMENT = 3000  # a text document this short is shown in the chat too
+
+
+async def send_pages(bot: Bot, chat_id: int, pages: list[str]) -> None:
+    """An admin command's answer: its pages as plain text, then its documents (``/diff``'s
+    ``.diff``), a short one also shown preformatted in the chat."""
+    for page in pages:
+        for piece in plain_pages(page):
+            await send_with_retries(bot, chat_id, piece)
+    for name, content in getattr(pages, "documents", ()):
+        text = content.decode(errors="replace")
+        if len(text) <= SHORT_DOCUMENT and text.strip():
+            language = name.rsplit(".", 1)[-1]
+            entity = MessageEntity(MessageEntity.PRE, 0, _utf16(text), language=language)
+            await send_with_retries(bot, chat_id, text, entities=[entity])
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(is_transient),
+            stop=stop_after_attempt(FILE_ATTEMPTS),
+            wait=wait_exponential(multiplier=0.5, max=8),
+            reraise=True,
+        ):
+            with attempt:
+                await bot.send_document(chat_id, content, filename=name)
+
+
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2

@@ -54,10 +54,10 @@ from legio.frontends.sending import (
     SendChains,
     chat_of,
     origin_of,
-    plain_pages,
     render,
     send_files,
     send_markdown,
+    send_pages,
     send_with_retries,
 )
 from legio.frontends.status import StatusBoard, Typing
@@ -330,9 +330,7 @@ class LegioBot:
         slow = message.text.lstrip().lower().startswith("/compact")  # a model turn
         async with self._typing.shown(message.chat_id) if slow else contextlib.nullcontext():
             pages = await self.admin.run(message.text)
-        for page in pages:
-            for piece in plain_pages(page):
-                await send_with_retries(context.bot, message.chat_id, piece)
+        await send_pages(context.bot, message.chat_id, pages)  # and /diff's document
 
     async def on_callback(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A button tap: an approval, an agent's question, or Stop."""
@@ -378,7 +376,7 @@ def build_application(
         builder = builder.base_url(base).base_file_url(base.replace("/bot", "/file/bot", 1))
     app = builder.build()
     app.add_handler(TypeHandler(Update, bot.gate), group=-1)
-    slow = ["compact", "context"]  # they wait for an agent: the others must not wait for them
+    slow = ["compact", "context", "diff", "projects", "drop"]  # they wait: others must not
     names = [c.name for c in COMMANDS if c.name not in ("retry", *slow)] + ["start"]
     message = filters.UpdateType.MESSAGE
     app.add_handler(CommandHandler("retry", bot.on_retry, filters=message, block=False))

@@ -12,7 +12,10 @@ from legio.app import (
     Attachment,
     Compaction,
     ContextReport,
+    CopyState,
+    DiffReport,
     Nuntius,
+    ProjectState,
     SearchHit,
     StatusRow,
     estimate_tokens,
@@ -204,7 +207,8 @@ def history_lines(
 
 
 def _header(n: Nuntius) -> str:
-    return f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}"
+    tag = f" #{n.project}" if n.project else ""
+    return f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}{tag}"
 
 
 def search_lines(
@@ -217,3 +221,62 @@ def search_lines(
     for hit in hits:
         lines += [_header(hit.nuntius), f"   {' '.join(hit.snippet.split())}"]
     return lines
+
+
+# ---------------------------------------------------------------- projects
+
+
+def diff_lines(report: DiffReport) -> list[str]:
+    """``/diff``'s summary: the branch, how far from the base, the files and lines, the
+    commits, what is not committed yet."""
+    place = report.place
+    lines = [
+        f"{place.agent} on #{place.project}: branch {place.branch}, "
+        f"{report.ahead} commit{'s' * (report.ahead != 1)} ahead of {place.base}"
+        + (f", {report.behind} behind (the base moved on)" if report.behind else ""),
+        f"{report.files} file{'s' * (report.files != 1)} changed, "
+        f"+{report.added} −{report.removed} (committed or not)",
+    ]
+    lines += [f"  {commit}" for commit in report.commits]
+    if report.untracked:
+        shown = ", ".join(report.untracked[:10])
+        more = f" and {len(report.untracked) - 10} more" if len(report.untracked) > 10 else ""
+        lines.append(f"New files not added to git (not in the diff): {shown}{more}")
+    if report.cut:
+        lines.append("The diff was cut at 20 MB.")
+    if not report.text.strip() and not report.untracked:
+        lines.append(f"Nothing to show: the copy is where {place.base} was.")
+    return lines
+
+
+def projects_lines(states: list[ProjectState]) -> list[str]:
+    """``/projects``: each project, and each agent's copy of it."""
+    if not states:
+        return [
+            'No projects yet: add [projects.<name>] with path = "/path/to/repo" to '
+            "legio.toml and restart Legio (docs/projects.md)."
+        ]
+    lines: list[str] = []
+    for state in states:
+        lines.append(f"#{state.name} — {state.path} (base {state.base or '?'})")
+        if state.problem:
+            lines.append(f"  ⚠️ {state.problem}")
+            continue
+        if not state.copies:
+            lines.append("  no agent has worked on it yet")
+        for copy in state.copies:
+            lines.append(f"  {copy.agent}: " + copy_line(copy))
+    return lines
+
+
+def copy_line(copy: CopyState) -> str:
+    if copy.problem:
+        return f"⚠️ {copy.problem}"
+    parts = [copy.branch, f"{copy.ahead} ahead"]
+    if copy.behind:
+        parts.append(f"{copy.behind} behind")
+    if copy.uncommitted:
+        parts.append(f"{copy.uncommitted} uncommitted")
+    if copy.last:
+        parts.append(f"last: {copy.last}")
+    return ", ".join(parts)

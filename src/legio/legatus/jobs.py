@@ -86,6 +86,7 @@ def job_tools(
     changed: Callable[[], None],
     max_jobs: int,
     owner_chat: Callable[[], Awaitable[str | None]],
+    projects: Callable[[], list[str]] = list,
 ) -> list[SdkMcpTool[Any]]:
     """The three job tools. ``targets()``: the centuriones; ``changed()``: wake the scheduler."""
 
@@ -111,6 +112,11 @@ def job_tools(
                 "at": {"type": "string", "description": "one time, ISO local date-time"},
                 "in": {"type": "string", "description": "one time after a delay, e.g. 2h30m"},
                 "cron": {"type": "string", "description": "a repeating schedule"},
+                "project": {
+                    "type": "string",
+                    "description": "optional: a project of legio.toml's [projects] the "
+                    "centurio works on (its own copy and branch)",
+                },
             },
             "required": ["request"],
             "additionalProperties": False,
@@ -165,6 +171,11 @@ def job_tools(
             first = check_future(parse_at(value, tz), moment, tz)
         else:
             first = check_future(moment + parse_in(value), moment, tz)
+        project = str(args.get("project") or "").strip().lstrip("#").lower()
+        if project and project not in projects():
+            raise ScheduleError(f"no project named {project!r}; the projects: {projects()}")
+        if project and f"#{project}" not in request.lower():
+            request = f"#{project} {request}"  # the run's nuntius is on it, like Caesar's
         name = " ".join(str(args.get("name") or "").split()) or default_name(request)
         return NewJob(
             name=name[:NAME_MAX],
@@ -246,7 +257,9 @@ def job_runner(legatus: Legatus, present: Presenter | None = None) -> JobRunner:
                 if on_reply is not None:
                     await on_reply(reply)
 
-            await legatus.answer_nuntius(nuntius, [job.target], on_status, marked, on_text)
+            project, _ = legatus.sessions.projects.pick(nuntius.text)  # its #name
+            on = dataclasses.replace(nuntius, project=project or nuntius.project)
+            await legatus.answer_nuntius(on, [job.target], on_status, marked, on_text)
             return replies
 
         if present is None:
@@ -277,6 +290,7 @@ def attach_scheduler(
             scheduler.changed,
             legatus.config.scheduler.max_jobs,
             lambda: caesar_chat(legatus.praetorium),
+            legatus.sessions.projects.names,
         )
     )
     return scheduler

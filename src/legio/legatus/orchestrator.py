@@ -176,11 +176,19 @@ class Legatus:
 
     # ---------------------------------------------------------- messages
 
-    def header(self, name: str, roster: Roster) -> str:
-        """The attribution line a centurio's answer starts with."""
+    def header(self, name: str, roster: Roster, project: str | None = None) -> str:
+        """The attribution line a centurio's answer starts with (and its project)."""
         prompt = roster.centuriones.get(name)
         description = f" — {prompt.description}" if prompt and prompt.description else ""
-        return f"⚔️ {name}{description}\n{RULE}\n"
+        tag = f" #{project}" if project else ""
+        return f"⚔️ {name}{tag}{description}\n{RULE}\n"
+
+    @staticmethod
+    def project_of(name: str, nuntius: Nuntius, roster: Roster) -> str | None:
+        """The project agent ``name`` works on for ``nuntius``: its ``#name``, else the
+        agent's own default (frontmatter ``project:``)."""
+        prompt = roster.centuriones.get(name)
+        return nuntius.project or (prompt.settings.project if prompt else None)
 
     async def handle_message(
         self,
@@ -219,6 +227,9 @@ class Legatus:
         mentions = parse_mentions(text, roster) if forwarded_from is None else NO_MENTIONS
         if mentions.unusable and not mentions.names:
             return await emit.notice("Cannot dispatch: " + "; ".join(mentions.unusable))
+        project, problem = (None, None) if forwarded_from else self.sessions.projects.pick(text)
+        if problem:  # an unknown #name: nothing runs, the projects are listed
+            return await emit.notice(problem)
         if mentions.names and not strip_mentions(text) and not attachments:
             who = ", ".join(f"@{n}" for n in mentions.names)
             return await emit.notice(f"What should {who} do? Write the request after the name.")
@@ -235,8 +246,9 @@ class Legatus:
                             pending = dataclasses.replace(pending, origin=origin, part=part)
                         await self.sessions.attachments.stage(pending)
                 nuntius = await self.praetorium.post(
-                    CAESAR, text, audience, origin=origin, forwarded_from=forwarded_from
-                )
+                    CAESAR, text, audience, origin=origin, forwarded_from=forwarded_from,
+                    project=project,
+                )  # fmt: skip
                 tickets = {name: self.sessions.reserve(name) for name in names}
         except DuplicateOrigin:
             logger.info("message %s was already received; not answering it twice", origin)
@@ -263,12 +275,15 @@ class Legatus:
             if outcome.kind == "held":  # not started: the request stays unanswered (/retry)
                 await emit.reply(Reply(name, outcome.text, outcome.kind))
                 return
-            answer = await self.praetorium.post(name, outcome.text, [CAESAR], reply_to=nuntius.id)
+            project = self.project_of(name, nuntius, roster)
+            answer = await self.praetorium.post(
+                name, outcome.text, [CAESAR], reply_to=nuntius.id, project=project
+            )
             mark("answer posted")
             files = await self._sent_files(name, answer.seq)
             if name == LEGATUS and self._carried:  # sent in its dispatches, for Caesar
                 files, self._carried = files + tuple(self._carried), []
-            header = "" if name == LEGATUS else self.header(name, roster)
+            header = "" if name == LEGATUS else self.header(name, roster, project)
             await emit.reply(Reply(name, header + outcome.text, outcome.kind, files))
 
         centuriones = [n for n in names if n != LEGATUS]
@@ -298,10 +313,12 @@ class Legatus:
         forwarded = pending.forwarded_from  # someone else's words: their @names dispatch nobody
         mentions = NO_MENTIONS if forwarded else parse_mentions(pending.text, self.castra.roster())
         audience = ([BROADCAST] if mentions.broadcast else mentions.names) or [LEGATUS]
+        project, _ = (None, None) if forwarded else self.sessions.projects.pick(pending.text)
         try:
             await self.praetorium.post(
-                CAESAR, pending.text, audience, origin=pending.origin, forwarded_from=forwarded
-            )
+                CAESAR, pending.text, audience, origin=pending.origin, forwarded_from=forwarded,
+                project=project,
+            )  # fmt: skip
         except DuplicateOrigin:
             return False
         return True
@@ -377,12 +394,19 @@ class Legatus:
         await self._answer(nuntius, names, roster, on_status, tickets, emit, on_text)
         return emit.replies
 
-    async def dispatch_for_legatus(self, names: list[str], text: str) -> dict[str, Outcome]:
-        """The ``dispatch`` tool: the Legatus asks centuriones; answers are addressed to it."""
-        nuntius = await self.praetorium.post(LEGATUS, text, names)
+    async def dispatch_for_legatus(
+        self, names: list[str], text: str, project: str | None = None
+    ) -> dict[str, Outcome]:
+        """The ``dispatch`` tool: the Legatus asks centuriones (on ``project``, if given);
+        answers are addressed to it."""
+        if project is not None:
+            self.sessions.projects.settings(project)  # ProjectError: not a project
+        nuntius = await self.praetorium.post(LEGATUS, text, names, project=project)
 
         async def store(name: str, outcome: Outcome) -> None:
-            answer = await self.praetorium.post(name, outcome.text, [LEGATUS], reply_to=nuntius.id)
+            answer = await self.praetorium.post(
+                name, outcome.text, [LEGATUS], reply_to=nuntius.id, project=nuntius.project
+            )
             files = await self._sent_files(name, answer.seq)  # Caesar gets them with the
             self._carried += [dataclasses.replace(f, sender=name) for f in files]  # answer
 

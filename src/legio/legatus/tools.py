@@ -32,7 +32,7 @@ from legio.store.praetorium import Praetorium
 
 HISTORY_MAX = 200
 
-Dispatch = Callable[[list[str], str], Awaitable[dict[str, Outcome]]]
+Dispatch = Callable[[list[str], str, str | None], Awaitable[dict[str, Outcome]]]
 
 
 def _limit(args: dict[str, Any], default: int) -> int:
@@ -46,7 +46,7 @@ def _limit(args: dict[str, Any], default: int) -> int:
 def legatus_tools(
     praetorium: Praetorium, castra: Castra, sessions: SessionManager, dispatch_to: Dispatch
 ) -> list[SdkMcpTool[Any]]:
-    """The six Legatus tools; ``dispatch_to(names, text)`` asks centuriones for it."""
+    """The six Legatus tools; ``dispatch_to(names, text, project)`` asks centuriones for it."""
 
     @tool(
         "get_history",
@@ -137,6 +137,11 @@ def legatus_tools(
                     "description": "names from the roster, e.g. ['vorenus']",
                 },
                 "text": {"type": "string", "description": "the request"},
+                "project": {
+                    "type": "string",
+                    "description": "optional: a project from legio.toml's [projects] (without "
+                    "#); each centurio then works in its own copy of it, on its own branch",
+                },
             },
             "required": ["centuriones", "text"],
             "additionalProperties": False,
@@ -153,7 +158,13 @@ def legatus_tools(
             )
         if not str(args["text"]).strip():
             return _text("Error: the request text is empty", error=True)
-        outcomes = await dispatch_to(names, args["text"])
+        project = str(args.get("project") or "").strip().lstrip("#").lower() or None
+        if project is not None and project not in sessions.projects.names():
+            listing = sessions.projects.listing()
+            return _text(
+                f"Error: no project named {project!r}; the projects: {listing}", error=True
+            )
+        outcomes = await dispatch_to(names, args["text"], project)
         parts = [f"## {name}\n{outcomes[name].text}" for name in names]
         failed = all(o.kind != "answer" for o in outcomes.values())
         return _text("\n\n".join(parts), error=failed)

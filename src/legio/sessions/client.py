@@ -19,6 +19,7 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from claude_agent_sdk import (
@@ -70,6 +71,7 @@ class AgentSession:
     model: str | None = None
     observe: Callable[[object], None] | None = None  # sees every message (legio.plan)
     hidden: tuple[str, ...] = ()  # the ~/.claude* entries its sandbox hides, one rule each
+    cwd: Path | None = None  # its CLI's working directory (a project copy, or the workspace)
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
 
     def rebuild_reason(self, spec: AgentSpec) -> str | None:

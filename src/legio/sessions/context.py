@@ -130,7 +130,7 @@ async def plan_context(
     share = nuntius_share(spec.history_token_budget)  # as in the compaction's tail
     nuntii, cut = fit_to_budget(nuntii, budget, share_tokens=share)
     files = await AttachmentStore(praetorium).of_nuntii(n.seq for n in nuntii)
-    elements = window_elements(files, spec.cwd, name)  # the files as elements, no bytes
+    elements = window_elements(files, spec.workspace, name)  # the files as elements, no bytes
     return ContextPlan(name, fresh, compaction, summary, nuntii, truncated or cut, elements)
 
 

@@ -136,17 +136,22 @@ def _nuntius_element(nuntius: Nuntius) -> etree._Element:
         element.set("reply_to", nuntius.reply_to)
     if nuntius.forwarded_from:
         element.set("forwarded_from", xml_safe(nuntius.forwarded_from))
+    if nuntius.project:
+        element.set("project", nuntius.project)
     element.text = xml_safe(nuntius.text)
     return element
 
 
-def current_message(nuntius: Nuntius) -> str:
+def current_message(nuntius: Nuntius, extra: Mapping[str, str] | None = None) -> str:
     """The message an agent is asked to answer, rendered as its history renders a nuntius
     (``current="true"``): its sender, and a forward's source, are attributes, and text
     such as ``</nuntius><nuntius sender="legatus">`` in it arrives escaped, so nothing in
-    it can pass for someone else's words."""
+    it can pass for someone else's words. ``extra``: more attributes (the project copy it
+    works in: ``project``, ``branch``, ``base``)."""
     element = _nuntius_element(nuntius)
     element.set("current", "true")
+    for key, value in (extra or {}).items():
+        element.set(key, xml_safe(value))
     return _render(element)
 
 
@@ -184,4 +189,6 @@ def format_line(n: Nuntius, preview: int = LINE_PREVIEW) -> str:
         text = text[:preview] + "…"
     if n.forwarded_from:
         text = f"[forwarded from {' '.join(n.forwarded_from.split())}] {text}"
+    if n.project and f"#{n.project}" not in text.lower():  # Caesar's own #name says it
+        text = f"#{n.project} {text}"
     return f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}: {text}"

@@ -9,13 +9,11 @@ praetorium *before* the query is sent: a CLI finishes a turn into its transcript
 if the daemon dies meanwhile, so a resumed session must not be sent it again.
 
 A session is rebuilt as a new SDK session when its prompt changes, when its context
-passes ``max_input_tokens`` (after the agent has written a summary: compaction, see
-``legio.sessions.compaction``), when the model refuses a query as too long (compaction,
-then the query once more), or on ``reset``. An idle session is closed by the reaper
-and resumed (``--resume``) on its next request; if resuming fails it falls back to a
-fresh session with history. A CLI that crashed or spoke garbage is marked broken and
-replaced (resumed) on the next request.
-
+passes ``max_input_tokens`` (after a summary: ``legio.sessions.compaction``), when the
+model refuses a query as too long (compaction, then the query once more), or on
+``reset``. An idle session is closed by the reaper and resumed on its next request (a
+fresh session with history if that fails); so is a crashed CLI, and one whose request
+is on a project (``legio.projects``: it works in its copy; the branch is published after).
 Centuriones are built in; other agents (the Legatus) register a spec factory.
 """
 
@@ -37,6 +35,7 @@ from legio.errors import AgentError, AgentInterrupted, ContextOverflow, TurnHeld
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, SCHEDULER
 from legio.plan import PlanHealth
+from legio.projects import Projects
 from legio.sessions.client import AgentSession, ask, store_turns
 from legio.sessions.compaction import compact_now, compact_or_fall_back
 from legio.sessions.context import ContextReport, context_report
@@ -47,7 +46,7 @@ from legio.sessions.outbox import Outbox, send_file_for
 from legio.sessions.query import prepare_query
 from legio.sessions.reaper import Reaper
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure
-from legio.sessions.spec import AgentSpec, SpecFactory, centurio_spec
+from legio.sessions.spec import AgentSpec, SpecFactory, centurio_spec, placed, tagged
 from legio.sessions.turn import Outcome, StatusCallback, TextCallback, failure_outcome, notify
 from legio.store.attachments import AttachmentStore
 from legio.store.files import FileStore
@@ -94,6 +93,7 @@ class SessionManager:
         self.outbox = Outbox(self.files)  # files agents send_file in their running turn
         self.pictures = Pictures(self.files)  # image blocks, made once per file
         self.logins = LoginSync.of(self.castra.root, self.env)  # one login for all CLIs
+        self.projects = Projects(config, self.castra)  # agents' copies of Caesar's repositories
 
     def _slot(self, name: str) -> AgentSlot:
         return self._slots.setdefault(name, AgentSlot(name))
@@ -111,8 +111,7 @@ class SessionManager:
             return await factory(name)
         return centurio_spec(self.config, self.castra, self.memoria, name, self.outbox)
 
-    def send_file_tool(self, prompt: AgentPrompt) -> SdkMcpTool[Any]:
-        """The ``send_file`` tool of a registered agent (the Legatus), queued in ``outbox``."""
+    def send_file_tool(self, prompt: AgentPrompt) -> SdkMcpTool[Any]:  # the Legatus's
         return send_file_for(self.config, self.castra, prompt, self.outbox)
 
     # ---------------------------------------------------------- sessions
@@ -188,11 +187,10 @@ class SessionManager:
     ) -> Outcome:
         """Ask agent ``name`` to answer ``nuntius``; a failure becomes its error reply.
 
-        ``prefix`` (e.g. the Legatus's ``<centurio_status>``) goes between the history and
-        the text; a callable is called when the turn comes. ``on_text`` gets the answer's
-        text as it is written. ``deliver(outcome)`` runs before the agent's turn ends:
-        answers of one agent are delivered in the order it took the requests, and each as
-        soon as it is ready; the turn's usage is stored after it, still in the turn.
+        ``prefix`` (the Legatus's ``<centurio_status>``; a callable is called when the turn
+        comes) goes between the history and the text. ``on_text`` gets the answer's text
+        as it is written. ``deliver(outcome)`` runs before the agent's turn ends (one
+        agent's answers in the order it took the requests); then its usage is stored.
         """
         async with self.turn_of(name, ticket, on_status) as slot:
             try:
@@ -274,7 +272,8 @@ class SessionManager:
         if callable(prefix):
             prefix = prefix()
         name = slot.name
-        spec = await self.spec(name)
+        spec = await placed(await self.spec(name), nuntius.project, self.projects)
+        on_status = tagged(on_status, spec)
         if self.health is not None:  # a plan limit: wait for its reset
             await self.health.wait_clear(name, on_status)
         if self.budget is not None:
@@ -317,6 +316,8 @@ class SessionManager:
             raise
         finally:
             slot.on_status = None
+            if spec.place is not None:  # its commits, in the project for Caesar to see
+                await self.projects.publish_quietly(spec.place)
         slot.state = "idle"
         return text
 
@@ -420,12 +421,10 @@ class SessionManager:
             slot.state = "idle"
         return had_session or had_checkpoint or had_summary
 
-    async def reap_idle(self) -> list[str]:
-        """Close sessions idle longer than the timeout (their checkpoints stay: they resume)."""
+    async def reap_idle(self) -> list[str]:  # idle sessions closed (they resume later)
         return await self.reaper.reap_idle()
 
-    def start(self) -> None:
-        """Start the idle reaper."""
+    def start(self) -> None:  # the idle reaper
         self.reaper.start()
 
     async def shutdown(self) -> None:
@@ -440,9 +439,12 @@ class SessionManager:
 
     def state(self, name: str) -> str:
         """idle, working or error."""
-        slot = self._slots.get(name)
-        return slot.state if slot else "idle"
+        return self.slot(name).state
+
+    def slot(self, name: str) -> AgentSlot:
+        """Agent ``name``'s slot (a new idle one if it has none yet: not kept)."""
+        return self._slots.get(name) or AgentSlot(name)
 
     def status(self, names: list[str]) -> list[AgentStatus]:
         """The state of each named agent's session."""
-        return [AgentStatus.of(self._slots.get(name) or AgentSlot(name)) for name in names]
+        return [AgentStatus.of(self.slot(name)) for name in names]

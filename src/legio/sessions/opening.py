@@ -87,7 +87,7 @@ async def open_session(
         raise AgentError(
             spec.name, f"cannot start the Claude CLI ({e}); `legio check` shows which CLI is used"
         ) from e
-    session.hidden = hidden
+    session.hidden, session.cwd = hidden, spec.cwd
     if resume:  # a resumed CLI reports the session's whole cost: count on from there
         session.cost_base = await praetorium.session_cost(resume)
     session.observe = watch_turns(spec.name, health, budget)

@@ -41,7 +41,7 @@ async def prepare_query(
         before_seq=nuntius.seq,
     )
     delivery = await prepare_delivery(
-        pictures, await attachments.of_nuntius(nuntius.seq), spec.cwd, nuntius.seq
+        pictures, await attachments.of_nuntius(nuntius.seq), spec.workspace, nuntius.seq
     )
     before = session.last_seq, session.bootstrap
     session.last_seq = max(session.last_seq, nuntius.seq)
@@ -56,5 +56,6 @@ async def prepare_query(
     except BaseException:
         session.last_seq, session.bootstrap = before  # nothing was sent
         raise
-    parts = (plan.text(), prefix, current_message(nuntius), delivery.note)  # a forward says so
+    where = spec.place.attributes() if spec.place else {}  # its project, branch and base
+    parts = (plan.text(), prefix, current_message(nuntius, where), delivery.note)
     return "\n\n".join(part for part in parts if part), list(delivery.images)

@@ -96,11 +96,13 @@ async def ensure(
     session = slot.session
     if session is not None:
         reason = session.rebuild_reason(spec)
-        if reason is None and session.hidden == hidden_now():  # one listing of HOME
+        moved = session.cwd != spec.cwd  # to or from a project copy
+        if reason is None and not moved and session.hidden == hidden_now():  # a listing of HOME
             return session
-        if reason is None:  # a new ~/.claude* entry: the same session, on a CLI that hides it
-            logger.info("%s: restarting its CLI: a ~/.claude* entry came or went", name)
-            await slot.close("~/.claude* changed")
+        if reason is None:  # the same session, on a CLI in its new place or hiding a new entry
+            why = "it moves to " + str(spec.cwd) if moved else "a ~/.claude* entry came or went"
+            logger.info("%s: restarting its CLI: %s", name, why)
+            await slot.close("moved" if moved else "~/.claude* changed")
             session = None
     if session is not None and reason is not None:
         logger.info("%s: rebuilding the session because %s", name, reason)

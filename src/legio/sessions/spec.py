@@ -11,6 +11,7 @@ or project settings, the agents' environment.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections import deque
@@ -27,10 +28,13 @@ from legio.folders import granted_dirs
 from legio.guard import PathGuard, path_guard_hook
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
-from legio.policy import working_dir
+from legio.names import LEGATUS
+from legio.policy import Protected, working_dir
+from legio.projects import Place, Projects, checkout_fence
 from legio.sandbox import agent_options, effective_tools
 from legio.sessions.gate import QUESTION_TOOL, Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for
+from legio.sessions.turn import StatusCallback
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +57,26 @@ class AgentSpec:
     add_dirs: list[Path] = field(default_factory=list)  # granted folders, read-write
     ask: tuple[str, ...] = ()  # its own approval rules (frontmatter ``ask``)
     daily_usd: float | None = None  # its own daily spending limit (frontmatter)
+    project: str | None = None  # the project its requests are on by default (frontmatter)
+    place: Place | None = None  # this request's project copy: then ``cwd`` is the copy
+    fence: tuple[Protected, ...] = ()  # what it may read, not write (projects' checkouts)
+
+    @property
+    def workspace(self) -> Path:
+        """Its own workspace (``inbox/``), also when it works in a project copy."""
+        return self.add_dirs[0] if self.place is not None else self.cwd
+
+    def on(self, place: Place) -> AgentSpec:
+        """This spec working in ``place``'s copy: the copy is its working directory, its
+        workspace a granted folder, the project's checkout and the copy's git internals
+        read-only."""
+        return dataclasses.replace(
+            self,
+            cwd=place.copy,
+            add_dirs=[self.cwd, *self.add_dirs],
+            place=place,
+            fence=(*place.fence(), *self.fence),
+        )
 
 
 SpecFactory = Callable[[str], Awaitable[AgentSpec]]
@@ -81,6 +105,8 @@ def spec_from_prompt(
         add_dirs=granted_dirs(castra, prompt),
         ask=tuple(settings.ask or ()),
         daily_usd=settings.daily_usd,
+        project=settings.project,
+        fence=tuple(checkout_fence(config)),
     )
 
 
@@ -102,6 +128,28 @@ def centurio_spec(
     return spec_from_prompt(config, castra, prompt, prompt.body, key, servers)
 
 
+async def placed(spec: AgentSpec, project: str | None, projects: Projects) -> AgentSpec:
+    """``spec`` for one request: in its copy of the request's project (``project``, else
+    its own default), or as it is (no project, or the Legatus, which works in none)."""
+    name = project or spec.project
+    if name is None or spec.name == LEGATUS:
+        return spec
+    return spec.on(await projects.place(spec.name, name))
+
+
+def tagged(on_status: StatusCallback | None, spec: AgentSpec) -> StatusCallback | None:
+    """``on_status`` with its ``⏳`` lines saying the project the agent works on."""
+    if on_status is None or spec.place is None:
+        return on_status
+    project = spec.place.project
+    callback = on_status
+
+    async def with_tag(agent: str, line: str) -> None:
+        await callback(agent, line.replace("⏳ ", f"⏳ #{project} · ", 1))
+
+    return with_tag
+
+
 def build_options(
     config: Config,
     castra: Castra,
@@ -120,8 +168,10 @@ def build_options(
         logger.debug("%s CLI: %s", spec.name, line)
         stderr.append(line)
 
-    guard = PathGuard(castra, spec.name, config.path, workspace=spec.cwd, granted=spec.add_dirs)
-    confined = agent_options(castra, config, spec.name, spec.tools, spec.add_dirs)
+    guard = PathGuard(
+        castra, spec.name, config.path, workspace=spec.cwd, granted=spec.add_dirs, fence=spec.fence
+    )
+    confined = agent_options(castra, config, spec.name, spec.tools, spec.add_dirs, fence=spec.fence)
     hooks: dict[Any, list[HookMatcher]] = {
         "PreToolUse": [HookMatcher(matcher=None, hooks=[path_guard_hook(guard)])]  # type: ignore[list-item]
     }

@@ -34,6 +34,7 @@ from legio.errors import (
     CastraError,
     ContextOverflow,
     MessageParseError,
+    ProjectError,
 )
 from legio.timing import mark
 
@@ -149,7 +150,7 @@ def retry_line(data: dict[str, Any]) -> str:
 
 def is_text_preview(line: str, text: str) -> bool:
     """Whether ``line`` is ``status_line``'s preview of ``text`` (redundant once streamed)."""
-    shown = line.removeprefix("⏳ ").removesuffix("…")
+    shown = re.sub(r"^#\S+ · ", "", line.removeprefix("⏳ ").removesuffix("…"))
     return bool(shown) and line.startswith("⏳ ") and " ".join(text.split()).startswith(shown)
 
 
@@ -302,7 +303,7 @@ def failure_outcome(name: str, seq: int, error: BaseException) -> Outcome:
     """The reply that stands for an agent's failure to answer nuntius ``seq``, logged."""
     if isinstance(error, AgentInterrupted):
         return Outcome(INTERRUPTED_REPLY.format(name=name), "interrupted")
-    if isinstance(error, CastraError):
+    if isinstance(error, CastraError | ProjectError):
         logger.warning("%s cannot answer nuntius %s: %s", name, seq, error)
         return Outcome(f"[{name}] cannot answer: {error}", "error")
     if isinstance(error, AgentError):

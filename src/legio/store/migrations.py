@@ -351,6 +351,13 @@ async def m011_pending_forwards(db: aiosqlite.Connection) -> None:
     await _script(db, ["ALTER TABLE attachments_pending ADD COLUMN forwarded_from TEXT"])
 
 
+@migration
+async def m012_projects(db: aiosqlite.Connection) -> None:
+    """Which project (``[projects.<name>]``) a nuntius was about: its ``#name``, the
+    agent's default project, or the Legatus's dispatch on one."""
+    await _script(db, ["ALTER TABLE nuntii ADD COLUMN project TEXT"])
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 

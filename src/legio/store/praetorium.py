@@ -70,6 +70,7 @@ class Nuntius:
     reply_to: str | None = None
     origin: str | None = None
     forwarded_from: str | None = None  # a forward's (or inline bot's) source, not Caesar
+    project: str | None = None  # the [projects] entry it was about (its #name)
 
 
 @dataclass(frozen=True)
@@ -106,11 +107,13 @@ def _nuntius(row: sqlite3.Row) -> Nuntius:
         reply_to=row["reply_to"],
         origin=row["origin"],
         forwarded_from=row["forwarded_from"],
+        project=row["project"],
     )
 
 
 COLUMNS = (
-    "n.seq, n.id, n.sender, n.text, n.audience, n.timestamp, n.reply_to, n.origin, n.forwarded_from"
+    "n.seq, n.id, n.sender, n.text, n.audience, n.timestamp, n.reply_to, n.origin, "
+    "n.forwarded_from, n.project"
 )
 
 
@@ -194,12 +197,14 @@ class Praetorium(AgentRecords):
         reply_to: str | None = None,
         origin: str | None = None,
         forwarded_from: str | None = None,
+        project: str | None = None,
     ) -> Nuntius:
         """Store a nuntius; return it with its ``seq``. Raises ``PraetoriumError`` on bad input.
 
         ``origin`` names where it came from (e.g. ``telegram:<chat>:<message>``); a second
         nuntius with the same origin raises ``DuplicateOrigin``. ``forwarded_from`` names
-        the source of a message Caesar forwarded (or sent via an inline bot).
+        the source of a message Caesar forwarded (or sent via an inline bot); ``project``
+        the project it was about.
         """
         if not isinstance(text, str):
             raise PraetoriumError(f"a nuntius's text must be a string, got {type(text).__name__}")
@@ -212,8 +217,9 @@ class Praetorium(AgentRecords):
         if BROADCAST in members and len(members) > 1:
             raise PraetoriumError("the audience 'all' stands alone: it already includes everyone")
         nuntius = Nuntius(
-            str(uuid.uuid4()), 0, sender, text, members, _now(), reply_to, origin, forwarded_from
-        )
+            str(uuid.uuid4()), 0, sender, text, members, _now(), reply_to, origin, forwarded_from,
+            project,
+        )  # fmt: skip
         if not self._pending and (self._writer is None or self._writer.done()):
             # Alone: queued on the database thread now. A post that comes meanwhile starts
             # a writer, whose INSERT the thread runs after this one (seq order holds).
@@ -268,14 +274,14 @@ class Praetorium(AgentRecords):
 
     async def _insert(self, batch: list[Nuntius]) -> dict[str, int]:
         """Insert nuntii in one statement (one transaction); return their seqs by id."""
-        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * len(batch))
+        values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(batch))
         params: list[Any] = []
         for n in batch:
             params += [n.id, n.sender, n.text, json.dumps(n.audience), n.timestamp.isoformat()]
-            params += [n.reply_to, n.origin, n.forwarded_from]
+            params += [n.reply_to, n.origin, n.forwarded_from, n.project]
         rows = await self._db.execute_fetchall(
             "INSERT INTO nuntii (id, sender, text, audience, timestamp, reply_to, origin, "
-            "forwarded_from) "
+            "forwarded_from, project) "
             f"VALUES {values} RETURNING id, seq",
             params,
         )

@@ -1,0 +1,186 @@
+"""Git as Legio runs it itself: never running code an agent could have planted.
+
+An agent's copy of a project (``legio.projects``) is a repository the agent writes, its
+``.git`` included: its config can name an fsmonitor, a pager, an external diff or a
+textconv command, a clean/smudge filter (with a ``.gitattributes`` to use it), hooks,
+``log.showSignature`` with a ``gpg.program``, submodules with configs of their own. Any of
+those would run outside the agent's sandbox, as the daemon, the moment Legio ran
+``git status`` or ``git diff`` there. So every git command Legio runs goes through
+``run``: with ``--git-dir``/``--work-tree`` given (no discovery; ``.git`` must be a real
+folder), no optional locks (a status writes no index), no pager, no prompt, none of the
+caller's ``GIT_*`` variables, a timeout, and config that switches all of the above off —
+for an agent's repository (``hostile=True``) also every filter and diff driver its
+config defines, found by reading that config first (reading runs nothing). Settings go
+through ``GIT_CONFIG_COUNT``/``KEY``/``VALUE`` (git ≥ 2.31), which takes any key exactly,
+and reach the processes git starts (``upload-pack``) too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+
+from legio.errors import ProjectError
+
+TIMEOUT_S = 120.0
+MAX_OUTPUT = 20 * 1024 * 1024  # a diff bigger than this is cut (and said so)
+
+# Off for every git command Legio runs.
+SAFE_SETTINGS: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.editor", "true"),
+    ("core.askPass", ""),
+    ("core.sshCommand", "false"),
+    ("core.alternateRefsCommand", ""),
+    ("core.untrackedCache", "false"),
+    ("diff.external", ""),
+    ("diff.ignoreSubmodules", "all"),
+    ("status.submoduleSummary", "false"),
+    ("submodule.recurse", "false"),
+    ("log.showSignature", "false"),
+    ("gpg.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("credential.helper", ""),
+    ("protocol.ext.allow", "never"),
+    ("sequence.editor", "true"),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("maintenance.auto", "false"),
+    ("gc.auto", "0"),
+)
+DRIVERS = re.compile(r"(filter)\.(.+)\.(clean|smudge|process)|(diff)\.(.+)\.(textconv|command)")
+
+
+def git_dir_of(repo: Path) -> Path:
+    """``repo``'s ``.git`` folder, which must be a real folder (not a link, not a ``gitdir:``
+    file pointing elsewhere): ``ProjectError`` otherwise."""
+    dot_git = repo / ".git"
+    try:
+        mode = os.lstat(dot_git).st_mode
+    except OSError as e:
+        raise ProjectError(f"{repo} is not a git repository ({e.strerror})") from e
+    if not stat.S_ISDIR(mode):
+        raise ProjectError(
+            f"{dot_git} is not a folder (a link or a gitdir file): Legio does not follow it"
+        )
+    return dot_git
+
+
+def _environment(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        GIT_PAGER="cat",
+        PAGER="cat",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_OPTIONAL_LOCKS="0",
+        GIT_NO_REPLACE_OBJECTS="1",
+        LC_ALL="C",
+        GIT_CONFIG_COUNT=str(len(settings)),
+    )
+    for i, (key, value) in enumerate(settings):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    return env
+
+
+async def _exec(
+    args: Sequence[str], settings: Sequence[tuple[str, str]], limit_s: float
+) -> tuple[int, bytes, str]:
+    try:
+        process = await asyncio.create_subprocess_exec(
+            "git",
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=_environment(settings),
+        )
+    except FileNotFoundError as e:
+        raise ProjectError("git is not installed: install it (apt install git)") from e
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), limit_s)
+    except (TimeoutError, asyncio.CancelledError):
+        process.kill()
+        await process.wait()
+        raise
+    return process.returncode or 0, out, err.decode(errors="replace").strip()
+
+
+async def drivers_of(git_dir: Path) -> list[tuple[str, str]]:
+    """Settings that switch off every filter and diff driver ``git_dir``'s config names
+    (its includes followed): nothing of what it says is run."""
+    code, out, _ = await _exec(
+        ["--git-dir", str(git_dir), "config", "--list", "-z"], SAFE_SETTINGS, TIMEOUT_S
+    )
+    off: list[tuple[str, str]] = []
+    if code != 0:
+        raise ProjectError(f"cannot read the git config of {git_dir}: it is broken")
+    for item in out.decode(errors="replace").split("\0"):
+        key = item.split("\n", 1)[0]
+        match = DRIVERS.fullmatch(key)
+        if match is None:
+            continue
+        section, name = (match.group(1), match.group(2)) if match.group(1) else match.group(4, 5)
+        off.append((key, ""))
+        if section == "filter":
+            off.append((f"filter.{name}.required", "false"))
+    return off
+
+
+async def run(
+    repo: Path,
+    *args: str,
+    hostile: bool = True,
+    check: bool = True,
+    work_tree: bool = True,
+    limit_s: float = TIMEOUT_S,
+) -> str:
+    """``git <args>`` in ``repo`` (its output), safely; see the module docstring.
+
+    ``hostile``: an agent could have written the repository (its copy). ``check``: a
+    failing command raises ``ProjectError`` with git's own words. ``work_tree=False``
+    for commands that do not look at the files (log, rev-list, fetch)."""
+    code, out, err = await run_raw(
+        repo, *args, hostile=hostile, work_tree=work_tree, limit_s=limit_s
+    )
+    if check and code != 0:
+        raise ProjectError(f"git {args[0]} failed in {repo}: {err or f'exit code {code}'}")
+    return out.decode(errors="replace")
+
+
+async def run_raw(
+    repo: Path,
+    *args: str,
+    hostile: bool = True,
+    work_tree: bool = True,
+    limit_s: float = TIMEOUT_S,
+) -> tuple[int, bytes, str]:
+    """As ``run``, returning (exit code, stdout bytes, stderr) and never raising for a
+    failing command."""
+    git_dir = git_dir_of(repo)
+    settings = list(SAFE_SETTINGS)
+    if hostile:
+        settings += await drivers_of(git_dir)
+    where = ["--git-dir", str(git_dir)] + (["--work-tree", str(repo)] if work_tree else [])
+    code, out, err = await _exec([*where, *args], settings, limit_s)
+    return code, out[:MAX_OUTPUT], err
+
+
+async def clone_shared(source: Path, target: Path, origin: str) -> None:
+    """``git clone --shared --no-checkout``: ``target`` borrows ``source``'s objects (read
+    only, through ``objects/info/alternates``) and has ``source`` as remote ``origin``."""
+    code, _, err = await _exec(
+        ["clone", "--quiet", "--shared", "--no-checkout", "--origin", origin, "--",
+         str(source), str(target)],
+        SAFE_SETTINGS,
+        TIMEOUT_S * 5,
+    )  # fmt: skip
+    if code != 0:
+        raise ProjectError(f"cloning {source} failed: {err or f'exit code {code}'}")

@@ -1,0 +1,327 @@
+"""Projects: Caesar's git repositories, each centurio working in its own copy on its own branch.
+
+A project is a ``[projects.<name>]`` table of ``legio.toml`` (``path``, optional ``base``).
+A request is put on one by a ``#name`` in its text (``pick``), else by the agent's
+frontmatter ``project:``. The first request that puts centurio ``vorenus`` on project
+``app`` makes its copy: ``castra/centuriones/vorenus/projects/app/``, a ``git clone
+--shared`` of the project (the project's objects borrowed read-only through
+``objects/info/alternates``, so the project's ``.git`` is never in the agent's reach),
+on branch ``legio/vorenus/<base>`` (continuing that branch if the project already has
+it, from an earlier copy), with the project's own remotes (pushes ask Caesar) and the
+agent as the commits' author. The clone is made in a ``.part`` folder and renamed into
+place, so a full disk or a kill leaves nothing half-made. After each turn, ``publish``
+fetches the agent's branch into the project (``git fetch`` run in the project; the
+copy's side runs with its own code switched off): Caesar sees it with his own tools.
+
+Every git command here goes through ``legio.gitsafe`` (the copy is the agent's: nothing
+its config names is ever run). See docs/projects.md and docs/security.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import shutil
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from legio import gitsafe
+from legio.castra import Castra
+from legio.config import Config, ProjectSettings
+from legio.errors import ProjectError
+from legio.policy import Protected
+
+logger = logging.getLogger(__name__)
+
+COPIES = "projects"  # castra/centuriones/<agent>/projects/<project>/
+ORIGIN = "project"  # the copy's remote that is the project's own checkout
+# #name, not glued to a word before it (C#, a#b) nor followed by more of a name
+TAG = re.compile(r"(?<![\w#&/])#([A-Za-z][A-Za-z0-9_-]{0,31})(?![\w-])")
+# The copy's side of `git fetch` (upload-pack) gets no settings from the environment
+# (git clears them for a local transport): they are given on its command line.
+UPLOAD_PACK = (
+    "git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.alternateRefsCommand= "
+    "-c uploadpack.allowFilter=false upload-pack"
+)
+COPY_REASON = (
+    "your copy's git settings, hooks and borrowed objects are Legio's to keep: "
+    "work on the files and commit; ask Caesar for anything else"
+)
+CHECKOUT_REASON = (
+    "the project's own checkout is Caesar's: you work in your copy (your working "
+    "directory), on your branch; Legio shows him your commits"
+)
+
+
+def find_tags(text: str) -> list[str]:
+    """The ``#names`` in ``text``, lowercased, first mention first, no repeats."""
+    return list(dict.fromkeys(m.group(1).lower() for m in TAG.finditer(text)))
+
+
+def branch_for(agent: str, base: str) -> str:
+    return f"legio/{agent}/{base}"
+
+
+@dataclass(frozen=True)
+class Place:
+    """An agent on a project: its copy, its branch, and where it started from."""
+
+    project: str
+    agent: str
+    repo: Path  # the project's own checkout
+    base: str
+    branch: str
+    copy: Path
+
+    def attributes(self) -> dict[str, str]:
+        """What the agent's current message says about where it works."""
+        return {"project": self.project, "branch": self.branch, "base": self.base}
+
+    def fence(self) -> list[Protected]:
+        """What the agent on this copy may read but not write: the project's checkout,
+        and its copy's git settings, hooks and borrowed-objects list."""
+        git = self.copy / ".git"
+        return [
+            Protected(self.repo, read=True, write=False, reason=CHECKOUT_REASON, folder=True),
+            Protected(git / "config", read=True, write=False, reason=COPY_REASON),
+            Protected(git / "hooks", read=True, write=False, reason=COPY_REASON, folder=True),
+            Protected(git / "info", read=True, write=False, reason=COPY_REASON, folder=True),
+            Protected(
+                git / "objects" / "info", read=True, write=False, reason=COPY_REASON, folder=True
+            ),
+        ]
+
+
+def checkout_fence(config: Config) -> list[Protected]:
+    """Every project's checkout, read-only for every agent (granted folders included)."""
+    return [
+        Protected(p.path, read=True, write=False, reason=CHECKOUT_REASON, folder=True)
+        for p in config.projects.values()
+    ]
+
+
+class Projects:
+    """The configured projects and the agents' copies of them."""
+
+    def __init__(self, config: Config, castra: Castra) -> None:
+        self.config = config
+        self.castra = castra
+        self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    def names(self) -> list[str]:
+        return sorted(self.config.projects)
+
+    def listing(self) -> str:
+        return ", ".join(f"#{n}" for n in self.names()) or "none"
+
+    def pick(self, text: str) -> tuple[str | None, str | None]:
+        """The project a message's ``#name`` puts it on, and what is wrong (unknown or
+        several names). Without configured projects, a ``#word`` is just a word."""
+        if not self.config.projects:
+            return None, None
+        tags = find_tags(text)
+        unknown = [t for t in tags if t not in self.config.projects]
+        known = [t for t in tags if t in self.config.projects]
+        if unknown:
+            which = ", ".join(f"#{t}" for t in unknown)
+            return None, (
+                f"{which} is not a project. The projects: {self.listing()} "
+                "([projects.<name>] in legio.toml). Nothing was sent."
+            )
+        if len(known) > 1:
+            return None, (
+                f"One project per request, not {', '.join(f'#{t}' for t in known)}: "
+                "send one message for each."
+            )
+        return (known[0] if known else None), None
+
+    def settings(self, name: str) -> ProjectSettings:
+        try:
+            return self.config.projects[name]
+        except KeyError:
+            raise ProjectError(
+                f"#{name} is not a project; the projects: {self.listing()} "
+                "([projects.<name>] in legio.toml)"
+            ) from None
+
+    def copy_dir(self, agent: str, name: str) -> Path:
+        return self.castra.centurio_dir(agent).resolve() / COPIES / name
+
+    def copies(self, name: str) -> list[tuple[str, Path]]:
+        """(agent, copy) of every copy of project ``name`` there is."""
+        found = []
+        for folder in sorted(self.castra.centuriones_dir.glob(f"*/{COPIES}/{name}")):
+            if folder.is_dir():
+                found.append((folder.parent.parent.name, folder.resolve()))
+        return found
+
+    async def repository(self, name: str) -> tuple[Path, str]:
+        """Project ``name``'s checkout and base branch, checked: ``ProjectError`` if the
+        path is gone, no repository, or has no such base branch."""
+        settings = self.settings(name)
+        repo = settings.path
+        if not repo.is_dir():
+            raise ProjectError(f"#{name}: {repo} is gone; fix [projects.{name}] path in legio.toml")
+        try:
+            gitsafe.git_dir_of(repo)
+        except ProjectError as e:
+            raise ProjectError(f"#{name}: {e}; fix [projects.{name}] path in legio.toml") from e
+        base = settings.base
+        if not base:
+            base = (
+                await gitsafe.run(
+                    repo,
+                    "symbolic-ref",
+                    "--quiet",
+                    "--short",
+                    "HEAD",
+                    hostile=False,
+                    work_tree=False,
+                    check=False,
+                )
+            ).strip()
+            if not base:
+                raise ProjectError(
+                    f"#{name}: {repo} is on no branch (detached HEAD); set "
+                    f'[projects.{name}] base = "main" (or another branch) in legio.toml'
+                )
+        if not await self.revision(repo, f"refs/heads/{base}", hostile=False):
+            raise ProjectError(f"#{name}: the base branch {base!r} is not in {repo}")
+        return repo, base
+
+    @staticmethod
+    async def revision(repo: Path, ref: str, *, hostile: bool = True) -> str:
+        """The commit ``ref`` names in ``repo``, or "" if none."""
+        out = await gitsafe.run(
+            repo,
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            f"{ref}^{{commit}}",
+            hostile=hostile,
+            work_tree=False,
+            check=False,
+        )
+        return out.strip()
+
+    async def place(self, agent: str, name: str) -> Place:
+        """Agent ``agent``'s copy of project ``name``, made if it has none yet."""
+        async with self._locks[agent, name]:
+            repo, base = await self.repository(name)
+            copy = self.copy_dir(agent, name)
+            if copy.exists():
+                gitsafe.git_dir_of(copy)  # a broken copy says so (and /drop starts over)
+                branch = branch_for(agent, base)
+                current = await self._current_branch(copy)
+                return Place(name, agent, repo, base, current or branch, copy)
+            return await self._make_copy(agent, name, repo, base, copy)
+
+    @staticmethod
+    async def _current_branch(copy: Path) -> str:
+        return (
+            await gitsafe.run(
+                copy, "symbolic-ref", "--quiet", "--short", "HEAD", work_tree=False, check=False
+            )
+        ).strip()
+
+    async def _make_copy(self, agent: str, name: str, repo: Path, base: str, copy: Path) -> Place:
+        branch = branch_for(agent, base)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        for stale in copy.parent.glob(f".{name}.part-*"):  # a clone a kill cut off
+            shutil.rmtree(stale, ignore_errors=True)
+        part = copy.parent / f".{name}.part-{uuid.uuid4().hex[:8]}"
+        try:
+            await gitsafe.clone_shared(repo, part, ORIGIN)
+            kept = await self.revision(part, f"refs/remotes/{ORIGIN}/{branch}", hostile=False)
+            start = f"{ORIGIN}/{branch}" if kept else f"{ORIGIN}/{base}"
+            code, _, err = await gitsafe.run_raw(
+                part, "checkout", "--quiet", "--no-track", "-b", branch, start, hostile=False
+            )
+            if code != 0 or "error:" in err:  # git 2.39 says a missing object and exits 0
+                raise ProjectError(f"checking out {start} in a copy of #{name} failed: {err}")
+            settings = [("user.name", f"{agent} (Legio)"), ("user.email", f"{agent}@legio.invalid")]
+            for remote, url in await self._remotes(repo):
+                if remote != ORIGIN:
+                    settings.append((f"remote.{remote}.url", url))
+                    settings.append(
+                        (f"remote.{remote}.fetch", f"+refs/heads/*:refs/remotes/{remote}/*")
+                    )
+            for key, value in settings:
+                await gitsafe.run(part, "config", key, value, hostile=False, work_tree=False)
+            os.rename(part, copy)
+        except BaseException:
+            shutil.rmtree(part, ignore_errors=True)
+            raise
+        logger.info("%s: made its copy of #%s on %s (from %s)", agent, name, branch, start)
+        return Place(name, agent, repo, base, branch, copy)
+
+    @staticmethod
+    async def _remotes(repo: Path) -> list[tuple[str, str]]:
+        out = await gitsafe.run(
+            repo,
+            "config",
+            "--get-regexp",
+            r"^remote\..*\.url$",
+            hostile=False,
+            work_tree=False,
+            check=False,
+        )
+        found = []
+        for line in out.splitlines():
+            key, _, url = line.partition(" ")
+            found.append((key.removeprefix("remote.").removesuffix(".url"), url))
+        return found
+
+    async def publish(self, place: Place) -> bool:
+        """Fetch the agent's branch into the project when it moved (a turn committed);
+        whether it did. The copy's branch is the agent's own: a rewritten history
+        replaces the project's copy of that branch, never any other branch."""
+        if not place.branch.startswith(f"legio/{place.agent}/"):
+            return False  # it switched to a branch of its own naming: not Legio's to publish
+        mine = await self.revision(place.copy, f"refs/heads/{place.branch}")
+        if not mine:
+            return False
+        theirs = await self.revision(place.repo, f"refs/heads/{place.branch}", hostile=False)
+        base = await self.revision(place.repo, f"refs/heads/{place.base}", hostile=False)
+        if mine == theirs or (not theirs and mine == base):
+            return False
+        ref = f"refs/heads/{place.branch}"
+        await gitsafe.run(
+            place.repo,
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-auto-maintenance",
+            "--upload-pack",
+            UPLOAD_PACK,
+            str(place.copy),
+            f"+{ref}:{ref}",
+            hostile=False,
+            work_tree=False,
+        )
+        logger.info("#%s: %s is now in %s", place.project, place.branch, place.repo)
+        return True
+
+    async def publish_quietly(self, place: Place) -> None:
+        """``publish``, a failure only logged (Caesar checked the branch out, say)."""
+        try:
+            await self.publish(place)
+        except ProjectError as e:
+            logger.warning("%s: its branch is not in #%s: %s", place.agent, place.project, e)
+
+    async def drop(self, agent: str, name: str) -> bool:
+        """Remove agent's copy of project ``name`` (its branch stays in the project)."""
+        self.settings(name)
+        async with self._locks[agent, name]:
+            copy = self.copy_dir(agent, name)
+            if not copy.exists():
+                return False
+            trash = copy.parent / f".{name}.part-drop-{uuid.uuid4().hex[:8]}"
+            os.rename(copy, trash)  # gone at once; the files go after
+            await asyncio.to_thread(shutil.rmtree, trash, True)
+            return True

@@ -1,0 +1,186 @@
+"""Projects with real git: each agent's own copy and branch, publishing, /diff's data, the fence
+against a copy's own git config, and bad input."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from legio import gitsafe
+from legio.castra import Castra
+from legio.config import load_config
+from legio.errors import ProjectError
+from legio.projects import Projects, find_tags
+from legio.projectview import check_projects, diff, overview
+from tests.gitrepo import git, make_project, snapshot
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path / "app")
+
+
+@pytest.fixture
+def projects(castra_dir: Path, project: Path) -> Projects:
+    path = castra_dir.parent / "legio.toml"
+    path.write_text(f'[projects.app]\npath = "{project}"\n')
+    config = load_config(path)
+    return Projects(config, Castra(config.castra))
+
+
+def test_hashtags_pick_a_project_and_unknown_ones_are_refused(projects: Projects) -> None:
+    assert find_tags("@vorenus #App fix it, C# and a#b are not tags, #x-1 is") == ["app", "x-1"]
+    assert projects.pick("@vorenus #app fix the test") == ("app", None)
+    assert projects.pick("@vorenus fix the test") == (None, None)
+    project, problem = projects.pick("@vorenus #ap fix it")
+    assert project is None and problem is not None
+    assert "#ap is not a project" in problem and "#app" in problem
+    empty = Projects(projects.config.model_copy(update={"projects": {}}), projects.castra)
+    assert empty.pick("#urgent please") == (None, None)  # no projects: a #word is a word
+
+
+async def test_each_agent_gets_its_own_copy_on_its_own_branch(
+    projects: Projects, project: Path
+) -> None:
+    before = snapshot(project)
+    vorenus = await projects.place("vorenus", "app")
+    pullo = await projects.place("pullo", "app")
+    assert vorenus.copy != pullo.copy
+    assert vorenus.branch == "legio/vorenus/main" and pullo.branch == "legio/pullo/main"
+    assert git(vorenus.copy, "rev-parse", "--abbrev-ref", "HEAD").strip() == vorenus.branch
+    assert (vorenus.copy / "app.py").read_text() == (project / "app.py").read_text()
+    assert not (vorenus.copy / "notes.txt").exists()  # Caesar's uncommitted work stays his
+    alternates = (vorenus.copy / ".git" / "objects" / "info" / "alternates").read_text()
+    assert alternates.strip() == str(project / ".git" / "objects")
+    remotes = git(vorenus.copy, "remote", "-v")
+    assert "https://example.invalid/caesar/app.git" in remotes  # pushes go to his remotes
+
+    (vorenus.copy / "app.py").write_text("def add(a, b):\n    return a + b\n")
+    git(vorenus.copy, "commit", "--quiet", "-am", "fix add", caesar=False)
+    assert not (pullo.copy / "app.py").read_text().endswith("a + b\n")  # parallel, unseen
+
+    assert await projects.publish(vorenus) is True
+    assert await projects.publish(vorenus) is False  # nothing new
+    assert await projects.publish(pullo) is False  # no commit: no branch
+    after = snapshot(project)
+    branches = after.pop("branches")
+    before.pop("branches")
+    assert after == before  # his files, HEAD, config and status untouched
+    assert "refs/heads/legio/vorenus/main" in branches
+    assert "refs/heads/legio/pullo/main" not in branches
+    assert git(project, "log", "-1", "--format=%an %s", "legio/vorenus/main") == (
+        "vorenus (Legio) fix add\n"
+    )
+    assert git(project, "rev-parse", "main") == git(project, "rev-parse", "main~0")
+
+
+async def test_diff_and_overview_show_the_work(projects: Projects, project: Path) -> None:
+    place = await projects.place("vorenus", "app")
+    (place.copy / "app.py").write_text("def add(a, b):\n    return a + b\n")
+    git(place.copy, "commit", "--quiet", "-am", "fix add")
+    (place.copy / "README.md").write_text("# app\n\nfixed\n")  # not committed
+    (place.copy / "new.py").write_text("x = 1\n")  # not added
+    git(project, "commit", "--quiet", "--allow-empty", "-m", "Caesar moved on")  # base moved
+
+    report = await diff(place)
+    assert report.commits and report.commits[0].endswith("fix add")
+    assert (report.ahead, report.behind) == (1, 1)
+    assert (report.files, report.added, report.removed) == (2, 3, 1)
+    assert report.untracked == ["new.py"]
+    assert "+    return a + b" in report.text and "+fixed" in report.text
+
+    [state] = await overview(projects)
+    assert state.name == "app" and state.base == "main"
+    [copy] = state.copies
+    assert (copy.agent, copy.ahead, copy.behind, copy.uncommitted) == ("vorenus", 1, 1, 2)
+    assert copy.last == "fix add"
+
+
+async def test_legio_never_runs_what_a_copy_config_names(
+    projects: Projects, project: Path, tmp_path: Path
+) -> None:
+    place = await projects.place("vorenus", "app")
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil.sh"
+    evil.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marker}\ncat\n")
+    evil.chmod(evil.stat().st_mode | stat.S_IXUSR)
+    hook = place.copy / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(evil.read_text())
+    hook.chmod(0o755)
+    with (place.copy / ".git" / "config").open("a") as config:
+        config.write(
+            f"[core]\n\tfsmonitor = {evil}\n\tpager = {evil}\n"
+            f"[diff]\n\texternal = {evil}\n[diff \"evil\"]\n\ttextconv = {evil}\n"
+            f"\tcommand = {evil}\n[filter \"evil\"]\n\tclean = {evil}\n\tsmudge = {evil}\n"
+            f"\tprocess = {evil}\n\trequired = true\n"
+            f"[log]\n\tshowSignature = true\n[gpg]\n\tprogram = {evil}\n"
+            f"[pager]\n\tdiff = {evil}\n\tlog = {evil}\n[include]\n\tpath = {tmp_path}/more\n"
+        )
+    (tmp_path / "more").write_text(f'[filter "more"]\n\tclean = {evil}\n')
+    (place.copy / ".gitattributes").write_text("* diff=evil filter=evil\n*.py filter=more\n")
+    (place.copy / "app.py").write_text("changed\n")
+
+    report = await diff(place)
+    [state] = await overview(projects)
+    hook.write_text("#!/bin/sh\nexit 1\n")  # would refuse a ref update if it ran
+    assert "changed" in report.text
+    assert state.copies[0].uncommitted >= 1
+    # the agent commits inside its sandbox; here as plain git (hooks off, as Legio's own)
+    git(place.copy, "-c", "core.hooksPath=/dev/null", "-c", "filter.evil.required=false",
+        "-c", "filter.evil.clean=", "-c", "filter.evil.process=", "-c", "filter.more.clean=",
+        "-c", "core.fsmonitor=false", "commit", "--quiet", "-am", "work")  # fmt: skip
+    assert await projects.publish(place) is True
+    assert not marker.exists(), marker.read_text()
+
+
+async def test_drop_removes_the_copy_and_the_branch_carries_on(
+    projects: Projects, project: Path
+) -> None:
+    place = await projects.place("vorenus", "app")
+    (place.copy / "app.py").write_text("fixed\n")
+    git(place.copy, "commit", "--quiet", "-am", "fix")
+    await projects.publish(place)
+    assert await projects.drop("vorenus", "app") is True
+    assert not place.copy.exists()
+    assert await projects.drop("vorenus", "app") is False
+    assert "legio/vorenus/main" in git(project, "branch", "--list", "legio/*")
+    again = await projects.place("vorenus", "app")  # continues its branch, not base
+    assert (again.copy / "app.py").read_text() == "fixed\n"
+
+
+async def test_bad_projects_are_named_and_a_failed_clone_leaves_nothing(
+    projects: Projects, project: Path, castra_dir: Path
+) -> None:
+    with pytest.raises(ProjectError, match="#nope is not a project"):
+        await projects.place("vorenus", "nope")
+    # a clone that fails half-way (a blob missing from the project): nothing half-made
+    blob = git(project, "rev-parse", "HEAD:app.py").strip()
+    obj = project / ".git" / "objects" / blob[:2] / blob[2:]
+    saved = obj.read_bytes()
+    obj.chmod(0o644)
+    obj.unlink()
+    with pytest.raises(ProjectError):
+        await projects.place("vorenus", "app")
+    copies = castra_dir / "centuriones" / "vorenus" / "projects"
+    assert list(copies.iterdir()) == []
+    obj.write_bytes(saved)
+    assert (await projects.place("vorenus", "app")).copy.is_dir()
+
+    git(project, "checkout", "--quiet", "--detach")
+    other = Projects(projects.config.model_copy(deep=True), projects.castra)
+    with pytest.raises(ProjectError, match="detached HEAD"):
+        await other.place("pullo", "app")
+    other.config.projects["app"].base = "trunk"
+    with pytest.raises(ProjectError, match="base branch 'trunk' is not in"):
+        await other.place("pullo", "app")
+    lines = await check_projects(other.config, other.castra)
+    assert ("bad", f"project #app: the base branch 'trunk' is not in {project}") in lines
+
+    os.rename(project, project.with_name("moved"))
+    with pytest.raises(ProjectError, match="is gone; fix \\[projects.app\\] path"):
+        await projects.place("vorenus", "app")
+    with pytest.raises(ProjectError, match="not a git repository"):
+        await gitsafe.run(castra_dir, "status")
