@@ -72,12 +72,17 @@ class Legion:
         await self.stop()
         await self.start()
 
-    async def post(self, text: str, audience: list[str], sender: str = "caesar") -> Nuntius:
-        return await self.praetorium.post(sender, text, audience)
+    async def post(
+        self, text: str, audience: list[str], sender: str = "caesar", project: str | None = None
+    ) -> Nuntius:
+        return await self.praetorium.post(sender, text, audience, project=project)
 
-    async def say(self, names: list[str], text: str, *, broadcast: bool = False) -> dict[str, str]:
-        """Caesar's message to ``names`` (audience ``all`` if ``broadcast``), answered."""
-        nuntius = await self.post(text, ["all"] if broadcast else names)
+    async def say(
+        self, names: list[str], text: str, *, broadcast: bool = False, project: str | None = None
+    ) -> dict[str, str]:
+        """Caesar's message to ``names`` (audience ``all`` if ``broadcast``; on ``project``,
+        as its ``#name`` puts it), answered."""
+        nuntius = await self.post(text, ["all"] if broadcast else names, project=project)
         outcomes = await self.manager.dispatch_many(names, nuntius)
         replies = {name: outcome.text for name, outcome in outcomes.items()}
         for name, reply in replies.items():

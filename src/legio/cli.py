@@ -34,6 +34,7 @@ from legio.guard import PathGuard
 from legio.launch import TOKEN_FD_ENV, take_token
 from legio.plan import login_state
 from legio.policy import denied_env_names
+from legio.projectview import check_projects
 from legio.sandbox import announce_sandbox, policy_report
 from legio.schedule import local_zone_name
 
@@ -222,6 +223,8 @@ def check_config(config: Config, *, is_root: bool | None = None, console: bool =
             own = castra.read_centurio(name).settings.ask
             if own:
                 report.ok(f"approvals: {name} also asks before {', '.join(own)} (its ask:)")
+    for mark, text in asyncio.run(check_projects(config, castra)):  # [projects]
+        getattr(report, mark)(text)
     report.lines += policy_lines(config, castra)
     return report
 

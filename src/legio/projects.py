@@ -47,6 +47,16 @@ UPLOAD_PACK = (
     "git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.alternateRefsCommand= "
     "-c uploadpack.allowFilter=false upload-pack"
 )
+# Inside the sandbox, the CLI masks these names in the working directory (with /dev/null,
+# so no command can create them): git would show them as new files and `git add -A` take
+# them. Ignored in each copy (a tracked file stays tracked).
+SANDBOX_EXCLUDES = "".join(
+    f"/{name}\n"
+    for name in (
+        ".bash_profile", ".bashrc", ".claude/", ".gitconfig", ".gitmodules", ".idea",
+        ".mcp.json", ".profile", ".ripgreprc", ".vscode", ".zprofile", ".zshrc",
+    )
+)  # fmt: skip
 COPY_REASON = (
     "your copy's git settings, hooks and borrowed objects are Legio's to keep: "
     "work on the files and commit; ask Caesar for anything else"
@@ -252,6 +262,8 @@ class Projects:
                     )
             for key, value in settings:
                 await gitsafe.run(part, "config", key, value, hostile=False, work_tree=False)
+            with (part / ".git" / "info" / "exclude").open("a", encoding="utf-8") as exclude:
+                exclude.write(SANDBOX_EXCLUDES)
             os.rename(part, copy)
         except BaseException:
             shutil.rmtree(part, ignore_errors=True)

@@ -189,6 +189,7 @@ def format_line(n: Nuntius, preview: int = LINE_PREVIEW) -> str:
         text = text[:preview] + "…"
     if n.forwarded_from:
         text = f"[forwarded from {' '.join(n.forwarded_from.split())}] {text}"
-    if n.project and f"#{n.project}" not in text.lower():  # Caesar's own #name says it
-        text = f"#{n.project} {text}"
-    return f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}: {text}"
+    tag = f" #{n.project}" if n.project else ""  # the project it was about
+    return (
+        f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}{tag}: {text}"
+    )

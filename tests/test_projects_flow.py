@@ -1,0 +1,109 @@
+"""Projects through the engine (fake CLI, real git): a #name puts a request on a project, the
+agent's CLI runs in its copy and is told where it is, answers and history say #project,
+an unknown #name runs nothing, the Legatus dispatches onto a project, /diff /projects
+/drop answer through the admin commands."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from legio.app import LegioApp
+from legio.frontends.admin import Admin
+from tests.conftest import FakeCli
+from tests.gitrepo import git, make_project
+from tests.legion import fake_cli_config, processes_of
+
+
+@pytest.fixture
+async def project_app(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> AsyncIterator[tuple[LegioApp, Path]]:
+    project = make_project(tmp_path / "app")
+    config = fake_cli_config(castra_dir, fake_cli, f'[projects.app]\npath = "{project}"\n')
+    opened = await LegioApp.open(config)
+    yield opened, project
+    await opened.close()
+
+
+async def test_a_hashtag_puts_the_request_on_the_project_in_the_agents_copy(
+    project_app: tuple[LegioApp, Path], fake_cli: FakeCli, castra_dir: Path
+) -> None:
+    app, project = project_app
+    [reply] = await app.handle_message("@vorenus #app fix the failing test")
+    assert reply.text.startswith("⚔️ vorenus #app — ")
+    copy = (castra_dir / "centuriones" / "vorenus" / "projects" / "app").resolve()
+    [process] = processes_of(fake_cli, "vorenus")
+    assert Path(process.cwd).resolve() == copy  # relative paths and commands start there
+    raw = process.raw_prompts[-1]
+    assert 'project="app"' in raw and 'branch="legio/vorenus/main"' in raw
+    assert 'base="main"' in raw
+    assert git(copy, "rev-parse", "--abbrev-ref", "HEAD").strip() == "legio/vorenus/main"
+    caesar, answer = reversed(await app.praetorium.get_history(2))
+    assert (caesar.project, answer.project) == ("app", "app")
+    pages = await Admin(app).run("/history 2")
+    assert "vorenus → caesar #app: ECHO" in pages[0]
+
+    # the next request without a #name: back in its workspace (the CLI restarts, resumed)
+    [reply] = await app.handle_message("@vorenus and now something else")
+    assert not reply.text.startswith("⚔️ vorenus #app")
+    last = processes_of(fake_cli, "vorenus")[-1]
+    assert Path(last.cwd).resolve() == (castra_dir / "centuriones" / "vorenus" / "workspace")
+    assert last.resumed  # the same conversation, in its other place
+    assert 'project="' not in last.raw_prompts[-1].split('current="true"')[-1]
+
+
+async def test_an_unknown_hashtag_runs_nothing_and_lists_the_projects(
+    project_app: tuple[LegioApp, Path], fake_cli: FakeCli
+) -> None:
+    app, _ = project_app
+    [reply] = await app.handle_message("@vorenus #ap fix it")
+    assert reply.kind == "notice"
+    assert "#ap is not a project" in reply.text and "#app" in reply.text
+    assert await app.praetorium.get_history(5) == []
+    assert fake_cli.processes() == []
+
+
+async def test_the_legatus_dispatches_onto_a_project(
+    project_app: tuple[LegioApp, Path], fake_cli: FakeCli
+) -> None:
+    app, _ = project_app
+    call = '{"centuriones": ["pullo"], "text": "look at the tests", "project": "app"}'
+    [reply] = await app.handle_message(f"CALL_TOOL legatus_tools dispatch {call}")
+    assert "## pullo" in reply.text
+    [process] = processes_of(fake_cli, "pullo")
+    assert process.cwd.endswith("/centuriones/pullo/projects/app")
+    stored = [n for n in await app.praetorium.get_history(10) if n.sender == "legatus"]
+    assert stored and stored[-1].project == "app"
+    bad = '{"centuriones": ["pullo"], "text": "x", "project": "nope"}'
+    [reply] = await app.handle_message(f"CALL_TOOL legatus_tools dispatch {bad}")
+    assert "no project named 'nope'" in reply.text
+
+
+async def test_diff_projects_and_drop(project_app: tuple[LegioApp, Path], castra_dir: Path) -> None:
+    app, project = project_app
+    admin = Admin(app)
+    assert "vorenus has no copy of #app" in (await admin.run("/diff vorenus"))[0]
+    await app.handle_message("@vorenus #app start")
+    copy = castra_dir / "centuriones" / "vorenus" / "projects" / "app"
+    (copy / "app.py").write_text("def add(a, b):\n    return a + b\n")
+    git(copy, "commit", "--quiet", "-am", "fix add", caesar=False)
+
+    pages = await admin.run("/diff")  # one project, one agent with a copy: no names needed
+    assert "vorenus on #app: branch legio/vorenus/main, 1 commit ahead of main" in pages[0]
+    assert "1 file changed, +1 −1" in pages[0] and "fix add" in pages[0]
+    [(name, content)] = pages.documents  # type: ignore[attr-defined]
+    assert name == "vorenus-app.diff" and b"+    return a + b" in content
+
+    listing = (await admin.run("/projects"))[0]
+    assert f"#app — {project} (base main)" in listing
+    assert "vorenus: legio/vorenus/main, 1 ahead, last: fix add" in listing
+
+    assert "is neither a centurio" in (await admin.run("/diff brutus"))[0]
+    assert "#nope is not a project" in (await admin.run("/diff vorenus #nope"))[0]
+    dropped = (await admin.run("/drop vorenus #app"))[0]
+    assert "Dropped vorenus's copy of #app" in dropped
+    assert not copy.exists()
+    assert "nothing to drop" in (await admin.run("/drop vorenus app"))[0]
