@@ -105,7 +105,7 @@ async def test_legio_never_runs_what_a_copy_config_names(
     place = await projects.place("vorenus", "app")
     marker = tmp_path / "pwned"
     evil = tmp_path / "evil.sh"
-    evil.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marker}\ncat\n")
+    evil.write_text(f'#!/bin/sh\necho "$0 $*" >> {marker}\ncat\n')
     evil.chmod(evil.stat().st_mode | stat.S_IXUSR)
     hook = place.copy / ".git" / "hooks" / "reference-transaction"
     hook.write_text(evil.read_text())
@@ -113,8 +113,8 @@ async def test_legio_never_runs_what_a_copy_config_names(
     with (place.copy / ".git" / "config").open("a") as config:
         config.write(
             f"[core]\n\tfsmonitor = {evil}\n\tpager = {evil}\n"
-            f"[diff]\n\texternal = {evil}\n[diff \"evil\"]\n\ttextconv = {evil}\n"
-            f"\tcommand = {evil}\n[filter \"evil\"]\n\tclean = {evil}\n\tsmudge = {evil}\n"
+            f'[diff]\n\texternal = {evil}\n[diff "evil"]\n\ttextconv = {evil}\n'
+            f'\tcommand = {evil}\n[filter "evil"]\n\tclean = {evil}\n\tsmudge = {evil}\n'
             f"\tprocess = {evil}\n\trequired = true\n"
             f"[log]\n\tshowSignature = true\n[gpg]\n\tprogram = {evil}\n"
             f"[pager]\n\tdiff = {evil}\n\tlog = {evil}\n[include]\n\tpath = {tmp_path}/more\n"
@@ -180,7 +180,7 @@ async def test_bad_projects_are_named_and_a_failed_clone_leaves_nothing(
     assert ("bad", f"project #app: the base branch 'trunk' is not in {project}") in lines
 
     os.rename(project, project.with_name("moved"))
-    with pytest.raises(ProjectError, match="is gone; fix \\[projects.app\\] path"):
+    with pytest.raises(ProjectError, match=r"is gone; fix \[projects.app\] path"):
         await projects.place("vorenus", "app")
     with pytest.raises(ProjectError, match="not a git repository"):
         await gitsafe.run(castra_dir, "status")

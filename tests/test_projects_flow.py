@@ -31,7 +31,7 @@ async def project_app(
 async def test_a_hashtag_puts_the_request_on_the_project_in_the_agents_copy(
     project_app: tuple[LegioApp, Path], fake_cli: FakeCli, castra_dir: Path
 ) -> None:
-    app, project = project_app
+    app, _ = project_app
     [reply] = await app.handle_message("@vorenus #app fix the failing test")
     assert reply.text.startswith("⚔️ vorenus #app — ")
     copy = (castra_dir / "centuriones" / "vorenus" / "projects" / "app").resolve()

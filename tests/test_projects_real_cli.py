@@ -155,7 +155,7 @@ async def test_two_agents_on_one_project_in_parallel_and_back_to_the_workspace(
     text = await s.bash(f"p=pul; cat {sneaky}/who.txt")
     assert "No such file or directory" in text and "pullo\n" not in text
     # the next request without a project: its workspace again, the same conversation
-    reply = (await s.legion.say(["vorenus"], "CALL_TOOL Bash {\"command\": \"pwd\"}"))["vorenus"]
+    reply = (await s.legion.say(["vorenus"], 'CALL_TOOL Bash {"command": "pwd"}'))["vorenus"]
     workspace = (castra_dir / "centuriones" / "vorenus" / "workspace").resolve()
     assert reply == f"TOOL_RESULT: {workspace}"
     last = s.api.requests[-1]
