@@ -12,7 +12,7 @@ import pytest
 from legio import gitsafe
 from legio.castra import Castra
 from legio.config import load_config
-from legio.errors import ProjectError
+from legio.errors import ConfigError, ProjectError
 from legio.projects import Projects, find_tags
 from legio.projectview import check_projects, diff, overview
 from tests.gitrepo import git, make_project, snapshot
@@ -184,3 +184,32 @@ async def test_bad_projects_are_named_and_a_failed_clone_leaves_nothing(
         await projects.place("vorenus", "app")
     with pytest.raises(ProjectError, match="not a git repository"):
         await gitsafe.run(castra_dir, "status")
+
+
+def test_legio_check_lists_projects_and_refuses_what_is_wrong(
+    castra_dir: Path, project: Path, tmp_path: Path
+) -> None:
+    from legio.cli import check_config
+
+    inside = make_project(castra_dir / "inner")
+    path = castra_dir.parent / "legio.toml"
+    path.write_text(
+        f'[projects.app]\npath = "{project}"\n[projects.inner]\npath = "{inside}"\n'
+        f'[projects.gone]\npath = "{tmp_path / "nowhere"}"\n'
+    )
+    prompt = castra_dir / "centuriones" / "pullo" / "prompt.md"
+    prompt.write_text(prompt.read_text().replace("---\n", "---\nproject: ap\n", 1))
+    report = check_config(load_config(path), is_root=False)
+    text = "\n".join(report.lines)
+    assert report.failed
+    assert f"✓ project #app: {project} (base main; no copies yet)" in text
+    assert f"✗ project #inner: {inside} overlaps the castra" in text
+    assert f"✗ project #gone: {tmp_path / 'nowhere'} is gone" in text
+    assert "project 'ap' is not in [projects] (the projects: #app, #gone, #inner)" in text
+    bad = castra_dir.parent / "bad.toml"
+    bad.write_text('[projects.My_App]\npath = "/x"\n')
+    with pytest.raises(ConfigError, match=r"project names \['My_App'\] must be 1-32 char"):
+        load_config(bad)
+    bad.write_text('[projects.ok]\npath = "/y"\nbase = "-x"\n')
+    with pytest.raises(ConfigError, match=r"projects.ok.base: must be a branch name"):
+        load_config(bad)

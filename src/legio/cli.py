@@ -16,6 +16,7 @@ import shutil
 import signal
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources, util
 from pathlib import Path
@@ -223,7 +224,9 @@ def check_config(config: Config, *, is_root: bool | None = None, console: bool =
             own = castra.read_centurio(name).settings.ask
             if own:
                 report.ok(f"approvals: {name} also asks before {', '.join(own)} (its ask:)")
-    for mark, text in asyncio.run(check_projects(config, castra)):  # [projects]
+    with ThreadPoolExecutor(1) as thread:  # its own loop: a caller may run one already
+        projects = thread.submit(asyncio.run, check_projects(config, castra)).result()
+    for mark, text in projects:  # [projects]
         getattr(report, mark)(text)
     report.lines += policy_lines(config, castra)
     return report

@@ -173,11 +173,12 @@ class Admin:
             dropped = await self.app.projects.drop(target)
         except ProjectError as e:
             return [str(e)]
-        if not dropped:
+        if dropped is None:
             return [f"{target.agent} has no copy of #{target.project}; nothing to drop."]
+        lost = f" {dropped} uncommitted change(s) went with it." if dropped else ""
         return [
             f"Dropped {target.agent}'s copy of #{target.project}. Its branch stays in the "
-            "project; its next request there starts a new copy from that branch."
+            f"project; its next request there starts a new copy from that branch.{lost}"
         ]
 
     async def cmd_start(self, args: str) -> list[str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from legio.errors import ProjectError
 from legio.projects import Projects
-from legio.projectview import DiffReport, ProjectState, diff, overview
+from legio.projectview import DiffReport, ProjectState, copy_state, diff, overview
 from legio.sessions.manager import SessionManager
 
 
@@ -77,9 +77,10 @@ class ProjectDesk:
     async def overview(self) -> list[ProjectState]:
         return await overview(self.projects)
 
-    async def drop(self, target: Target) -> bool:
-        """``/drop``: remove the agent's copy (its branch stays in the project); whether
-        there was one. ``ProjectError`` while the agent works in it."""
+    async def drop(self, target: Target) -> int | None:
+        """``/drop``: remove the agent's copy, its branch published into the project first
+        (so no commit is lost); None if it had none, else how many uncommitted changes went
+        with it. ``ProjectError`` while the agent works in it."""
         copy = self.projects.copy_dir(target.agent, target.project)
         slot = self.sessions.slot(target.agent)
         here = slot.session is not None and slot.session.cwd == copy
@@ -88,6 +89,12 @@ class ProjectDesk:
                 f"{target.agent} is working in its copy of #{target.project} now: "
                 f"/stop {target.agent} first, or wait for its answer"
             )
+        if not copy.exists():
+            return None
         if here:
             await slot.close("its project copy was dropped")
-        return await self.projects.drop(target.agent, target.project)
+        place = await self.projects.place(target.agent, target.project)
+        state = await copy_state(place)
+        await self.projects.publish(place)  # a ProjectError keeps the copy
+        await self.projects.drop(target.agent, target.project)
+        return state.uncommitted
