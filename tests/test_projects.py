@@ -213,3 +213,25 @@ def test_legio_check_lists_projects_and_refuses_what_is_wrong(
     bad.write_text('[projects.ok]\npath = "/y"\nbase = "-x"\n')
     with pytest.raises(ConfigError, match=r"projects.ok.base: must be a branch name"):
         load_config(bad)
+
+
+async def test_a_copy_made_a_partial_clone_cannot_make_legio_fetch_with_its_command(
+    projects: Projects, project: Path, tmp_path: Path
+) -> None:
+    place = await projects.place("vorenus", "app")
+    marker = tmp_path / "pwned"
+    (place.copy / "app.py").write_text("changed\n")
+    git(place.copy, "commit", "--quiet", "-am", "work", caesar=False)
+    head = git(place.copy, "rev-parse", "HEAD").strip()
+    (place.copy / ".git" / "objects" / head[:2] / head[2:]).unlink()  # now "missing"
+    with (place.copy / ".git" / "config").open("a") as config:
+        config.write(
+            f"[core]\n\trepositoryformatversion = 1\n[extensions]\n\tpartialClone = evil\n"
+            f'[remote "evil"]\n\turl = {project}\n\tpromisor = true\n'
+            f"\tuploadpack = touch {marker}; git-upload-pack\n"
+        )
+    with pytest.raises(ProjectError):
+        await diff(place)
+    await overview(projects)
+    assert await projects.publish(place) is False  # its head is "missing": nothing to publish
+    assert not marker.exists()

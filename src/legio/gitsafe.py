@@ -10,7 +10,8 @@ those would run outside the agent's sandbox, as the daemon, the moment Legio ran
 folder), no optional locks (a status writes no index), no pager, no prompt, none of the
 caller's ``GIT_*`` variables, a timeout, and config that switches all of the above off —
 for an agent's repository (``hostile=True``) also every filter and diff driver its
-config defines, found by reading that config first (reading runs nothing). Settings go
+config defines, found by reading that config first (reading runs nothing), and every
+transport (a partial clone's lazy fetch would run its remote's ``uploadpack``). Settings go
 through ``GIT_CONFIG_COUNT``/``KEY``/``VALUE`` (git ≥ 2.31), which takes any key exactly,
 and reach the processes git starts (``upload-pack``) too.
 """
@@ -48,6 +49,10 @@ SAFE_SETTINGS: tuple[tuple[str, str], ...] = (
     ("gpg.ssh.program", "false"),
     ("gpg.x509.program", "false"),
     ("credential.helper", ""),
+    # No transport at all: a copy made a partial clone would otherwise fetch its "missing"
+    # objects with its remote's uploadpack command (git takes the first one given, so no
+    # setting can override it). Clone and publish allow the file transport alone.
+    ("protocol.allow", "never"),
     ("protocol.ext.allow", "never"),
     ("sequence.editor", "true"),
     ("commit.gpgSign", "false"),
@@ -56,6 +61,7 @@ SAFE_SETTINGS: tuple[tuple[str, str], ...] = (
     ("gc.auto", "0"),
 )
 DRIVERS = re.compile(r"(filter)\.(.+)\.(clean|smudge|process)|(diff)\.(.+)\.(textconv|command)")
+LOCAL_TRANSPORT = (("protocol.file.allow", "always"),)
 
 
 def git_dir_of(repo: Path) -> Path:
@@ -127,7 +133,7 @@ async def drivers_of(git_dir: Path) -> list[tuple[str, str]]:
         match = DRIVERS.fullmatch(key)
         if match is None:
             continue
-        section, name = (match.group(1), match.group(2)) if match.group(1) else match.group(4, 5)
+        section, name, _ = [g for g in match.groups() if g is not None]
         off.append((key, ""))
         if section == "filter":
             off.append((f"filter.{name}.required", "false"))
@@ -141,6 +147,7 @@ async def run(
     check: bool = True,
     work_tree: bool = True,
     limit_s: float = TIMEOUT_S,
+    local_transport: bool = False,
 ) -> str:
     """``git <args>`` in ``repo`` (its output), safely; see the module docstring.
 
@@ -148,8 +155,9 @@ async def run(
     failing command raises ``ProjectError`` with git's own words. ``work_tree=False``
     for commands that do not look at the files (log, rev-list, fetch)."""
     code, out, err = await run_raw(
-        repo, *args, hostile=hostile, work_tree=work_tree, limit_s=limit_s
-    )
+        repo, *args, hostile=hostile, work_tree=work_tree, limit_s=limit_s,
+        local_transport=local_transport,
+    )  # fmt: skip
     if check and code != 0:
         raise ProjectError(f"git {args[0]} failed in {repo}: {err or f'exit code {code}'}")
     return out.decode(errors="replace")
@@ -161,6 +169,7 @@ async def run_raw(
     hostile: bool = True,
     work_tree: bool = True,
     limit_s: float = TIMEOUT_S,
+    local_transport: bool = False,
 ) -> tuple[int, bytes, str]:
     """As ``run``, returning (exit code, stdout bytes, stderr) and never raising for a
     failing command."""
@@ -168,6 +177,8 @@ async def run_raw(
     settings = list(SAFE_SETTINGS)
     if hostile:
         settings += await drivers_of(git_dir)
+    if local_transport:  # fetching from a path (an agent's copy into the project)
+        settings += LOCAL_TRANSPORT
     where = ["--git-dir", str(git_dir)] + (["--work-tree", str(repo)] if work_tree else [])
     code, out, err = await _exec([*where, *args], settings, limit_s)
     return code, out[:MAX_OUTPUT], err
@@ -179,7 +190,7 @@ async def clone_shared(source: Path, target: Path, origin: str) -> None:
     code, _, err = await _exec(
         ["clone", "--quiet", "--shared", "--no-checkout", "--origin", origin, "--",
          str(source), str(target)],
-        SAFE_SETTINGS,
+        [*SAFE_SETTINGS, *LOCAL_TRANSPORT],
         TIMEOUT_S * 5,
     )  # fmt: skip
     if code != 0:

@@ -67,6 +67,9 @@ CHECKOUT_REASON = (
 )
 
 
+BRANCH = re.compile(r"legio/[a-z][a-z0-9_-]{0,31}/[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
+
+
 def find_tags(text: str) -> list[str]:
     """The ``#names`` in ``text``, lowercased, first mention first, no repeats."""
     return list(dict.fromkeys(m.group(1).lower() for m in TAG.finditer(text)))
@@ -292,8 +295,12 @@ class Projects:
         """Fetch the agent's branch into the project when it moved (a turn committed);
         whether it did. The copy's branch is the agent's own: a rewritten history
         replaces the project's copy of that branch, never any other branch."""
-        if not place.branch.startswith(f"legio/{place.agent}/"):
-            return False  # it switched to a branch of its own naming: not Legio's to publish
+        if (
+            not BRANCH.fullmatch(place.branch)
+            or ".." in place.branch
+            or (not place.branch.startswith(f"legio/{place.agent}/"))
+        ):
+            return False  # a branch of its own naming: not Legio's to publish
         mine = await self.revision(place.copy, f"refs/heads/{place.branch}")
         if not mine:
             return False
@@ -315,6 +322,7 @@ class Projects:
             f"+{ref}:{ref}",
             hostile=False,
             work_tree=False,
+            local_transport=True,
         )
         logger.info("#%s: %s is now in %s", place.project, place.branch, place.repo)
         return True
