@@ -12,6 +12,7 @@ import pytest
 
 from legio.app import LegioApp
 from legio.frontends.admin import Admin
+from legio.legatus.jobs import job_runner
 from tests.conftest import FakeCli
 from tests.gitrepo import git, make_project
 from tests.legion import fake_cli_config, processes_of
@@ -107,3 +108,39 @@ async def test_diff_projects_and_drop(project_app: tuple[LegioApp, Path], castra
     assert "Dropped vorenus's copy of #app" in dropped
     assert not copy.exists()
     assert "nothing to drop" in (await admin.run("/drop vorenus app"))[0]
+
+
+async def test_a_scheduled_job_on_a_project_runs_in_the_agents_copy(
+    project_app: tuple[LegioApp, Path], fake_cli: FakeCli
+) -> None:
+    app, _ = project_app
+    call = '{"request": "REPLY checked", "target": "vorenus", "in": "1h", "project": "#app"}'
+    [reply] = await app.handle_message(f"CALL_TOOL legatus_tools schedule_job {call}")
+    assert "Scheduled job #1" in reply.text
+    job = await app.scheduler.jobs.get(1)
+    assert job is not None and job.request == "#app REPLY checked"
+    bad = '{"request": "x", "target": "vorenus", "in": "1h", "project": "nope"}'
+    [reply] = await app.handle_message(f"CALL_TOOL legatus_tools schedule_job {bad}")
+    assert "no project named 'nope'" in reply.text
+
+    nuntius = await app.praetorium.post("scheduler", job.request, ["vorenus"])
+    assert await job_runner(app.legatus)(job, nuntius) == "answer"
+    [process] = processes_of(fake_cli, "vorenus")
+    assert process.cwd.endswith("/centuriones/vorenus/projects/app")
+    answer = (await app.praetorium.get_history(1))[0]
+    assert (answer.sender, answer.project) == ("vorenus", "app")
+
+
+async def test_a_project_that_is_gone_is_answered_clearly(
+    project_app: tuple[LegioApp, Path], fake_cli: FakeCli, castra_dir: Path
+) -> None:
+    app, project = project_app
+    leftover = castra_dir / "centuriones" / "vorenus" / "projects" / ".app.part-1234abcd"
+    leftover.mkdir(parents=True)  # a clone a kill cut off
+    [reply] = await app.handle_message("@vorenus #app hello")
+    assert reply.kind == "answer" and not leftover.exists()
+    project.rename(project.with_name("elsewhere"))
+    [reply] = await app.handle_message("@pullo #app hello")
+    assert reply.kind == "error"
+    assert f"[pullo] cannot answer: #app: {project} is gone; fix [projects.app] path" in reply.text
+    assert len(processes_of(fake_cli, "pullo")) == 0  # nothing ran
