@@ -144,3 +144,12 @@ async def test_a_project_that_is_gone_is_answered_clearly(
     assert reply.kind == "error"
     assert f"[pullo] cannot answer: #app: {project} is gone; fix [projects.app] path" in reply.text
     assert len(processes_of(fake_cli, "pullo")) == 0  # nothing ran
+
+
+async def test_send_file_takes_a_file_of_the_copy(project_app: tuple[LegioApp, Path]) -> None:
+    app, _ = project_app
+    call = '{"path": "app.py", "caption": "the fix"}'
+    [reply] = await app.handle_message(f"@vorenus #app\nCALL_TOOL memoria_vorenus send_file {call}")
+    assert "Queued app.py" in reply.text
+    assert [f.name for f in reply.files] == ["app.py"]
+    assert b"def add" in reply.files[0].path.read_bytes()

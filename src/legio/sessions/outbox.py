@@ -204,15 +204,17 @@ def send_file_tool(outbox: Outbox, agent: str, guard: PathGuard) -> SdkMcpTool[A
 
 
 def send_file_for(
-    config: Config, castra: Castra, prompt: AgentPrompt, outbox: Outbox
+    config: Config, castra: Castra, prompt: AgentPrompt, outbox: Outbox, copy: Path | None = None
 ) -> SdkMcpTool[Any]:
-    """``send_file`` for the agent of ``prompt``: its workspace and granted folders."""
+    """``send_file`` for the agent of ``prompt``: its workspace and granted folders, and
+    its project ``copy`` when it works in one (then relative paths start there)."""
+    workspace = working_dir(castra, prompt)
     guard = PathGuard(
         castra,
         prompt.name,
         config.path,
-        workspace=working_dir(castra, prompt),
-        granted=granted_dirs(castra, prompt),
+        workspace=copy or workspace,
+        granted=[*([workspace] if copy else []), *granted_dirs(castra, prompt)],
     )
     return send_file_tool(outbox, prompt.name, guard)
 

@@ -38,7 +38,7 @@ from legio.sessions.turn import StatusCallback
 
 logger = logging.getLogger(__name__)
 
-Servers = Callable[[], dict[str, tuple[McpSdkServerConfig, list[str]]]]
+Servers = Callable[..., dict[str, tuple[McpSdkServerConfig, list[str]]]]  # (copy=None)
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,8 @@ def centurio_spec(
     server holds its memoria tools and ``send_file`` (queued in ``outbox``)."""
     prompt = castra.read_centurio(name)
 
-    def servers() -> dict[str, tuple[McpSdkServerConfig, list[str]]]:
-        extra = [send_file_for(config, castra, prompt, outbox)]
+    def servers(copy: Path | None = None) -> dict[str, tuple[McpSdkServerConfig, list[str]]]:
+        extra = [send_file_for(config, castra, prompt, outbox, copy)]
         server = build_memoria_centurio_server(memoria, name, extra)
         return {server.name: (server.config, [t.name for t in server.tools])}
 
@@ -161,7 +161,7 @@ def build_options(
     **extra: Any,
 ) -> ClaudeAgentOptions:
     """The SDK options of one agent's session; ``extra`` adds ``resume``/``session_id``."""
-    servers = spec.servers()
+    servers = spec.servers(spec.place.copy) if spec.place else spec.servers()
     allowed = [f"mcp__{key}__{tool}" for key, (_, tools) in servers.items() for tool in tools]
 
     def on_stderr(line: str) -> None:
