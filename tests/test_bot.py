@@ -70,6 +70,9 @@ async def test_the_command_menu_is_set_at_startup(bot: Running) -> None:
         "retry",
         "jobs",
         "cancel",
+        "projects",
+        "diff",
+        "drop",
         "help",
     ]
 

@@ -70,6 +70,7 @@ COMMANDS = [
     CommandInfo("usage", "/usage", "spending today and over 7 days, per agent and model"),
     CommandInfo("retry", "/retry [n]", "run again the requests a restart interrupted (or #n)"),
     CommandInfo("jobs", "/jobs", "scheduled jobs, with their next run"),
+    CommandInfo("cancel", "/cancel <n>", "cancel scheduled job #n"),
     CommandInfo("projects", "/projects", "each project, and each agent's branch and copy of it"),
     CommandInfo(
         "diff", "/diff <agent> <project>", "an agent's work on a project: summary and .diff file"
@@ -79,7 +80,6 @@ COMMANDS = [
         "/drop <agent> <project>",
         "remove an agent's copy (its branch stays in the project)",
     ),
-    CommandInfo("cancel", "/cancel <n>", "cancel scheduled job #n"),
     CommandInfo("help", "/help", "this list"),
 ]
 
