@@ -53,6 +53,10 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "attachments",
             "attachments_pending",
             "jobs",
+            "telegram_messages",
+            "nuntius_links",
+            "nuntius_edits",
+            "topics",
             "_migrations",
         },
         "index": {
@@ -66,6 +70,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "idx_attachments_nuntius",
             "idx_jobs_next_run",
             "idx_turns_created",
+            "idx_telegram_messages_seq",
         },
         "trigger": {
             "nuntii_participants",
@@ -107,6 +112,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m010_album_parts",
             "m011_pending_forwards",
             "m012_projects",
+            "m013_conversations",
         ]
         plan = " ".join(
             str(r)

@@ -34,6 +34,7 @@ from legio.budget import Budget, Notifier, UsageReport
 from legio.castra import Castra, Roster
 from legio.config import Config
 from legio.errors import LegioError
+from legio.legatus.conversations import Pointer
 from legio.legatus.intake import Fetch, Intake, take_local_file
 from legio.legatus.jobs import JobRun, Presenter, attach_scheduler, job_lines
 from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
@@ -60,6 +61,7 @@ from legio.store.jobs import Job, JobStore
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit
 from legio.store.records import Compaction, UsageRow, UsageTotals
+from legio.store.threads import ThreadStore, Topic
 
 __all__ = [
     "DOWNLOAD_LIMIT",
@@ -81,6 +83,7 @@ __all__ = [
     "LegioApp",
     "Nuntius",
     "PendingFile",
+    "Pointer",
     "ProjectState",
     "QuestionRequest",
     "Reply",
@@ -91,6 +94,7 @@ __all__ = [
     "StatusRow",
     "Target",
     "TextCallback",
+    "Topic",
     "UsageReport",
     "UsageRow",
     "estimate_tokens",
@@ -145,6 +149,7 @@ class LegioApp:
         self.scheduler: Scheduler = attach_scheduler(legatus, self._present, clock=clock)
         self.intake = Intake(praetorium, sessions.attachments, sessions.files)
         self.projects = ProjectDesk(sessions)  # /diff, /projects, /drop
+        self.threads = ThreadStore(praetorium)  # Telegram messages, topics, edits
 
     @classmethod
     async def open(
@@ -215,11 +220,11 @@ class LegioApp:
         on_text: TextCallback | None = None,
         attachments: Sequence[PendingFile] = (),
         forwarded_from: str | None = None,
+        pointer: Pointer | None = None,
+        lane: str | None = None,
     ) -> list[Reply]:
-        """Answer one message from Caesar (see ``Legatus.handle_message``): ``on_text``
-        receives each answering agent's text as it is written; ``attachments`` are its
-        files, complete (from ``fetch_files`` or ``attach_local``); ``forwarded_from``
-        marks a forwarded message with where it came from."""
+        """Answer one message from Caesar (``Legatus.handle_message``); ``attachments``:
+        its files, complete (from ``fetch_files`` or ``attach_local``)."""
         return await self.legatus.handle_message(
             text,
             on_status,
@@ -228,7 +233,20 @@ class LegioApp:
             on_text=on_text,
             attachments=attachments,
             forwarded_from=forwarded_from,
+            pointer=pointer,
+            lane=lane,
         )
+
+    async def edit_message(
+        self,
+        origin: str,
+        text: str,
+        on_status: StatusCallback | None = None,
+        on_reply: ReplyCallback | None = None,
+        on_text: TextCallback | None = None,
+    ) -> list[Reply]:
+        """Caesar edited his message ``origin`` (``Legatus.edit``)."""
+        return await self.legatus.edit(origin, text, on_status, on_reply, on_text)
 
     async def accept_file(self, pending: PendingFile) -> PendingFile | None:
         """Record a file of Caesar's message ``pending.origin`` before its download (a

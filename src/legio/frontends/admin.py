@@ -194,7 +194,10 @@ class Admin:
         if not nuntii:
             return ["No messages yet."]
         files = await self.app.files_of(n.seq for n in nuntii)
-        return paginate(history_lines(nuntii, files))
+        seqs = [n.seq for n in nuntii]
+        edited = await self.app.threads.edited(seqs)
+        corrections = await self.app.threads.corrections_of(seqs)
+        return paginate(history_lines(nuntii, files, edited, corrections))
 
     async def cmd_search(self, args: str) -> list[str]:
         if not args:

@@ -200,10 +200,23 @@ def clip_marks(files: dict[int, list[Attachment]], seq: int) -> str:
 
 
 def history_lines(
-    nuntii: list[Nuntius], files: dict[int, list[Attachment]] | None = None
+    nuntii: list[Nuntius],
+    files: dict[int, list[Attachment]] | None = None,
+    edited: dict[int, str] | None = None,
+    corrections: dict[int, int] | None = None,
 ) -> list[str]:
-    """/history: one line per nuntius, newest first, its files marked 📎."""
-    return [format_line(n, LINE_PREVIEW) + clip_marks(files or {}, n.seq) for n in nuntii]
+    """/history: one line per nuntius, newest first, its files marked 📎, an edit's first
+    words and a correction's request shown."""
+    lines = []
+    for n in nuntii:
+        line = format_line(n, LINE_PREVIEW) + clip_marks(files or {}, n.seq)
+        if n.seq in (edited or {}):
+            first = " ".join((edited or {})[n.seq].split())
+            line += f" (edited; it first said: {first[:200]})"
+        if n.seq in (corrections or {}):
+            line += f" (a correction of #{(corrections or {})[n.seq]})"
+        lines.append(line)
+    return lines
 
 
 def _header(n: Nuntius) -> str:

@@ -31,6 +31,7 @@ from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_serv
 from legio.castra import Castra, Roster
 from legio.config import Config
 from legio.errors import DuplicateOrigin
+from legio.legatus.conversations import Conversations, Pointer
 from legio.legatus.tools import legatus_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
@@ -60,6 +61,7 @@ class Reply:
     text: str
     kind: Literal["answer", "error", "interrupted", "notice", "held"] = "answer"
     files: tuple[SentFile, ...] = ()  # sent with send_file: to deliver after the text
+    seq: int | None = None  # the answer's nuntius (a reply to its message points at it)
 
 
 ReplyCallback = Callable[["Reply"], Awaitable[None]]
@@ -135,6 +137,7 @@ class Legatus:
         self.memoria = memoria
         self.sessions = sessions
         self._intake = asyncio.Lock()
+        self.conversations = Conversations(praetorium)  # replies and edits
         # files centuriones sent in the Legatus's dispatches: they go with its next reply
         self._carried: list[SentFile] = []
         # more tools for the Legatus's session, e.g. the scheduler's (legatus_jobs.py)
@@ -200,6 +203,8 @@ class Legatus:
         on_text: TextCallback | None = None,
         attachments: Sequence[PendingFile] = (),
         forwarded_from: str | None = None,
+        pointer: Pointer | None = None,
+        lane: str | None = None,
     ) -> list[Reply]:
         """Answer one message from Caesar: a reply per agent that answered (and notices).
 
@@ -214,7 +219,8 @@ class Legatus:
         answering agent's text as it is written (for a live preview).
         ``forwarded_from`` marks a message Caesar forwarded: agents read it as coming from
         there, not from him, and it goes to the Legatus alone (an @name in it is not a
-        dispatch).
+        dispatch). ``pointer``: what it replies to (``legio.legatus.conversations``);
+        ``lane``: the agent whose topic it was written in (it answers when none is named).
         """
         emit = _Emitter(on_reply)
         if not text.strip() and not attachments:
@@ -233,8 +239,13 @@ class Legatus:
         if mentions.names and not strip_mentions(text) and not attachments:
             who = ", ".join(f"@{n}" for n in mentions.names)
             return await emit.notice(f"What should {who} do? Write the request after the name.")
-        audience = ([BROADCAST] if mentions.broadcast else mentions.names) or [LEGATUS]
-        names = mentions.names or [LEGATUS]
+        if not mentions.names and forwarded_from is None:  # a reply, a topic: its agent
+            replied = await self.conversations.replied_agent(pointer, roster)
+            default = replied or (lane if lane in roster.centuriones else LEGATUS)
+        else:
+            default = LEGATUS
+        audience = ([BROADCAST] if mentions.broadcast else mentions.names) or [default]
+        names = mentions.names or [default]
         try:
             # One message at a time through here, in arrival order: it is stored, then takes
             # its place in line at each agent it addresses, so agents answer in that order.
@@ -249,6 +260,8 @@ class Legatus:
                     CAESAR, text, audience, origin=origin, forwarded_from=forwarded_from,
                     project=project,
                 )  # fmt: skip
+                if pointer is not None:  # before its turn can come: the agent reads the link
+                    await self.conversations.link(nuntius, pointer)
                 tickets = {name: self.sessions.reserve(name) for name in names}
         except DuplicateOrigin:
             logger.info("message %s was already received; not answering it twice", origin)
@@ -284,7 +297,7 @@ class Legatus:
             if name == LEGATUS and self._carried:  # sent in its dispatches, for Caesar
                 files, self._carried = files + tuple(self._carried), []
             header = "" if name == LEGATUS else self.header(name, roster, project)
-            await emit.reply(Reply(name, header + outcome.text, outcome.kind, files))
+            await emit.reply(Reply(name, header + outcome.text, outcome.kind, files, answer.seq))
 
         centuriones = [n for n in names if n != LEGATUS]
         if LEGATUS in names:
@@ -376,6 +389,25 @@ class Legatus:
             tickets = {name: self.sessions.reserve(name) for name in agents}
             await self._answer(nuntius, agents, roster, on_status, tickets, emit, on_text)
         return emit.replies
+
+    async def edit(
+        self,
+        origin: str,
+        text: str,
+        on_status: StatusCallback | None = None,
+        on_reply: ReplyCallback | None = None,
+        on_text: TextCallback | None = None,
+    ) -> list[Reply]:
+        """Caesar edited the message ``origin``: corrected before any agent read it, or a
+        new request marked as its correction, answered (``legio.legatus.conversations``)."""
+        roster = self.castra.roster()
+        async with self._intake:  # in line with new messages
+            correction = await self.conversations.edit(origin, text, roster)
+        if correction.kind != "request" or correction.nuntius is None:
+            return []
+        return await self.answer_nuntius(
+            correction.nuntius, list(correction.names), on_status, on_reply, on_text
+        )
 
     async def answer_nuntius(
         self,

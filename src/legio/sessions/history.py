@@ -193,3 +193,25 @@ def format_line(n: Nuntius, preview: int = LINE_PREVIEW) -> str:
     return (
         f"#{n.seq} {n.timestamp:%Y-%m-%d %H:%M} {n.sender} → {', '.join(n.audience)}{tag}: {text}"
     )
+
+
+QUOTE_MAX = 2000  # characters of a replied-to message an agent is given
+
+
+def format_quoted(
+    words: str, *, sender: str | None, nuntius_id: str | None, part: bool, known: bool
+) -> str:
+    """``<in_reply_to>``: the words Caesar's message points at, when the agent has not seen
+    them (another agent's answer, older than its window) or he quoted a part. Bounded and
+    escaped; ``source="telegram"`` for a message Legio has no record of (its words as
+    Telegram sent them, unchecked)."""
+    element = etree.Element("in_reply_to")
+    if nuntius_id:
+        element.set("nuntius", nuntius_id)
+    if sender:
+        element.set("sender", xml_safe(" ".join(sender.split())[:64]))
+    element.set("part", "quote" if part else "whole")
+    element.set("source", "praetorium" if known else "telegram")
+    shown = words if len(words) <= QUOTE_MAX else words[:QUOTE_MAX] + "…"
+    element.text = xml_safe(shown)
+    return _render(element)

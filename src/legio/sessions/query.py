@@ -17,9 +17,11 @@ from legio.sessions.client import AgentSession
 from legio.sessions.context import plan_context
 from legio.sessions.delivery import Pictures, prepare_delivery
 from legio.sessions.history import current_message
+from legio.sessions.pointers import pointer_context
 from legio.sessions.spec import AgentSpec
 from legio.store.attachments import AttachmentStore
 from legio.store.praetorium import Nuntius, Praetorium
+from legio.store.threads import ThreadStore
 
 
 async def prepare_query(
@@ -33,6 +35,20 @@ async def prepare_query(
 ) -> tuple[str, list[dict[str, Any]]]:
     """The message answering ``nuntius`` in ``session`` (history, ``prefix``, its text,
     its files' note) and its image blocks; the session's checkpoint is saved."""
+    async with ThreadStore(praetorium).edit_lock:  # an edit lands before, or is a correction
+        nuntius = await praetorium.get(nuntius.id) or nuntius  # the words as they are now
+        return await _prepare(praetorium, attachments, pictures, session, spec, nuntius, prefix)
+
+
+async def _prepare(
+    praetorium: Praetorium,
+    attachments: AttachmentStore,
+    pictures: Pictures,
+    session: AgentSession,
+    spec: AgentSpec,
+    nuntius: Nuntius,
+    prefix: str,
+) -> tuple[str, list[dict[str, Any]]]:
     planned = plan_context(
         praetorium,
         spec,
@@ -57,5 +73,7 @@ async def prepare_query(
         session.last_seq, session.bootstrap = before  # nothing was sent
         raise
     where = spec.place.attributes() if spec.place else {}  # its project, branch and base
-    parts = (plan.text(), prefix, current_message(nuntius, where), delivery.note)
+    pointed, quoted = await pointer_context(praetorium, spec, nuntius)  # a reply, an edit
+    message = current_message(nuntius, {**where, **pointed})
+    parts = (plan.text(), prefix, quoted, message, delivery.note)
     return "\n\n".join(part for part in parts if part), list(delivery.images)

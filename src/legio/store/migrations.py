@@ -358,6 +358,45 @@ async def m012_projects(db: aiosqlite.Connection) -> None:
     await _script(db, ["ALTER TABLE nuntii ADD COLUMN project TEXT"])
 
 
+@migration
+async def m013_conversations(db: aiosqlite.Connection) -> None:
+    """Replies, edits and topics as facts about nuntii (``legio.store.threads``)."""
+    await _script(
+        db,
+        [
+            """CREATE TABLE telegram_messages (
+                chat_id INTEGER NOT NULL,
+                message_id INTEGER NOT NULL,
+                seq INTEGER NOT NULL REFERENCES nuntii(seq),
+                PRIMARY KEY (chat_id, message_id)
+            )""",
+            "CREATE INDEX idx_telegram_messages_seq ON telegram_messages(seq)",
+            """CREATE TABLE nuntius_links (
+                seq INTEGER NOT NULL REFERENCES nuntii(seq),
+                kind TEXT NOT NULL CHECK (kind IN ('reply', 'edit_of')),
+                target_seq INTEGER REFERENCES nuntii(seq),
+                quote TEXT,
+                quote_sender TEXT,
+                PRIMARY KEY (seq, kind)
+            )""",
+            """CREATE TABLE nuntius_edits (
+                seq INTEGER NOT NULL REFERENCES nuntii(seq),
+                old_text TEXT NOT NULL,
+                new_text TEXT NOT NULL,
+                edited_at TEXT NOT NULL
+            )""",
+            """CREATE TABLE topics (
+                chat_id INTEGER NOT NULL,
+                agent TEXT NOT NULL,
+                thread_id INTEGER NOT NULL,
+                name TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                PRIMARY KEY (chat_id, agent)
+            )""",
+        ],
+    )
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
