@@ -93,6 +93,7 @@ async def test_an_edit_after_the_answer_is_a_correction_answered_again(
     app: LegioApp, fake_cli: FakeCli
 ) -> None:
     [first] = await app.handle_message("@vorenus REPLY 40 beams", origin="telegram:1:9")
+    assert first.text.endswith("40 beams")
     assert await app.edit_message("telegram:1:9", "@vorenus REPLY 40 beams") == []  # same
     [again] = await app.edit_message("telegram:1:9", "@vorenus REPLY 50 beams")
     assert again.agent == "vorenus" and again.text.endswith("50 beams")
