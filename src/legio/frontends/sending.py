@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from telegram import Bot, LinkPreviewOptions, MessageEntity, ReplyParameters
+from telegram import Bot, LinkPreviewOptions, Message, MessageEntity, ReplyParameters
 from telegram.error import BadRequest, NetworkError, TimedOut
 from telegramify_markdown import convert, split_entities
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
@@ -75,7 +75,7 @@ def is_transient(error: BaseException) -> bool:
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)  # a previewed URL is fetched by Telegram
 
 
-async def send_with_retries(bot: Bot, chat_id: int, text: str, **kwargs: Any) -> None:
+async def send_with_retries(bot: Bot, chat_id: int, text: str, **kwargs: Any) -> Message:
     """sendMessage without a link preview, retried with backoff on network errors (429s:
     AIORateLimiter). A link preview would make Telegram fetch the URL, no click needed: an
     agent steered by a page could leak data through one."""
@@ -87,7 +87,8 @@ async def send_with_retries(bot: Bot, chat_id: int, text: str, **kwargs: Any) ->
         reraise=True,
     ):
         with attempt:
-            await bot.send_message(chat_id, text, **kwargs)
+            return await bot.send_message(chat_id, text, **kwargs)
+    raise AssertionError("unreachable: tenacity re-raises the last error")
 
 
 def caption_for(agent: str, file: SentFile) -> str:
@@ -98,22 +99,24 @@ def caption_for(agent: str, file: SentFile) -> str:
     return "\n".join(part for part in (head, file.caption) if part)[:CAPTION_LIMIT]
 
 
-async def send_files(bot: Bot, chat_id: int, agent: str, files: tuple[SentFile, ...]) -> None:
-    """Send an agent's files: images as photos, the rest as documents."""
+async def send_files(bot: Bot, chat_id: int, agent: str, files: tuple[SentFile, ...]) -> list[int]:
+    """Send an agent's files: images as photos, the rest as documents; their messages' ids."""
+    sent = []
     for file in files:
         caption = caption_for(agent, file) or None
         if file.is_photo:
             try:
-                await _send_file(bot, chat_id, file.path, file.name, caption, photo=True)
+                sent.append(await _send_file(bot, chat_id, file.path, file.name, caption, True))
                 continue
             except BadRequest as e:  # e.g. PHOTO_INVALID_DIMENSIONS: a document always goes
                 logger.info("Telegram refused %s as a photo (%s); sending a document", file.name, e)
-        await _send_file(bot, chat_id, file.path, file.name, caption, photo=False)
+        sent.append(await _send_file(bot, chat_id, file.path, file.name, caption, False))
+    return sent
 
 
 async def _send_file(
-    bot: Bot, chat_id: int, path: Path, name: str, caption: str | None, *, photo: bool
-) -> None:
+    bot: Bot, chat_id: int, path: Path, name: str, caption: str | None, photo: bool
+) -> int:
     async for attempt in AsyncRetrying(
         retry=retry_if_exception(is_transient),
         stop=stop_after_attempt(FILE_ATTEMPTS),
@@ -123,9 +126,11 @@ async def _send_file(
         with attempt:
             data = await asyncio.to_thread(path.read_bytes)
             if photo:
-                await bot.send_photo(chat_id, data, caption=caption, filename=name)
+                message = await bot.send_photo(chat_id, data, caption=caption, filename=name)
             else:
-                await bot.send_document(chat_id, data, caption=caption, filename=name)
+                message = await bot.send_document(chat_id, data, caption=caption, filename=name)
+            return message.message_id
+    raise AssertionError("unreachable: tenacity re-raises the last error")
 
 
 def origin_of(chat_id: int, message_id: int) -> str:
@@ -169,8 +174,12 @@ class SendChains:
             del self._tails[key]
 
 
-async def send_markdown(bot: Bot, chat_id: int, markdown: str, reply_to: int | None = None) -> None:
-    """Send an answer: rendered Markdown, split; plain text if Telegram refuses a part."""
+async def send_markdown(
+    bot: Bot, chat_id: int, markdown: str, reply_to: int | None = None
+) -> list[int]:
+    """Send an answer: rendered Markdown, split; plain text if Telegram refuses a part.
+    The messages' ids (a reply to any of them points at the answer)."""
+    sent: list[int] = []
     for index, (text, entities) in enumerate(render(markdown)):
         reply = (
             ReplyParameters(reply_to, allow_sending_without_reply=True)
@@ -178,13 +187,15 @@ async def send_markdown(bot: Bot, chat_id: int, markdown: str, reply_to: int | N
             else None
         )
         try:
-            await send_with_retries(
+            message = await send_with_retries(
                 bot, chat_id, text, entities=entities or None, reply_parameters=reply
             )
             mark("sendMessage returned")
         except BadRequest as e:
             logger.warning("Telegram refused a formatted message (%s); sending it as plain text", e)
-            await send_with_retries(bot, chat_id, text, reply_parameters=reply)
+            message = await send_with_retries(bot, chat_id, text, reply_parameters=reply)
+        sent.append(message.message_id)
+    return sent
 
 
 SHORT_DOCUMENT = 3000  # a text document this short is shown in the chat too

@@ -151,6 +151,7 @@ class StatusBoard:
                     text,
                     link_preview_options=NO_PREVIEW,
                     reply_markup=self.stop_buttons(),
+                    disable_notification=True,  # progress: it does not ring
                 )
                 self.message_id = sent.message_id
             else:

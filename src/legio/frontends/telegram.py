@@ -1,20 +1,17 @@
 """The Telegram front-end (python-telegram-bot): Caesar only, answers rendered, never blocked.
 
 - Only ``telegram.caesar_ids`` are served, in their private chats (and the groups of
-  ``telegram.allowed_chats``; admin commands stay private). Every other update is
-  dropped before any handler runs (``legio.frontends.gate``): no reply, nothing stored;
-  the refusal is logged once per user id or chat. A command for another bot
-  (``/status@other_bot``) is ignored. No message the bot sends shows a link preview.
-- Text messages, ``/retry``, ``/compact`` and ``/context`` run as non-blocking handlers,
-  so the other admin commands answer at once while agents work; requests to one agent
-  are answered in the order they arrived (its turn lock), and a queued request says so.
-- Photos, documents, audio, voice notes and videos (``legio.frontends.files``) are
-  stored, then routed like text (the caption is the message; a forward's is data);
-  files agents send follow their answer. Stickers, locations… get one line. While
-  agents work: the typing action and a status message (``legio.frontends.status``).
-- Each agent's answer is its own message, rendered and split by
-  ``legio.frontends.sending``; if Telegram refuses the formatting, it is sent again as
-  plain text. ``AIORateLimiter`` retries 429s, so a flood limit loses nothing.
+  ``telegram.allowed_chats``; admin commands stay private): every other update is dropped
+  before any handler runs (``legio.frontends.gate``), nothing stored, the refusal logged
+  once. A command for another bot is ignored. No message shows a link preview.
+- Text, ``/retry``, ``/compact``, ``/context`` and the project commands run as
+  non-blocking handlers, so other admin commands answer at once while agents work.
+- Files (``legio.frontends.files``) are stored, then routed like text (the caption is
+  the message); agents' files follow their answer. Replies, quotes, edits and a topic per
+  agent: ``legio.frontends.conversation``; the topic a request's messages go to:
+  ``legio.frontends.lanes``. While agents work: ``legio.frontends.status``, drafts.
+- Each answer is rendered and split by ``legio.frontends.sending`` (plain text if
+  Telegram refuses the formatting); ``AIORateLimiter`` retries 429s.
 - ``serve`` runs the bot and stops it in order: polling, grace period, interrupt, engine.
 """
 
@@ -46,17 +43,17 @@ from legio.app import Job, JobRun, LegioApp, Reply, ReplyCallback
 from legio.config import Config
 from legio.frontends.admin import COMMANDS, Admin, parse_retry
 from legio.frontends.approvals import TelegramAsker
+from legio.frontends.conversation import Conversation
 from legio.frontends.drafts import DraftSupport, LiveView
 from legio.frontends.files import UNSUPPORTED, Albums, accept, fetch, resume_pending
 from legio.frontends.gate import Gate, addressed_elsewhere, forwarded_from
+from legio.frontends.lanes import LaneBot, in_lane
 from legio.frontends.sending import (
     NO_PREVIEW,
     SendChains,
     chat_of,
     origin_of,
     render,
-    send_files,
-    send_markdown,
     send_pages,
     send_with_retries,
 )
@@ -93,6 +90,7 @@ class LegioBot:
         self.downloads: set[asyncio.Task[Any]] = set()  # cancelled at shutdown, resumed at start
         self.albums = Albums()
         self.asker: TelegramAsker | None = None
+        self.talk = Conversation(lambda: self.app, self._work, self.caesar_ids)  # replies, topics
 
     @property
     def app(self) -> LegioApp:
@@ -112,6 +110,11 @@ class LegioBot:
         self.asker = TelegramAsker(app.bot, sorted(self.caesar_ids), self._app)
         self._app.set_asker(self.asker)  # approvals and questions as buttons
         self._app.set_notifier(self.asker.notify)  # budget warnings, plan limits
+        if isinstance(app.bot, LaneBot):  # threaded mode: a topic per centurio
+            app.bot.watch(self.talk.lost_topic)
+            self.talk.notice_bot = app.bot
+            self.talk.topics_on = bool(app.bot.bot.has_topics_enabled)
+        await self.talk.setup_topics(app.bot)
         commands = [BotCommand(c.name, c.description[:256]) for c in COMMANDS]
         try:
             await app.bot.set_my_commands(commands)
@@ -130,7 +133,8 @@ class LegioBot:
         if chat is None or self._bot is None:
             await run(None, None, None)
             return
-        await self._work(self._bot, chat, 0, lambda live, send: run(live.update, send, live.stream))
+        with in_lane(await self.talk.lane_for(self._bot, chat, job.target)):  # its topic
+            await self._work(self._bot, chat, 0, lambda v, s: run(v.update, s, v.stream))
 
     async def tell_interruptions(self, bot: Bot) -> None:
         """Tell Caesar, once, about requests the last run never answered."""
@@ -187,7 +191,8 @@ class LegioBot:
             return  # a deny reason, or the answer to an agent's question
         origin = origin_of(message.chat_id, message.message_id)
         source = forwarded_from(message)
-        with begin("update received"):
+        lane, pointer = await self.talk.lane_of(message), await self.talk.pointer_of(message)
+        with begin("update received"), in_lane(lane):
             await self._work(
                 context.bot,
                 message.chat_id,
@@ -199,6 +204,8 @@ class LegioBot:
                     on_reply=send,
                     on_text=live.stream,
                     forwarded_from=source,
+                    pointer=pointer,
+                    lane=lane.agent,
                 ),
             )
 
@@ -229,20 +236,24 @@ class LegioBot:
             if not received:
                 return
             text = "\n".join(m.caption for m, _ in parts if m.caption)  # an album's captions
-            await self._work(
-                context.bot,
-                first.chat_id,
-                first.message_id,
-                lambda live, send: self.app.handle_message(
-                    text,
-                    live.update,
-                    origin=files[0].origin,
-                    on_reply=send,
-                    on_text=live.stream,
-                    attachments=received,
-                    forwarded_from=files[0].forwarded_from,
-                ),
-            )
+            lane, pointer = await self.talk.lane_of(first), await self.talk.pointer_of(first)
+            with in_lane(lane):
+                await self._work(
+                    context.bot,
+                    first.chat_id,
+                    first.message_id,
+                    lambda live, send: self.app.handle_message(
+                        text,
+                        live.update,
+                        origin=files[0].origin,
+                        on_reply=send,
+                        on_text=live.stream,
+                        attachments=received,
+                        forwarded_from=files[0].forwarded_from,
+                        pointer=pointer,
+                        lane=lane.agent,
+                    ),
+                )
         finally:
             self.in_flight -= 1
             if self.in_flight == 0:
@@ -294,15 +305,10 @@ class LegioBot:
 
                 async def send(reply: Reply) -> None:
                     await live.finish(reply.agent)
-                    sends.append(
-                        self.chains.enqueue(
-                            chat_id,
-                            reply.agent,
-                            lambda: self.send_markdown(bot, chat_id, reply.text, reply_to),
-                        )
-                    )
+                    text = lambda: self.talk.deliver(bot, chat_id, reply, reply_to)  # noqa: E731
+                    sends.append(self.chains.enqueue(chat_id, reply.agent, text))
                     if reply.files:  # after the text, in the agent's order
-                        files = lambda: send_files(bot, chat_id, reply.agent, reply.files)  # noqa: E731
+                        files = lambda: self.talk.deliver_files(bot, chat_id, reply)  # noqa: E731
                         sends.append(self.chains.enqueue(chat_id, reply.agent, files))
 
                 try:
@@ -357,24 +363,17 @@ class LegioBot:
                     link_preview_options=NO_PREVIEW,
                 )
 
-    async def send_markdown(
-        self, bot: Bot, chat_id: int, markdown: str, reply_to: int | None = None
-    ) -> None:
-        """Send an answer: rendered Markdown, split (``legio.frontends.sending``)."""
-        await send_markdown(bot, chat_id, markdown, reply_to)
-
 
 def build_application(
     config: Config, token: str, bot: LegioBot
 ) -> Application[Any, Any, Any, Any, Any, Any]:
     """The python-telegram-bot Application with every handler registered."""
-    builder = ApplicationBuilder().token(token).rate_limiter(AIORateLimiter(max_retries=5))
     # No Defaults(link_preview_options=...): PTB 22.8's ExtBot then turns an empty text
     # (the draft's "Thinking..." placeholder) into []. Every send passes NO_PREVIEW itself.
-    if config.telegram.base_url:
-        base = config.telegram.base_url.rstrip("/")
-        builder = builder.base_url(base).base_file_url(base.replace("/bot", "/file/bot", 1))
-    app = builder.build()
+    base = config.telegram.base_url.rstrip("/") or "https://api.telegram.org/bot"
+    file_url = base.replace("/bot", "/file/bot", 1)
+    lane_bot = LaneBot(token, base, file_url, rate_limiter=AIORateLimiter(max_retries=5))
+    app = ApplicationBuilder().bot(lane_bot).build()  # sends in the request's topic
     app.add_handler(TypeHandler(Update, bot.gate), group=-1)
     slow = ["compact", "context", "diff", "projects", "drop"]  # they wait: others must not
     names = [c.name for c in COMMANDS if c.name not in ("retry", *slow)] + ["start"]
@@ -396,6 +395,8 @@ def build_application(
     )
     app.add_handler(MessageHandler(message & files, bot.on_file, block=False))
     app.add_handler(MessageHandler(message & ~filters.TEXT, bot.on_other))
+    edits = filters.UpdateType.EDITED_MESSAGE & (filters.TEXT | filters.CAPTION)
+    app.add_handler(MessageHandler(edits, bot.talk.on_edit, block=False))
     app.add_handler(CallbackQueryHandler(bot.on_callback, block=False))
     app.add_error_handler(bot.on_error)
     return app
