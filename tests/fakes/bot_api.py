@@ -86,6 +86,12 @@ def _decode(value: str) -> Any:
     return value
 
 
+def _thread(params: dict[str, Any]) -> int | None:
+    """The topic a call was sent to (form fields are strings)."""
+    value = params.get("message_thread_id")
+    return None if value in (None, "") else int(value)
+
+
 def utf16_len(text: str) -> int:
     """Length as Telegram counts it (UTF-16 code units)."""
     return len(text.encode("utf-16-le")) // 2
@@ -112,6 +118,9 @@ class FakeBotApi:
         self.downloads: list[str] = []  # file paths requested
         self.uploads: list[Upload] = []
         self.download_gate: asyncio.Event | None = None
+        self.received: dict[tuple[int, int], dict[str, Any]] = {}  # the users' messages
+        self.has_topics_enabled = False  # threaded mode (getMe), set by a test
+        self.topics: dict[int, dict[int, str]] = {}  # chat -> thread id -> name
 
     # ------------------------------------------------------------ lifecycle
 
@@ -170,8 +179,17 @@ class FakeBotApi:
         chat_id: int | None = None,
         chat_type: str = "private",
         first_name: str = "Caesar",
+        reply_to: int | dict[str, Any] | None = None,
+        quote: str | None = None,
+        thread_id: int | None = None,
     ) -> dict[str, Any]:
-        """Queue a text message from a user; a leading ``/command`` gets its entity."""
+        """Queue a text message from a user; a leading ``/command`` gets its entity.
+
+        ``reply_to``: a message id (the stored message, the bot's or a user's, is embedded
+        as ``reply_to_message``, as Telegram does) or a message dict used as it is;
+        ``quote``: the part of it the user selected; ``thread_id``: the topic it is in
+        (threaded mode: a message in a topic that replies to nothing is a "reply" to the
+        topic's first message, as Telegram sends it)."""
         chat = {"id": chat_id if chat_id is not None else user_id, "type": chat_type}
         if chat_type == "private":
             chat["first_name"] = first_name
@@ -189,7 +207,67 @@ class FakeBotApi:
             message["entities"] = [
                 {"type": "bot_command", "offset": 0, "length": utf16_len(command)}
             ]
+        self._point(message, reply_to, quote, thread_id)
+        self.received[(chat["id"], message["message_id"])] = message
         return self.add_update({"message": message})
+
+    def _point(
+        self,
+        message: dict[str, Any],
+        reply_to: int | dict[str, Any] | None,
+        quote: str | None,
+        thread_id: int | None,
+    ) -> None:
+        chat_id = message["chat"]["id"]
+        if thread_id is not None:
+            message["message_thread_id"] = thread_id
+            message["is_topic_message"] = True
+            if reply_to is None:  # Telegram's topic start: a service message
+                reply_to = {
+                    "message_id": thread_id,
+                    "date": int(time.time()),
+                    "chat": message["chat"],
+                    "forum_topic_created": {"name": "topic", "icon_color": 7322096},
+                }
+        if isinstance(reply_to, int):
+            found = self.messages.get((chat_id, reply_to)) or self.received.get((chat_id, reply_to))
+            reply_to = dict(found) if found else {
+                "message_id": reply_to, "date": 0, "chat": message["chat"]
+            }  # fmt: skip
+        if reply_to is not None:
+            message["reply_to_message"] = {
+                k: v for k, v in reply_to.items() if k != "reply_to_message"
+            }
+        if quote is not None:
+            message["quote"] = {"text": quote, "position": 0, "is_manual": True}
+
+    def edit_message(
+        self, chat_id: int, message_id: int, text: str | None = None, caption: str | None = None
+    ) -> dict[str, Any]:
+        """Queue an ``edited_message`` update: the user changed the text or the caption of
+        message ``message_id`` (it keeps its id; ``edit_date`` is set)."""
+        original = self.received[(chat_id, message_id)]
+        edited = {**original, "edit_date": int(time.time())}
+        if text is not None:
+            edited["text"] = text
+        if caption is not None:
+            edited["caption"] = caption
+        self.received[(chat_id, message_id)] = edited
+        return self.add_update({"edited_message": edited})
+
+    def delete_topic(self, chat_id: int, thread_id: int) -> None:
+        """The user deleted a topic: sends to it now fail ("message thread not found")."""
+        self.topics.get(chat_id, {}).pop(thread_id, None)
+
+    def sent_in(self, chat_id: int, thread_id: int | None) -> list[str]:
+        """Texts the bot sent to ``chat_id`` in topic ``thread_id`` (None: outside topics)."""
+        return [
+            str(c.params.get("text", ""))
+            for c in self.calls_of("sendMessage")
+            if c.status == 200
+            and int(c.params["chat_id"]) == chat_id
+            and _thread(c.params) == thread_id
+        ]
 
     def add_file(self, content: bytes, *, file_size: int | None = None) -> FakeFile:
         """Register a file Telegram holds for the bot (``file_size`` may pretend more)."""
@@ -445,7 +523,14 @@ class FakeBotApi:
             handler = getattr(self, f"_m_{method}", None)
             if handler is None:
                 return self._error(call, 404, "Not Found: method not found")
+            thread = params.get("message_thread_id")
+            known = self.topics.get(int(params.get("chat_id") or 0), {})
+            if thread is not None and method.startswith("send") and int(thread) not in known:
+                return self._error(call, 400, "Bad Request: message thread not found")
             result = await handler(params)
+            if isinstance(result, dict) and "message_id" in result and thread is not None:
+                result["message_thread_id"] = int(thread)
+                result["is_topic_message"] = True
             if isinstance(result, Fault):
                 return self._error(call, result.status, result.description)
             call.result = result
@@ -477,7 +562,20 @@ class FakeBotApi:
     # ------------------------------------------------------------ methods
 
     async def _m_getMe(self, params: dict[str, Any]) -> Any:
-        return BOT_USER
+        return {
+            **BOT_USER,
+            "has_topics_enabled": self.has_topics_enabled,
+            "allows_users_to_create_topics": self.has_topics_enabled,
+        }
+
+    async def _m_createForumTopic(self, params: dict[str, Any]) -> Any:
+        """A topic in a private chat (threaded mode) or a forum group."""
+        chat_id = int(params["chat_id"])
+        if chat_id > 0 and not self.has_topics_enabled:
+            return Fault(400, "Bad Request: the chat is not a forum")
+        thread = self._new_message_id()  # a topic's id is its first (service) message's
+        self.topics.setdefault(chat_id, {})[thread] = str(params["name"])
+        return {"message_thread_id": thread, "name": str(params["name"]), "icon_color": 7322096}
 
     async def _m_deleteWebhook(self, params: dict[str, Any]) -> Any:
         return True

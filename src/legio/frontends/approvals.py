@@ -43,6 +43,7 @@ from legio.app import (
     shorten_middle,
     visible,
 )
+from legio.frontends.lanes import Lane, in_lane
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +120,7 @@ class TelegramAsker:
         self._approvals: dict[int, _Pending] = {}
         self._decided: dict[int, str] = {}
         self._questions: dict[int, _Question] = {}
+        self.lanes: dict[str, Lane] = {}  # each agent's request's topic (legio.frontends.lanes)
 
     # ---------------------------------------------------------- approvals
 
@@ -130,10 +132,13 @@ class TelegramAsker:
         try:
             for chat_id in self.chat_ids:
                 try:
-                    sent = await self.bot.send_message(chat_id, pending.text, reply_markup=keyboard)
-                    pending.messages.append((chat_id, sent.message_id))
-                    if too_long(request):
-                        await self._send_whole(chat_id, sent.message_id, request)
+                    with in_lane(self.lanes.get(request.agent)):  # the request's topic
+                        sent = await self.bot.send_message(
+                            chat_id, pending.text, reply_markup=keyboard
+                        )
+                        pending.messages.append((chat_id, sent.message_id))
+                        if too_long(request):
+                            await self._send_whole(chat_id, sent.message_id, request)
                 except TelegramError as e:
                     logger.warning("could not ask chat %s about %s: %s", chat_id, request.id, e)
             decision: Decision = await pending.future
@@ -220,7 +225,8 @@ class TelegramAsker:
                 text, keyboard = self._question_message(question, index)
                 for chat_id in self.chat_ids:
                     try:
-                        sent = await self.bot.send_message(chat_id, text, reply_markup=keyboard)
+                        with in_lane(self.lanes.get(request.agent)):
+                            sent = await self.bot.send_message(chat_id, text, reply_markup=keyboard)
                         question.messages.setdefault(index, []).append((chat_id, sent.message_id))
                     except TelegramError as e:
                         logger.warning("could not ask chat %s a question: %s", chat_id, e)

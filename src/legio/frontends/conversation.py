@@ -128,8 +128,11 @@ class Conversation:
 
     async def lane_of(self, message: Message) -> Lane:
         """The lane ``message`` was written in: its topic and that topic's agent."""
+        private = message.chat.type == ChatType.PRIVATE
+        if private and self.topics_on:  # a centurio added since, a topic Caesar deleted
+            await self.setup_topics(message.get_bot(), [message.chat_id])
         thread = message.message_thread_id if message.is_topic_message else None
-        if thread is None or message.chat.type != ChatType.PRIVATE:
+        if thread is None or not private:
             return Lane(message.chat_id, thread)
         topics = await self.app.threads.topics(message.chat_id)
         agent = next((t.agent for t in topics if t.thread_id == thread), None)

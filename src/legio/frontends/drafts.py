@@ -38,6 +38,7 @@ from telegram import Bot, MessageEntity
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
 from legio.app import is_text_preview
+from legio.frontends.lanes import LANE, Lane
 
 if TYPE_CHECKING:
     from legio.frontends.status import StatusBoard
@@ -193,11 +194,15 @@ class LiveView:
         self._first_lock = asyncio.Lock()  # the placeholder and the first draft, in order
         self._soon: asyncio.Task[None] | None = None
         self._typing: AbstractAsyncContextManager[None] | None = None
+        self.lane = LANE.get()  # the request's topic
+        self.lanes: dict[str, Lane] = {}  # where each agent's approvals go: set by the owner
 
     # ---------------------------------------------------------- callbacks
 
     async def update(self, agent: str, line: str) -> None:
         """A ``⏳`` line from ``agent`` (a StatusCallback)."""
+        if self.lane is not None:  # its turn is this request's: so are its approvals
+            self.lanes[agent] = self.lane
         if not self.drafting:
             await self.board.update(agent, line)
             return

@@ -300,6 +300,7 @@ class LegioBot:
             render,
             lambda agent: "" if agent == LEGATUS else self.app.header(agent),
         )
+        live.lanes = self.asker.lanes if self.asker else {}  # its approvals in its topic
         try:
             async with live:
 
