@@ -81,7 +81,9 @@ async def test_edits_correct_queued_requests_and_answered_ones_get_a_correction(
         await asyncio.sleep(0.3)
         queued = api.add_message("@vorenus REPLY fix teh bridge")["message"]
         origin = f"telegram:{CAESAR}:{queued['message_id']}"
-        while await bot.app.praetorium.get_by_origin(origin) is None:  # stored, in line
+        for _ in range(250):  # until it is stored and in line
+            if await bot.app.praetorium.get_by_origin(origin) is not None:
+                break
             await asyncio.sleep(0.02)
         api.edit_message(CAESAR, queued["message_id"], text="@vorenus REPLY fix the bridge")
         await bot.answer(busy, lambda t: t.endswith("fix the bridge"))
