@@ -57,6 +57,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "nuntius_links",
             "nuntius_edits",
             "topics",
+            "topic_projects",
             "_migrations",
         },
         "index": {

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tests.botbench import running_bot
 from tests.conftest import FakeCli
+from tests.fakes.bot_api import FakeBotApi
 from tests.gitrepo import git, make_project
 
 
@@ -43,3 +44,30 @@ async def test_diff_and_projects_in_telegram(
         call = await bot.answer(await bot.ask("/drop vorenus app"))
         assert call.params["text"].startswith("Dropped vorenus's copy of #app")
     assert "legio/vorenus/main" in git(project, "branch", "--list", "legio/*")
+
+
+async def test_project_binds_a_topic(castra_dir: Path, fake_cli: FakeCli, tmp_path: Path) -> None:
+    project = make_project(tmp_path / "app")
+    api = FakeBotApi()
+    api.has_topics_enabled = True
+    extra = f'[projects.app]\npath = "{project}"\n'
+    async with running_bot(castra_dir, fake_cli, extra, api=api) as bot:
+        made = {
+            c.params["name"]: c.result["message_thread_id"]
+            for c in api.calls_of("createForumTopic")
+        }
+        lane = made["vorenus"]
+        start = len(api.calls)
+        api.add_message("/project app", thread_id=lane)
+        call = await bot.answer(start)
+        assert call.params["text"].startswith("Every request in this topic is on #app now")
+        assert int(call.params["message_thread_id"]) == lane
+        start = len(api.calls)
+        api.add_message("REPLY on it", thread_id=lane)
+        call = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+        assert call.params["text"].startswith("⚔️ vorenus #app — ")
+        start = len(api.calls)
+        api.add_message("/project off", thread_id=lane)
+        assert (await bot.answer(start)).params["text"] == "This topic is on no project now."
+        call = await bot.answer(await bot.ask("/project app"))
+        assert call.params["text"].startswith("/project works inside a topic")

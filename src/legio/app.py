@@ -222,6 +222,7 @@ class LegioApp:
         forwarded_from: str | None = None,
         pointer: Pointer | None = None,
         lane: str | None = None,
+        project: str | None = None,
     ) -> list[Reply]:
         """Answer one message from Caesar (``Legatus.handle_message``); ``attachments``:
         its files, complete (from ``fetch_files`` or ``attach_local``)."""
@@ -235,6 +236,7 @@ class LegioApp:
             forwarded_from=forwarded_from,
             pointer=pointer,
             lane=lane,
+            project=project,
         )
 
     async def edit_message(

@@ -73,6 +73,9 @@ COMMANDS = [
     CommandInfo("cancel", "/cancel <n>", "cancel scheduled job #n"),
     CommandInfo("projects", "/projects", "each project, and each agent's branch and copy of it"),
     CommandInfo(
+        "project", "/project <name>|off", "in a topic: every request there is on that project"
+    ),
+    CommandInfo(
         "diff", "/diff <agent> <project>", "an agent's work on a project: summary and .diff file"
     ),
     CommandInfo(
@@ -149,6 +152,9 @@ class Admin:
 
     async def cmd_projects(self, args: str) -> list[str]:
         return paginate(projects_lines(await self.app.projects.overview()))
+
+    async def cmd_project(self, args: str) -> list[str]:
+        return ["/project works inside a Telegram topic: write #name in a message instead."]
 
     async def cmd_diff(self, args: str) -> list[str]:
         usage = "/diff <agent> <project>, e.g. /diff vorenus #app"

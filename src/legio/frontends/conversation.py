@@ -132,11 +132,46 @@ class Conversation:
         if private and self.topics_on:  # a centurio added since, a topic Caesar deleted
             await self.setup_topics(message.get_bot(), [message.chat_id])
         thread = message.message_thread_id if message.is_topic_message else None
-        if thread is None or not private:
-            return Lane(message.chat_id, thread)
+        if thread is None:
+            return Lane(message.chat_id)
+        project = await self.app.threads.project_of_topic(message.chat_id, thread)
+        if not private:
+            return Lane(message.chat_id, thread, None, project)
         topics = await self.app.threads.topics(message.chat_id)
         agent = next((t.agent for t in topics if t.thread_id == thread), None)
-        return Lane(message.chat_id, thread, agent)
+        return Lane(message.chat_id, thread, agent, project)
+
+    async def on_project(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """``/project <name>`` in a topic: every request there is on that project;
+        ``/project off`` ends it; ``/project`` says which."""
+        message = update.effective_message
+        if message is None or message.text is None:
+            return
+        words = message.text.split()[1:]
+        thread = message.message_thread_id if message.is_topic_message else None
+        names = self.app.projects.names()
+        listing = ", ".join(f"#{n}" for n in names) or "none ([projects.<name>] in legio.toml)"
+        if thread is None:
+            text = f"/project works inside a topic: its requests are then on a project ({listing})."
+        elif not words:
+            bound = await self.app.threads.project_of_topic(message.chat_id, thread)
+            text = (
+                f"This topic is on #{bound}."
+                if bound
+                else f"This topic is on no project ({listing})."
+            )
+        elif words[0].lower() in ("off", "none"):
+            await self.app.threads.bind_project(message.chat_id, thread, None)
+            text = "This topic is on no project now."
+        elif (name := words[0].lstrip("#").lower()) in names:
+            await self.app.threads.bind_project(message.chat_id, thread, name)
+            text = (
+                f"Every request in this topic is on #{name} now (a #name in a message still wins)."
+            )
+        else:
+            text = f"{words[0]!r} is not a project. The projects: {listing}."
+        with in_lane(Lane(message.chat_id, thread)):
+            await send_with_retries(context.bot, message.chat_id, text)
 
     async def lane_for(self, bot: Bot, chat_id: int, agent: str) -> Lane:
         """Agent ``agent``'s own topic in ``chat_id`` (made if needed), else the chat."""

@@ -35,6 +35,7 @@ class Lane:
     chat_id: int
     thread_id: int | None = None
     agent: str | None = None  # the topic's agent; None: the main chat or another topic
+    project: str | None = None  # the project the topic is bound to (/project)
 
 
 LANE: ContextVar[Lane | None] = ContextVar("legio_lane", default=None)

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import operator
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -206,6 +208,7 @@ class LegioBot:
                     forwarded_from=source,
                     pointer=pointer,
                     lane=lane.agent,
+                    project=lane.project,
                 ),
             )
 
@@ -252,6 +255,7 @@ class LegioBot:
                         forwarded_from=files[0].forwarded_from,
                         pointer=pointer,
                         lane=lane.agent,
+                        project=lane.project,
                     ),
                 )
         finally:
@@ -377,23 +381,18 @@ def build_application(
     app = ApplicationBuilder().bot(lane_bot).build()  # sends in the request's topic
     app.add_handler(TypeHandler(Update, bot.gate), group=-1)
     slow = ["compact", "context", "diff", "projects", "drop"]  # they wait: others must not
-    names = [c.name for c in COMMANDS if c.name not in ("retry", *slow)] + ["start"]
+    names = [c.name for c in COMMANDS if c.name not in ("retry", "project", *slow)] + ["start"]
     message = filters.UpdateType.MESSAGE
     app.add_handler(CommandHandler("retry", bot.on_retry, filters=message, block=False))
+    app.add_handler(CommandHandler("project", bot.talk.on_project, filters=message))
     app.add_handler(CommandHandler(slow, bot.on_command, filters=message, block=False))
     app.add_handler(CommandHandler(names, bot.on_command, filters=message))
     app.add_handler(MessageHandler(message & filters.COMMAND, bot.on_command))
     app.add_handler(
         MessageHandler(message & filters.TEXT & ~filters.COMMAND, bot.on_text, block=False)
     )
-    files = (
-        filters.PHOTO
-        | filters.Document.ALL
-        | filters.AUDIO
-        | filters.VOICE
-        | filters.VIDEO
-        | filters.VIDEO_NOTE
-    )
+    media = (filters.PHOTO, filters.Document.ALL, filters.AUDIO, filters.VOICE, filters.VIDEO)
+    files = functools.reduce(operator.or_, media, filters.VIDEO_NOTE)
     app.add_handler(MessageHandler(message & files, bot.on_file, block=False))
     app.add_handler(MessageHandler(message & ~filters.TEXT, bot.on_other))
     edits = filters.UpdateType.EDITED_MESSAGE & (filters.TEXT | filters.CAPTION)

@@ -205,6 +205,7 @@ class Legatus:
         forwarded_from: str | None = None,
         pointer: Pointer | None = None,
         lane: str | None = None,
+        project: str | None = None,
     ) -> list[Reply]:
         """Answer one message from Caesar: a reply per agent that answered (and notices).
 
@@ -220,7 +221,8 @@ class Legatus:
         ``forwarded_from`` marks a message Caesar forwarded: agents read it as coming from
         there, not from him, and it goes to the Legatus alone (an @name in it is not a
         dispatch). ``pointer``: what it replies to (``legio.legatus.conversations``);
-        ``lane``: the agent whose topic it was written in (it answers when none is named).
+        ``lane``: the agent whose topic it was written in (it answers when none is named);
+        ``project``: the project of that topic (``/project``), unless its text names one.
         """
         emit = _Emitter(on_reply)
         if not text.strip() and not attachments:
@@ -233,7 +235,8 @@ class Legatus:
         mentions = parse_mentions(text, roster) if forwarded_from is None else NO_MENTIONS
         if mentions.unusable and not mentions.names:
             return await emit.notice("Cannot dispatch: " + "; ".join(mentions.unusable))
-        project, problem = (None, None) if forwarded_from else self.sessions.projects.pick(text)
+        picked, problem = (None, None) if forwarded_from else self.sessions.projects.pick(text)
+        project = picked or project
         if problem:  # an unknown #name: nothing runs, the projects are listed
             return await emit.notice(problem)
         if mentions.names and not strip_mentions(text) and not attachments:

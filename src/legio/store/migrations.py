@@ -393,6 +393,12 @@ async def m013_conversations(db: aiosqlite.Connection) -> None:
                 created_at TEXT NOT NULL,
                 PRIMARY KEY (chat_id, agent)
             )""",
+            """CREATE TABLE topic_projects (
+                chat_id INTEGER NOT NULL,
+                thread_id INTEGER NOT NULL,
+                project TEXT NOT NULL,
+                PRIMARY KEY (chat_id, thread_id)
+            )""",
         ],
     )
 

@@ -10,7 +10,8 @@ corrects (an edit), the words it replaced, and each agent's topic in Caesar's ch
   who wrote them.
 - ``nuntius_edits``: the words an edit replaced in a request no agent had started yet
   (the nuntius then carries the corrected words; ``/history`` shows it was edited).
-- ``topics``: one topic per centurio per private chat (threaded mode).
+- ``topics``: one topic per centurio per private chat (threaded mode); ``topic_projects``:
+  a topic bound to a project with ``/project`` (every request there is on it).
 
 ``edit_lock`` serialises an edit with the start of a turn (``legio.sessions.query``): a
 request is either corrected before an agent reads it, or answered as it was and followed
@@ -157,6 +158,27 @@ class ThreadStore:
             "VALUES (?, ?, ?, ?, ?)",
             (topic.chat_id, topic.agent, topic.thread_id, topic.name, _now()),
         )
+
+    async def bind_project(self, chat_id: int, thread_id: int, project: str | None) -> None:
+        """``/project`` in a topic: every request there is on ``project`` (None: none)."""
+        if project is None:
+            await self._db.execute(
+                "DELETE FROM topic_projects WHERE chat_id = ? AND thread_id = ?",
+                (chat_id, thread_id),
+            )
+            return
+        await self._db.execute(
+            "INSERT OR REPLACE INTO topic_projects (chat_id, thread_id, project) VALUES (?, ?, ?)",
+            (chat_id, thread_id, project),
+        )
+
+    async def project_of_topic(self, chat_id: int, thread_id: int) -> str | None:
+        async with self._db.execute(
+            "SELECT project FROM topic_projects WHERE chat_id = ? AND thread_id = ?",
+            (chat_id, thread_id),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return str(row["project"]) if row else None
 
     async def forget_topic(self, chat_id: int, thread_id: int) -> None:
         await self._db.execute(
