@@ -194,3 +194,30 @@ def test_voice_settings_defaults_and_mistakes(tmp_path: Path) -> None:
     assert "voice.max_minutes: Input should be greater than 0" in problems
     assert "voice.language: must be" in problems
     assert "voice.speed: unknown key" in problems
+
+
+async def test_a_cancelled_transcription_stops_and_the_next_one_runs(
+    note: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(voice, "PROGRESS_EVERY", 0.0)
+    t = transcriber("unused", tmp_path)
+    fake = _FakeWhisper(steps=100, pause=0.02)
+    t._whisper = fake
+    seen: list[float] = []
+    under_way = asyncio.Event()
+
+    async def on_progress(fraction: float) -> None:
+        seen.append(fraction)
+        under_way.set()
+
+    task = asyncio.create_task(t.transcribe(note, on_progress))
+    await asyncio.wait_for(under_way.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    count = len(seen)
+    fake.steps = 2
+    started = time.monotonic()
+    await t.transcribe(note)  # the cancelled one stopped at its next segment, not at 100
+    assert time.monotonic() - started < 0.5
+    assert len(seen) == count  # no report of the cancelled one after it was cancelled

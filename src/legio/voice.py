@@ -137,6 +137,7 @@ class Transcriber:
             self._refuse_long(duration)
         loop = asyncio.get_running_loop()
         reports: set[asyncio.Task[None]] = set()
+        returned = False
 
         async def deliver(callback: Progress, fraction: float) -> None:
             try:
@@ -145,7 +146,7 @@ class Transcriber:
                 logger.exception("voice: the progress report failed")
 
         def start(callback: Progress, fraction: float) -> None:  # on the loop
-            if not reports:  # a slow report is skipped over, never queued
+            if not (reports or returned):  # a slow report is skipped over, never queued
                 task = loop.create_task(deliver(callback, fraction))
                 reports.add(task)
                 task.add_done_callback(reports.discard)
@@ -162,6 +163,7 @@ class Transcriber:
                 stop.set()  # the worker ends at the next segment
                 raise
             finally:
+                returned = True
                 if reports:
                     await asyncio.gather(*reports, return_exceptions=True)
 
@@ -223,14 +225,17 @@ class Transcriber:
             raise VoiceError(f"the voice note could not be transcribed ({e})") from e
         parts: list[str] = []
         last = time.monotonic()
-        for segment in segments:
-            parts.append(segment.text)
-            if stop.is_set():
-                break
-            now = time.monotonic()
-            if info.duration and now - last >= PROGRESS_EVERY:
-                last = now
-                report(segment.end / info.duration)
+        try:
+            for segment in segments:
+                parts.append(segment.text)
+                if stop.is_set():
+                    break
+                now = time.monotonic()
+                if info.duration and now - last >= PROGRESS_EVERY:
+                    last = now
+                    report(segment.end / info.duration)
+        except (RuntimeError, ValueError) as e:  # CTranslate2 failing mid-way (memory…)
+            raise VoiceError(f"the voice note could not be transcribed ({e})") from e
         return Transcript(
             text="".join(parts).strip(),
             duration_s=duration,
