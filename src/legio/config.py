@@ -172,6 +172,34 @@ class ProjectSettings(_Strict):
 _BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}\Z")
 
 
+class VoiceSettings(_Strict):
+    """Caesar's voice notes, transcribed on this machine by faster-whisper."""
+
+    enabled: bool = True
+    # a faster-whisper size ("tiny", "base", "small", "medium", "large-v3", "turbo"), a
+    # Hugging Face id ("Systran/faster-whisper-small"), or a local model folder ("./models/x")
+    model: str = "base"
+    max_minutes: float = Field(20, gt=0, le=24 * 60)  # longer notes are refused, not transcribed
+    language: str = ""  # a Whisper language code ("en", "it"); "" = detected per note
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError('must name a model, e.g. "base", or a model folder')
+        return value.strip()
+
+    @field_validator("language")
+    @classmethod
+    def _language(cls, value: str) -> str:
+        if value and not _LANGUAGE.match(value):
+            raise ValueError('must be "" (detected) or a Whisper language code, e.g. "en" or "it"')
+        return value
+
+
+_LANGUAGE = re.compile(r"[a-z]{2,3}\Z")
+
+
 class Config(_Strict):
     """Everything in ``legio.toml``; ``path`` is where it was read from."""
 
@@ -190,6 +218,7 @@ class Config(_Strict):
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    voice: VoiceSettings = Field(default_factory=VoiceSettings)
     projects: dict[str, ProjectSettings] = Field(default_factory=dict)
 
     path: Path | None = Field(default=None, exclude=True)
@@ -262,6 +291,8 @@ def load_config(path: Path | str | None = None) -> Config:
         )
     for project in config.projects.values():
         project.path = (base / project.path.expanduser()).resolve()
+    if config.voice.model.startswith(("./", "../", "~")):  # a folder; "org/name" is a hub id
+        config.voice.model = str((base / Path(config.voice.model).expanduser()).resolve())
     cli_path = config.claude.cli_path
     if cli_path and not Path(cli_path).is_absolute() and ("/" in cli_path):
         config.claude.cli_path = str(base / cli_path)
@@ -277,4 +308,6 @@ def config_to_toml(config: Config, castra: str = "castra") -> str:
     for key in ("session_idle_timeout_minutes", "shutdown_grace_seconds"):
         if float(data[key]).is_integer():
             data[key] = int(data[key])
+    if float(data["voice"]["max_minutes"]).is_integer():
+        data["voice"]["max_minutes"] = int(data["voice"]["max_minutes"])
     return tomli_w.dumps(data)

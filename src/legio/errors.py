@@ -27,6 +27,7 @@ __all__ = [
     "ProjectError",
     "SearchQueryError",
     "TurnHeld",
+    "VoiceError",
 ]
 
 
@@ -106,3 +107,8 @@ class TurnHeld(AgentError):
 class ProjectError(LegioError):
     """A project (``[projects.<name>]``) that cannot be used as asked: an unknown name, a
     path that is gone or no repository, a base branch missing, a git command that failed."""
+
+
+class VoiceError(LegioError):
+    """A voice note Legio cannot transcribe: empty, undecodable, too long, or the speech
+    model cannot be fetched or loaded. The message is one line for Caesar."""
