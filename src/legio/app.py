@@ -1,18 +1,14 @@
 """``LegioApp``: the running Legio, and the one door the front-ends use.
 
 ``LegioApp.open(config)`` brings the engine up in the documented order: lock the
-castra (one daemon per castra), keep secrets out of the agents' environment, end
-agent CLIs an earlier run left, open the praetorium and memoria, set up the sessions
-and start their idle reaper, then the Legatus and its job scheduler (not started: the
-front-end starts it with ``start_jobs`` once the interruptions were noted). ``close()``
-takes it down the other way: the scheduler, every agent (centuriones, then the
-Legatus), then the praetorium, then the lock.
+castra, keep secrets out of the agents' environment, end agent CLIs an earlier run
+left, open the praetorium and memoria, the sessions and their idle reaper, then the
+Legatus and its job scheduler (started by the front-end with ``start_jobs`` once the
+interruptions were noted). ``close()`` takes it down the other way.
 
-A front-end hands it Caesar's messages (``handle_message``, ``retry``) and asks it
-typed questions (history, search, status rows, context, usage) or to act (stop,
-reset, compact). Files from Caesar come in through ``accept_file`` and
-``fetch_files`` (a front-end says how to fetch one), ``resume_downloads`` and
-``attach_local``. It never sees SQLite or the SDK.
+A front-end hands it Caesar's messages (``handle_message``, ``retry``, edits) and asks
+it typed questions or to act. Files come in through ``accept_file``, ``fetch_files``,
+``resume_downloads``, ``attach_local``; voice notes are heard by ``voice``.
 """
 
 from __future__ import annotations
@@ -37,6 +33,7 @@ from legio.errors import LegioError
 from legio.legatus.conversations import Pointer
 from legio.legatus.intake import Fetch, Intake, take_local_file
 from legio.legatus.jobs import JobRun, Presenter, attach_scheduler, job_lines
+from legio.legatus.listening import Listener
 from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
@@ -150,6 +147,7 @@ class LegioApp:
         self.intake = Intake(praetorium, sessions.attachments, sessions.files)
         self.projects = ProjectDesk(sessions)  # /diff, /projects, /drop
         self.threads = ThreadStore(praetorium)  # Telegram messages, topics, edits
+        self.voice = Listener(config, sessions.files)  # voice notes transcribed
 
     @classmethod
     async def open(
@@ -203,6 +201,7 @@ class LegioApp:
             await self.scheduler.stop(self.config.shutdown_grace_seconds)
             await self.sessions.shutdown()
             await self.praetorium.close()
+            self.voice.close()
         finally:
             if self._lock is not None:
                 self._lock.release()

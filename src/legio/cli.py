@@ -33,6 +33,7 @@ from legio.errors import LegioError
 from legio.folders import policy_problems
 from legio.guard import PathGuard
 from legio.launch import TOKEN_FD_ENV, take_token
+from legio.legatus.listening import voice_line
 from legio.plan import login_state
 from legio.policy import denied_env_names
 from legio.projectview import check_projects
@@ -226,7 +227,7 @@ def check_config(config: Config, *, is_root: bool | None = None, console: bool =
                 report.ok(f"approvals: {name} also asks before {', '.join(own)} (its ask:)")
     with ThreadPoolExecutor(1) as thread:  # its own loop: a caller may run one already
         projects = thread.submit(asyncio.run, check_projects(config, castra)).result()
-    for mark, text in projects:  # [projects]
+    for mark, text in [*projects, voice_line(config)]:  # [projects], [voice]
         getattr(report, mark)(text)
     report.lines += policy_lines(config, castra)
     return report

@@ -307,6 +307,7 @@ class FakeBotApi:
         if media_group_id is not None:
             message["media_group_id"] = media_group_id
         message.update(extra or {})
+        self.received[(user_id, message["message_id"])] = message
         return self.add_update({"message": message})
 
     def add_photo(

@@ -10,8 +10,7 @@
   the message); agents' files follow their answer. Replies, quotes, edits and a topic per
   agent: ``legio.frontends.conversation``; the topic a request's messages go to:
   ``legio.frontends.lanes``. While agents work: ``legio.frontends.status``, drafts.
-- Each answer is rendered and split by ``legio.frontends.sending`` (plain text if
-  Telegram refuses the formatting); ``AIORateLimiter`` retries 429s.
+- Answers: rendered and split by ``legio.frontends.sending``; voice notes: ``…voice``.
 - ``serve`` runs the bot and stops it in order: polling, grace period, interrupt, engine.
 """
 
@@ -61,6 +60,7 @@ from legio.frontends.sending import (
 )
 from legio.frontends.status import StatusBoard, Typing
 from legio.frontends.views import interruption_notice
+from legio.frontends.voice import hear
 from legio.names import LEGATUS
 from legio.timing import begin
 
@@ -241,6 +241,7 @@ class LegioBot:
             text = "\n".join(m.caption for m, _ in parts if m.caption)  # an album's captions
             lane, pointer = await self.talk.lane_of(first), await self.talk.pointer_of(first)
             with in_lane(lane):
+                text = await hear(context.bot, self.app, first.chat_id, received, text)  # 🎤
                 await self._work(
                     context.bot,
                     first.chat_id,
