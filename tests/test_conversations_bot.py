@@ -4,8 +4,10 @@ Bot API, agents on the fake CLI (which records what each agent was sent)."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 
+from legio.store.jobs import NewJob
 from tests.botbench import CAESAR, Running, is_status, running_bot
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import Call, FakeBotApi
@@ -104,7 +106,11 @@ async def test_edits_correct_queued_requests_and_answered_ones_get_a_correction(
         await asyncio.sleep(0.3)
         assert [t for t in bot.answers() if t.endswith("50 beams")] == [call.params["text"]]
 
+        stranger = api.add_message("@pullo REPLY hi", user_id=666)["message"]
+        api.edit_message(666, stranger["message_id"], text="@pullo REPLY pwned")
+        before = len(bot.answers())
         history = await bot.answer(await bot.ask("/history 8"))
+        assert "pwned" not in history.params["text"] and len(bot.answers()) == before + 1
         assert "(edited; it first said: @vorenus REPLY fix teh bridge)" in history.params["text"]
         assert "(a correction of #" in history.params["text"]
 
@@ -137,6 +143,7 @@ async def test_a_topic_per_agent_made_once_and_answers_in_their_topic(
         start = await reply_with(bot, "REPLY in my lane", thread_id=made["vorenus"])
         call = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
         assert thread(call) == made["vorenus"]
+        assert 'topic="vorenus"' in last_prompt(fake_cli, "vorenus")  # it knows its lane
         # an @mention in it still reaches another agent, answered in that topic
         start = await reply_with(bot, "@pullo REPLY visiting", thread_id=made["vorenus"])
         call = await bot.answer(start, lambda t: t.startswith("⚔️ pullo"))
@@ -146,6 +153,20 @@ async def test_a_topic_per_agent_made_once_and_answers_in_their_topic(
         start = await reply_with(bot, "REPLY legatus here", thread_id=4242)
         call = await bot.answer(start, lambda t: t.endswith("legatus here"))
         assert thread(call) == 4242
+        assert 'topic="ideas"' in last_prompt(fake_cli, "legatus")
+        # the Legatus's dispatch: pullo's answer shows, silently, in pullo's topic too
+        ask = '{"centuriones": ["pullo"], "text": "REPLY from the dispatch"}'
+        start = await bot.ask(f"CALL_TOOL legatus_tools dispatch {ask}")
+        await bot.answer(start, lambda t: "## pullo" in t)
+        shown = [t for t in api.sent_in(CAESAR, made["pullo"]) if "for the Legatus" in t]
+        assert shown and shown[0].endswith("from the dispatch")
+        # a scheduled job for vorenus: answered in vorenus's topic
+        now = datetime.now(UTC)
+        job = NewJob("ping", "vorenus", "REPLY pong", "once", "UTC", now, "legatus", run_at=now)
+        await bot.app.scheduler.jobs.add(job, 50, now)
+        bot.app.scheduler.changed()
+        call = await bot.answer(0, lambda t: t.startswith("⏰ ping"))
+        assert thread(call) == made["vorenus"]
         # the main chat stays the main chat
         call = await bot.answer(await bot.ask("REPLY main"), lambda t: t.endswith("main"))
         assert thread(call) is None

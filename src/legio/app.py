@@ -30,7 +30,7 @@ from legio.budget import Budget, Notifier, UsageReport
 from legio.castra import Castra, Roster
 from legio.config import Config
 from legio.errors import LegioError
-from legio.legatus.conversations import Pointer
+from legio.legatus.conversations import Dispatched, Pointer
 from legio.legatus.intake import Fetch, Intake, take_local_file
 from legio.legatus.jobs import JobRun, Presenter, attach_scheduler, job_lines
 from legio.legatus.listening import Listener
@@ -291,9 +291,8 @@ class LegioApp:
     # ---------------------------------------------------------- scheduled work
 
     async def start_jobs(self, present: Presenter | None = None) -> None:
-        """Start running due jobs; ``present(job, run)`` shows a run in the front-end
-        (without one, jobs run and their answers are only stored). Call it after
-        ``notice_interruptions``: a run a restart cut off is noted, not repeated."""
+        """Start running due jobs; ``present(job, run)`` shows a run in the front-end. Call
+        it after ``notice_interruptions``: a run a restart cut off is noted, not repeated."""
         self._presenter = present
         await self.scheduler.start()
 
@@ -432,8 +431,10 @@ class LegioApp:
 
     # ---------------------------------------------------------- spending and limits
 
-    def set_notifier(self, notify: Notifier | None) -> None:
-        """Where Legio tells Caesar things nobody asked for (budget warnings, limits)."""
+    def set_notifier(self, notify: Notifier | None, dispatched: Dispatched | None = None) -> None:
+        """Where Legio tells Caesar things nobody asked for (budget warnings, limits) and
+        shows a centurio's answer to the Legatus's dispatch (in its own topic)."""
+        self.legatus.conversations.on_dispatch = dispatched
         if self.sessions.budget is not None:
             self.sessions.budget.notify = notify
         if self.sessions.health is not None:

@@ -227,7 +227,10 @@ class FakeBotApi:
                     "message_id": thread_id,
                     "date": int(time.time()),
                     "chat": message["chat"],
-                    "forum_topic_created": {"name": "topic", "icon_color": 7322096},
+                    "forum_topic_created": {
+                        "name": self.topics.get(chat_id, {}).get(thread_id, "topic"),
+                        "icon_color": 7322096,
+                    },
                 }
         if isinstance(reply_to, int):
             found = self.messages.get((chat_id, reply_to)) or self.received.get((chat_id, reply_to))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -30,7 +31,13 @@ from telegram.ext import ContextTypes
 
 from legio.app import LegioApp, Pointer, Reply, Topic
 from legio.frontends.lanes import Lane, in_lane
-from legio.frontends.sending import origin_of, send_files, send_markdown, send_with_retries
+from legio.frontends.sending import (
+    origin_of,
+    render,
+    send_files,
+    send_markdown,
+    send_with_retries,
+)  # fmt: skip
 from legio.names import LEGATUS
 
 logger = logging.getLogger(__name__)
@@ -77,10 +84,39 @@ class Conversation:
         if reply.seq is not None and sent:
             await self.app.threads.carried(reply.seq, chat_id, sent)
 
+    async def dispatched(self, agent: str, text: str) -> None:
+        """A centurio's answer to the Legatus's dispatch, shown silently in its own topic
+        (threaded mode only: without topics the Legatus's answer says what it needs)."""
+        bot = self.notice_bot
+        if not self.topics_on or bot is None:
+            return
+        header = f"⚔️ {agent} — for the Legatus\n━━━━━━━━━━━━\n"
+        for chat_id in sorted(self.caesar_ids):
+            lane = await self.lane_for(bot, chat_id, agent)
+            if lane.thread_id is None:
+                continue
+            with in_lane(lane):
+                for chunk, entities in render(header + text):
+                    await send_with_retries(
+                        bot, chat_id, chunk, entities=entities or None, disable_notification=True
+                    )
+
     # ---------------------------------------------------------- replies
 
-    async def pointer_of(self, message: Message) -> Pointer | None:
-        """What ``message`` replies to, as the engine understands it (or None)."""
+    async def where(self, message: Message) -> tuple[Lane, Pointer | None]:
+        """The lane ``message`` was written in, and what it points at."""
+        lane = await self.lane_of(message)
+        return lane, await self.pointer_of(message, lane)
+
+    async def pointer_of(self, message: Message, lane: Lane | None = None) -> Pointer | None:
+        """What ``message`` replies to, and the topic it is in (``lane``), as the engine
+        understands them (or None)."""
+        pointer = await self._replied(message)
+        if lane is None or lane.name is None:
+            return pointer
+        return dataclasses.replace(pointer or Pointer(), topic=lane.name)
+
+    async def _replied(self, message: Message) -> Pointer | None:
         quote = message.quote.text if message.quote else None
         target = message.reply_to_message
         if target is None:
@@ -135,11 +171,14 @@ class Conversation:
         if thread is None:
             return Lane(message.chat_id)
         project = await self.app.threads.project_of_topic(message.chat_id, thread)
+        start = message.reply_to_message  # in a topic: its creation, with its name
+        made = start.forum_topic_created if start is not None else None
+        name = made.name if made is not None else None
         if not private:
-            return Lane(message.chat_id, thread, None, project)
+            return Lane(message.chat_id, thread, None, project, name)
         topics = await self.app.threads.topics(message.chat_id)
         agent = next((t.agent for t in topics if t.thread_id == thread), None)
-        return Lane(message.chat_id, thread, agent, project)
+        return Lane(message.chat_id, thread, agent, project, agent or name)
 
     async def on_project(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """``/project <name>`` in a topic: every request there is on that project;

@@ -36,6 +36,7 @@ class Lane:
     thread_id: int | None = None
     agent: str | None = None  # the topic's agent; None: the main chat or another topic
     project: str | None = None  # the project the topic is bound to (/project)
+    name: str | None = None  # the topic's name, as the agent is told it
 
 
 LANE: ContextVar[Lane | None] = ContextVar("legio_lane", default=None)

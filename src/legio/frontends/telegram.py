@@ -111,7 +111,7 @@ class LegioBot:
         self._bot = app.bot
         self.asker = TelegramAsker(app.bot, sorted(self.caesar_ids), self._app)
         self._app.set_asker(self.asker)  # approvals and questions as buttons
-        self._app.set_notifier(self.asker.notify)  # budget warnings, plan limits
+        self._app.set_notifier(self.asker.notify, self.talk.dispatched)  # limits; topics
         if isinstance(app.bot, LaneBot):  # threaded mode: a topic per centurio
             app.bot.watch(self.talk.lost_topic)
             self.talk.notice_bot = app.bot
@@ -193,7 +193,7 @@ class LegioBot:
             return  # a deny reason, or the answer to an agent's question
         origin = origin_of(message.chat_id, message.message_id)
         source = forwarded_from(message)
-        lane, pointer = await self.talk.lane_of(message), await self.talk.pointer_of(message)
+        lane, pointer = await self.talk.where(message)
         with begin("update received"), in_lane(lane):
             await self._work(
                 context.bot,
@@ -239,7 +239,7 @@ class LegioBot:
             if not received:
                 return
             text = "\n".join(m.caption for m, _ in parts if m.caption)  # an album's captions
-            lane, pointer = await self.talk.lane_of(first), await self.talk.pointer_of(first)
+            lane, pointer = await self.talk.where(first)
             with in_lane(lane):
                 text = await hear(context.bot, self.app, first.chat_id, received, text)  # 🎤
                 await self._work(

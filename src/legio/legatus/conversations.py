@@ -14,7 +14,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from legio.castra import Roster
@@ -23,6 +24,8 @@ from legio.sessions.history import QUOTE_MAX
 from legio.sessions.pointers import nuntius_at
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.store.threads import Link, ThreadStore
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,10 @@ class Pointer:
     quote: str | None = None  # the part of it Caesar selected (Telegram's quote)
     text: str | None = None  # the words of a message Legio has no record of
     sender: str | None = None  # who wrote those, as Telegram names them
+    topic: str | None = None  # the name of the topic the message was written in
+
+
+Dispatched = Callable[[str, str], Awaitable[None]]  # (centurio, its answer to the Legatus)
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,17 @@ class Conversations:
     def __init__(self, praetorium: Praetorium) -> None:
         self.praetorium = praetorium
         self.threads = ThreadStore(praetorium)
+        self.on_dispatch: Dispatched | None = None  # a front-end shows dispatch answers
+
+    async def dispatched(self, agent: str, text: str) -> None:
+        """A centurio answered the Legatus's dispatch: the front-end may show it (a topic
+        per agent); a failure there is only logged."""
+        if self.on_dispatch is None:
+            return
+        try:
+            await self.on_dispatch(agent, text)
+        except Exception:
+            logger.exception("showing %s's answer to a dispatch failed", agent)
 
     async def replied_agent(self, pointer: Pointer | None, roster: Roster) -> str | None:
         """The agent whose message Caesar replied to (a centurio of the roster, or the
@@ -71,7 +89,9 @@ class Conversations:
     async def link(self, nuntius: Nuntius, pointer: Pointer) -> None:
         """Store what ``nuntius`` points at: the replied-to nuntius and the quoted part (a
         quote that is not in that message is dropped: the whole message is what it
-        points at), or an unknown message's words."""
+        points at), or an unknown message's words; and the topic it was written in."""
+        if pointer.topic:
+            await self.threads.link(nuntius.seq, Link("topic", None, bounded(pointer.topic)))
         if pointer.seq is not None:
             target = await nuntius_at(self.praetorium, pointer.seq)
             if target is not None:

@@ -442,6 +442,7 @@ class Legatus:
             answer = await self.praetorium.post(
                 name, outcome.text, [LEGATUS], reply_to=nuntius.id, project=nuntius.project
             )
+            await self.conversations.dispatched(name, outcome.text)  # in its topic, if any
             files = await self._sent_files(name, answer.seq)  # Caesar gets them with the
             self._carried += [dataclasses.replace(f, sender=name) for f in files]  # answer
 

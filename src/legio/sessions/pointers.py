@@ -31,6 +31,9 @@ async def pointer_context(
     element = ""
     for link in await ThreadStore(praetorium).links_of(nuntius.seq):
         target = await nuntius_at(praetorium, link.target_seq) if link.target_seq else None
+        if link.kind == "topic":  # the lane it was asked in
+            attributes["topic"] = link.quote or ""
+            continue
         if link.kind == "edit_of":
             if target is not None:
                 attributes["edit_of"] = target.id

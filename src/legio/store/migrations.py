@@ -373,7 +373,7 @@ async def m013_conversations(db: aiosqlite.Connection) -> None:
             "CREATE INDEX idx_telegram_messages_seq ON telegram_messages(seq)",
             """CREATE TABLE nuntius_links (
                 seq INTEGER NOT NULL REFERENCES nuntii(seq),
-                kind TEXT NOT NULL CHECK (kind IN ('reply', 'edit_of')),
+                kind TEXT NOT NULL CHECK (kind IN ('reply', 'edit_of', 'topic')),
                 target_seq INTEGER REFERENCES nuntii(seq),
                 quote TEXT,
                 quote_sender TEXT,

@@ -5,9 +5,9 @@ corrects (an edit), the words it replaced, and each agent's topic in Caesar's ch
 - ``telegram_messages``: (chat, message id) → seq, for Caesar's messages and every part
   of an answer (each piece of a split text, each file): a reply to any of them finds it.
 - ``nuntius_links``: ``reply`` (``target_seq``, or none for a message Legio never stored,
-  with the words Telegram sent) and ``edit_of`` (a correction of an earlier request);
-  ``quote`` is the part Caesar quoted, or the unknown message's words, ``quote_sender``
-  who wrote them.
+  with the words Telegram sent), ``edit_of`` (a correction of an earlier request) and
+  ``topic`` (the topic it was written in); ``quote`` is the part Caesar quoted, the
+  unknown message's words or the topic's name, ``quote_sender`` who wrote the words.
 - ``nuntius_edits``: the words an edit replaced in a request no agent had started yet
   (the nuntius then carries the corrected words; ``/history`` shows it was edited).
 - ``topics``: one topic per centurio per private chat (threaded mode); ``topic_projects``:
@@ -30,7 +30,7 @@ import aiosqlite
 
 from legio.store.praetorium import Praetorium
 
-LinkKind = Literal["reply", "edit_of"]
+LinkKind = Literal["reply", "edit_of", "topic"]
 _LOCKS: weakref.WeakKeyDictionary[Praetorium, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
