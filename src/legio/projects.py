@@ -104,8 +104,8 @@ class Place:
             Protected(git / "hooks", read=True, write=False, reason=COPY_REASON, folder=True),
             Protected(git / "info", read=True, write=False, reason=COPY_REASON, folder=True),
             Protected(
-                git / "objects" / "info", read=True, write=False, reason=COPY_REASON, folder=True
-            ),
+                git / "objects" / "info" / "alternates", read=True, write=False, reason=COPY_REASON
+            ),  # git gc writes the rest of objects/info
         ]
 
 

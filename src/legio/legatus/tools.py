@@ -139,8 +139,9 @@ def legatus_tools(
                 "text": {"type": "string", "description": "the request"},
                 "project": {
                     "type": "string",
-                    "description": "optional: a project from legio.toml's [projects] (without "
-                    "#); each centurio then works in its own copy of it, on its own branch",
+                    "description": "optional: a project of Caesar's (without #; now: "
+                    f"{sessions.projects.listing()}); each centurio then works in its own "
+                    "copy of it, on its own branch",
                 },
             },
             "required": ["centuriones", "text"],
