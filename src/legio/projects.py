@@ -110,10 +110,13 @@ class Place:
 
 
 def checkout_fence(config: Config) -> list[Protected]:
-    """Every project's checkout, read-only for every agent (granted folders included)."""
+    """Every project's checkout, read-only for every agent (granted folders included);
+    one that is gone has nothing to protect (and a rule for a missing path could keep the
+    sandbox from starting)."""
     return [
         Protected(p.path, read=True, write=False, reason=CHECKOUT_REASON, folder=True)
         for p in config.projects.values()
+        if p.path.exists()
     ]
 
 
