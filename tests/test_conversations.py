@@ -105,3 +105,12 @@ async def test_an_edit_after_the_answer_is_a_correction_answered_again(
     history = (await Admin(app).run("/history 6"))[0]
     assert f"(a correction of #{original.seq})" in history
     assert await app.edit_message("telegram:1:404", "anything") == []  # unknown: ignored
+
+
+async def test_an_edit_after_a_reset_is_still_a_correction(app: LegioApp) -> None:
+    await app.handle_message("@vorenus REPLY 40 beams", origin="telegram:1:11")
+    await app.reset("vorenus")  # its checkpoint is gone; its answer is not
+    [again] = await app.edit_message("telegram:1:11", "@vorenus REPLY 45 beams")
+    assert again.text.endswith("45 beams")
+    original = await app.praetorium.get_by_origin("telegram:1:11")
+    assert original is not None and original.text == "@vorenus REPLY 40 beams"

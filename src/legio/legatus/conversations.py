@@ -136,7 +136,10 @@ class Conversations:
         return [a for a in audience if a == LEGATUS or a in roster.centuriones]
 
     async def _started(self, nuntius: Nuntius, names: list[str]) -> bool:
-        """Whether any of ``names`` has been given ``nuntius`` (its checkpoint reached it)."""
+        """Whether any of ``names`` has been given ``nuntius`` (its checkpoint reached it, or
+        it answered it: a ``/reset`` clears checkpoints, not answers)."""
+        if await self.threads.answered(nuntius.id):
+            return True
         for name in names:
             checkpoint = await self.praetorium.get_checkpoint(name)
             if checkpoint is not None and checkpoint.last_seq >= nuntius.seq:

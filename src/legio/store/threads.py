@@ -116,6 +116,13 @@ class ThreadStore:
         )
         await self._db.execute("UPDATE nuntii SET text = ? WHERE seq = ?", (new, seq))
 
+    async def answered(self, nuntius_id: str) -> bool:
+        """Whether any agent has answered the nuntius ``nuntius_id`` (stored a reply)."""
+        async with self._db.execute(
+            "SELECT 1 FROM nuntii WHERE reply_to = ? LIMIT 1", (nuntius_id,)
+        ) as cursor:
+            return await cursor.fetchone() is not None
+
     async def edited(self, seqs: list[int]) -> dict[int, str]:
         """The first words of each of ``seqs`` that an edit replaced."""
         if not seqs:
