@@ -71,6 +71,7 @@ async def test_the_command_menu_is_set_at_startup(bot: Running) -> None:
         "jobs",
         "cancel",
         "projects",
+        "project",
         "diff",
         "drop",
         "help",
