@@ -4,6 +4,7 @@ Bot API, agents on the fake CLI (which records what each agent was sent)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from tests.botbench import CAESAR, Running, is_status, running_bot
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import Call, FakeBotApi
 from tests.legion import processes_of
+from tests.test_approvals_bot import APPROVALS, approval_message, tap, with_bash
 
 
 def last_prompt(fake_cli: FakeCli, agent: str) -> str:
@@ -188,3 +190,29 @@ async def test_a_topic_per_agent_made_once_and_answers_in_their_topic(
 
     async with running_bot(castra_dir, fake_cli, api=api):  # a restart: no new topic
         assert len(api.calls_of("createForumTopic")) == 3
+
+
+async def test_an_approval_is_asked_in_the_topic_of_the_request(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    with_bash(castra_dir, "vorenus")
+    api = FakeBotApi()
+    api.has_topics_enabled = True
+    async with running_bot(castra_dir, fake_cli, APPROVALS, api=api) as bot:
+        made = {
+            c.params["name"]: c.result["message_thread_id"]
+            for c in api.calls_of("createForumTopic")
+        }
+        command = json.dumps({"command": "touch topic.txt"})
+        start = await reply_with(bot, f"TOOL Bash {command}", thread_id=made["vorenus"])
+        message_id, prefix = await approval_message(bot, start)
+        asked = [
+            c
+            for c in api.calls_of("sendMessage")
+            if c.result and c.result.get("message_id") == message_id
+        ]
+        assert thread(asked[0]) == made["vorenus"]
+        await tap(bot, f"{prefix}:o", message_id)
+        call = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus") and "TOOL_RESULT" in t)
+        assert thread(call) == made["vorenus"]
+        assert (castra_dir / "centuriones" / "vorenus" / "workspace" / "topic.txt").exists()
