@@ -235,3 +235,11 @@ async def test_a_copy_made_a_partial_clone_cannot_make_legio_fetch_with_its_comm
     await overview(projects)
     assert await projects.publish(place) is False  # its head is "missing": nothing to publish
     assert not marker.exists()
+
+
+async def test_a_huge_diff_is_cut_not_held_whole(projects: Projects) -> None:
+    place = await projects.place("vorenus", "app")
+    line = "x" * 99 + "\n"
+    (place.copy / "app.py").write_text(line * 260_000)  # 26 MB of changes
+    report = await diff(place)
+    assert report.cut and len(report.text.encode()) <= gitsafe.MAX_OUTPUT

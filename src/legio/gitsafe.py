@@ -111,12 +111,42 @@ async def _exec(
     except FileNotFoundError as e:
         raise ProjectError("git is not installed: install it (apt install git)") from e
     try:
-        out, err = await asyncio.wait_for(process.communicate(), limit_s)
-    except (TimeoutError, asyncio.CancelledError):
+        out, err = await asyncio.wait_for(_bounded(process), limit_s)
+        if len(out) >= MAX_OUTPUT:  # stopped on purpose: what it said is the answer, cut
+            return 0, out, err.decode(errors="replace").strip()
+    except TimeoutError as e:
+        process.kill()
+        await process.wait()
+        raise ProjectError(f"git {args[-1] if args else ''} took over {limit_s:.0f} s") from e
+    except asyncio.CancelledError:
         process.kill()
         await process.wait()
         raise
     return process.returncode or 0, out, err.decode(errors="replace").strip()
+
+
+async def _bounded(process: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
+    """Its output, at most ``MAX_OUTPUT`` bytes (then it is stopped: a copy holding a huge
+    file must not fill the daemon's memory), and the start of its errors."""
+    assert process.stdout is not None and process.stderr is not None
+    errors = asyncio.ensure_future(_drain(process.stderr))
+    out = bytearray()
+    while chunk := await process.stdout.read(1024 * 1024):
+        out += chunk
+        if len(out) >= MAX_OUTPUT:
+            process.kill()
+            break
+    await process.wait()
+    return bytes(out[:MAX_OUTPUT]), await errors
+
+
+async def _drain(stream: asyncio.StreamReader, keep: int = 64 * 1024) -> bytes:
+    """All of ``stream`` read (so the process never blocks on it), its start kept."""
+    kept = bytearray()
+    while chunk := await stream.read(keep):
+        if len(kept) < keep:
+            kept += chunk
+    return bytes(kept[:keep])
 
 
 async def drivers_of(git_dir: Path) -> list[tuple[str, str]]:
