@@ -199,6 +199,8 @@ def test_legio_check_lists_projects_and_refuses_what_is_wrong(
     )
     prompt = castra_dir / "centuriones" / "pullo" / "prompt.md"
     prompt.write_text(prompt.read_text().replace("---\n", "---\nproject: ap\n", 1))
+    prompt = castra_dir / "centuriones" / "vorenus" / "prompt.md"
+    prompt.write_text(prompt.read_text().replace("---\n", f"---\nadd_dirs: [{project}]\n", 1))
     report = check_config(load_config(path), is_root=False)
     text = "\n".join(report.lines)
     assert report.failed
@@ -206,6 +208,7 @@ def test_legio_check_lists_projects_and_refuses_what_is_wrong(
     assert f"✗ project #inner: {inside} overlaps the castra" in text
     assert f"✗ project #gone: {tmp_path / 'nowhere'} is gone" in text
     assert "project 'ap' is not in [projects] (the projects: #app, #gone, #inner)" in text
+    assert f"! vorenus's add_dirs {project} holds project #app: read-only to agents" in text
     bad = castra_dir.parent / "bad.toml"
     bad.write_text('[projects.My_App]\npath = "/x"\n')
     with pytest.raises(ConfigError, match=r"project names \['My_App'\] must be 1-32 char"):

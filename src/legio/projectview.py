@@ -186,6 +186,7 @@ async def check_projects(config: Config, castra: Castra) -> list[tuple[str, str]
             continue
         copies = ", ".join(agent for agent, _ in projects.copies(name)) or "no copies yet"
         lines.append(("ok", f"project #{name}: {repo} (base {base}; {copies})"))
+    lines += granted_projects(castra, projects)
     for prompt in castra.roster().centuriones.values():
         wanted = prompt.settings.project
         if wanted and wanted not in config.projects:
@@ -198,6 +199,22 @@ async def check_projects(config: Config, castra: Castra) -> list[tuple[str, str]
             )
         elif wanted and not NAME.match(wanted):
             lines.append(("bad", f"{prompt.path}: project {wanted!r} is not a project name"))
+    return lines
+
+
+def granted_projects(castra: Castra, projects: Projects) -> list[tuple[str, str]]:
+    """A project inside (or holding) a folder an agent's ``add_dirs`` grants: read-only
+    to agents now, which its owner should know."""
+    lines = []
+    for prompt in castra.roster().centuriones.values():
+        for folder in prompt.settings.add_dirs:
+            granted = Path(folder).expanduser().resolve()
+            for name in projects.names():
+                path = projects.settings(name).path
+                if granted == path or path in granted.parents or granted in path.parents:
+                    lines.append(("warn", f"{prompt.name}'s add_dirs {folder} holds project "
+                                          f"#{name}: read-only to agents; ask for work on it "
+                                          f"with #{name}"))  # fmt: skip
     return lines
 
 
