@@ -13,7 +13,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "legio"
-MAX_LINES = 450
+MAX_LINES = 600  # a module past this holds two jobs: split it by job (migrations exempt)
 ENGINE = ("legio.store", "legio.sessions", "legio.legatus", "claude_agent_sdk", "aiosqlite")
 
 

@@ -45,6 +45,7 @@ from legio.schedule import zone
 from legio.scheduler import Clock, Scheduler
 from legio.sessions.context import ContextReport
 from legio.sessions.desk import ProjectDesk, Target
+from legio.sessions.errands import Stopped
 from legio.sessions.gate import Gatekeeper
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.manager import SessionManager
@@ -89,6 +90,7 @@ __all__ = [
     "SentFile",
     "StatusCallback",
     "StatusRow",
+    "Stopped",
     "Target",
     "TextCallback",
     "Topic",
@@ -222,9 +224,11 @@ class LegioApp:
         pointer: Pointer | None = None,
         lane: str | None = None,
         project: str | None = None,
+        receipt: int | None = None,
     ) -> list[Reply]:
         """Answer one message from Caesar (``Legatus.handle_message``); ``attachments``:
-        its files, complete (from ``fetch_files`` or ``attach_local``)."""
+        its files, complete (from ``fetch_files`` or ``attach_local``); ``receipt``: when
+        it arrived (``receive``), else now."""
         return await self.legatus.handle_message(
             text,
             on_status,
@@ -236,7 +240,19 @@ class LegioApp:
             pointer=pointer,
             lane=lane,
             project=project,
+            receipt=receipt,
         )
+
+    def receive(self, *, request: bool = True) -> int:
+        """Stamp an arrival in order, before awaiting anything: pass the number to
+        ``handle_message`` or ``stop`` (a stop ends what arrived before it). A
+        ``request`` not yet handed over makes a stop wait for it (briefly): hand it over,
+        or ``settle`` it when it will make none."""
+        return self.sessions.receipts.take(routing=request)
+
+    def settle(self, receipt: int) -> None:
+        """The arrival ``receipt`` will make no (more) requests."""
+        self.sessions.receipts.settle(receipt)
 
     async def edit_message(
         self,
@@ -397,13 +413,14 @@ class LegioApp:
         """Forget agent ``name``'s conversation; whether there was one."""
         return await self.sessions.reset(name)
 
-    async def stop(self, names: list[str]) -> list[str]:
-        """Interrupt what ``names`` are doing; the ones that were working."""
-        return [n for n in names if await self.sessions.interrupt(n)]
+    async def stop(self, names: list[str], receipt: int | None = None) -> list[Stopped]:
+        """End what ``names`` were asked before ``receipt`` (``receive``; None: now): the
+        turn under way, the queued requests; what each lost (nothing: not listed)."""
+        return await self.sessions.stop(names, receipt)
 
-    async def stop_all(self) -> list[str]:
-        """Interrupt every agent that is working."""
-        return await self.stop(self.agents())
+    async def stop_all(self, receipt: int | None = None) -> list[Stopped]:
+        """End everything every agent was asked before ``receipt`` (None: now)."""
+        return await self.stop(self.agents(), receipt)
 
     # ---------------------------------------------------------- approvals
 

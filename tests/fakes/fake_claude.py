@@ -44,6 +44,17 @@ What the model "says" is scripted by directives, one per line of the prompt
                                    <delay_s> apart (with ``--include-partial-messages``);
                                    <first_s>/<delay_s>: the message starts after <first_s>
 
+Hold points, for tests that drive a race by construction: with ``FAKE_CLAUDE_HOLD`` set
+to a folder, the CLI stops at each point named in ``FAKE_CLAUDE_HOLD_AT`` (comma
+separated) — ``init`` before answering ``initialize``, ``turn`` before reading a user
+turn off its input (the query then waits in the pipe, as with a busy CLI) — writes
+``<folder>/at-<point>-<pid>`` and goes on once ``<folder>/go-<point>`` exists.
+
+An interrupt that arrives while no turn runs is acknowledged and dropped, and a query
+written after it is answered in full: the real CLI 2.1.330 does the same (checked against
+the fake Messages API: an interrupt, then ``SLOW 6`` answered after 6 s; a query, then at
+once an interrupt: ``error_during_execution``/``aborted_streaming``, no model call).
+
 With ``--include-partial-messages`` (``include_partial_messages=True``) each content
 block's ``assistant`` line is preceded, as the real CLI does, by its ``stream_event``
 lines (Anthropic streaming events): ``message_start``, ``content_block_start``, the
@@ -100,6 +111,17 @@ CONTEXT_WINDOW = 200_000
 SAID = 80  # characters of each earlier turn in a "summary", about a real summary's size
 
 
+def hold(point: str) -> None:
+    """Stop at ``point`` until the test says go (see the module docstring)."""
+    folder = os.environ.get("FAKE_CLAUDE_HOLD")
+    if not folder or point not in os.environ.get("FAKE_CLAUDE_HOLD_AT", "").split(","):
+        return
+    with open(os.path.join(folder, f"at-{point}-{os.getpid()}"), "w"):
+        pass
+    while not os.path.exists(os.path.join(folder, f"go-{point}")):
+        time.sleep(0.01)
+
+
 def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
 
@@ -116,6 +138,7 @@ class FakeCLI:
         self.buffer = b""
         self.pending: list[dict[str, Any]] = []  # lines read while waiting for something else
         self.eof = False
+        self.initialized = False  # answered ``initialize``: later idle reads may hold
         self.counter = 0
         self.hook_asked = ""  # the reason of the last PreToolUse "ask", if any
         self.fault_text = ""
@@ -225,6 +248,8 @@ class FakeCLI:
         return message
 
     def next_message(self) -> dict[str, Any] | None:
+        if not self.pending and b"\n" not in self.buffer and self.initialized:
+            hold("turn")  # idle, nothing read yet: the next line waits in the pipe
         if self.pending:
             return self.pending.pop(0)
         return self._read_line(None)
@@ -342,6 +367,7 @@ class FakeCLI:
     # ------------------------------------------------------------ protocol
 
     def handle_initialize(self, request_id: str, body: dict[str, Any]) -> None:
+        hold("init")
         self.hooks = body.get("hooks") or {}
         if not self.load_or_fail():
             self.send(
@@ -407,6 +433,7 @@ class FakeCLI:
                 body = message.get("request", {})
                 if body.get("subtype") == "initialize":
                     self.handle_initialize(message["request_id"], body)
+                    self.initialized = True
                 elif body.get("subtype") == "interrupt":
                     self.respond(message["request_id"], {"still_queued": []})
                 elif body.get("subtype") == "get_context_usage":

@@ -47,6 +47,7 @@ LIMIT_ERROR = {
     "error": {"type": "rate_limit_error", "message": "Number of requests has exceeded your limit"},
 }
 USAGE_LINE = re.compile(r"^(?:@\w+\s+)*USAGE (\d+)\s*$", re.MULTILINE)
+SLOW_LINE = re.compile(r"^(?:@\w+\s+)*SLOW (\d+(?:\.\d+)?)\s*$", re.MULTILINE)
 PINNED_MODEL = "claude-sonnet-4-5"
 REMINDER = re.compile(r"\s*<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
 # the message being answered, rendered like a nuntius of the history (Legio's current_message)
@@ -188,6 +189,10 @@ class _Handler(BaseHTTPRequestHandler):
             if seen <= int(too_long.group(1) or 1):
                 self._json(400, TOO_LONG_ERROR)
                 return
+        slow = SLOW_LINE.search(latest_prompt(body))
+        if slow:  # a slow model: the answer waits (until ``release()`` or the server stops)
+            self.server.thinking.set()
+            self.server.released.wait(float(slow.group(1)))
         blocks = decide(body)
         reported = USAGE_LINE.search(latest_prompt(body))
         usage = {
@@ -259,6 +264,8 @@ class _Server(ThreadingHTTPServer):
         self.limited: set[str] = set()
         self.overloaded: dict[str, int] = {}
         self.lock = threading.Lock()
+        self.thinking = threading.Event()  # a SLOW request has arrived
+        self.released = threading.Event()  # SLOW requests answer now
 
 
 class FakeMessagesApi:
@@ -283,11 +290,20 @@ class FakeMessagesApi:
         with self._server.lock:
             return list(self._server.auth)
 
+    def thinking(self, timeout: float) -> bool:
+        """Wait until a ``SLOW`` request has arrived (the model is "thinking")."""
+        return self._server.thinking.wait(timeout)
+
+    def release(self) -> None:
+        """Let every ``SLOW`` request answer now (and later ones at once)."""
+        self._server.released.set()
+
     def __enter__(self) -> FakeMessagesApi:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._server.released.set()
         self._server.shutdown()
         self._server.server_close()
 

@@ -31,6 +31,7 @@ from legio.frontends.views import (
     projects_lines,
     search_lines,
     status_lines,
+    stop_text,
 )
 from legio.names import BROADCAST, LEGATUS
 
@@ -124,8 +125,9 @@ class Admin:
     def __init__(self, app: LegioApp) -> None:
         self.app = app
 
-    async def run(self, text: str) -> list[str]:
-        """Answer one command line; always at least one page."""
+    async def run(self, text: str, receipt: int | None = None) -> list[str]:
+        """Answer one command line; always at least one page. ``receipt``: when it arrived
+        (``LegioApp.receive``): ``/stop`` ends what was asked before it, nothing after."""
         match = COMMAND.match(text.strip())
         if not match:
             return [f"Not a command: {text.strip()[:50]!r}. /help lists the commands."]
@@ -133,6 +135,8 @@ class Admin:
         handler = getattr(self, f"cmd_{name}", None)
         if handler is None:
             return [f"Unknown command /{name}. /help lists the commands."]
+        if name == "stop":
+            return await self.cmd_stop(args, receipt)
         pages: list[str] = await handler(args)
         return pages
 
@@ -304,16 +308,14 @@ class Admin:
             )
         ]
 
-    async def cmd_stop(self, args: str) -> list[str]:
+    async def cmd_stop(self, args: str, receipt: int | None = None) -> list[str]:
         names = self.app.agents()
         target = args.lower()
         if target and target not in names:
             choices = ", ".join(names)
             return [f"No agent named {args[:40]!r}. Use /stop or /stop <name>, one of: {choices}."]
-        stopped = await self.app.stop([target] if target else names)
-        if not stopped:
-            return [f"{target} is not working on anything." if target else "Nothing is running."]
-        return [f"Stopping {', '.join(stopped)}."]
+        stopped = await self.app.stop([target] if target else names, receipt)
+        return [stop_text(stopped, target or None)]
 
     # ---------------------------------------------------------- scheduled jobs
 

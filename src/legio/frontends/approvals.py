@@ -44,6 +44,7 @@ from legio.app import (
     visible,
 )
 from legio.frontends.lanes import Lane, in_lane
+from legio.frontends.views import stop_text
 
 logger = logging.getLogger(__name__)
 
@@ -347,17 +348,18 @@ class TelegramAsker:
 
     # ---------------------------------------------------------- taps
 
-    async def on_tap(self, query: CallbackQuery) -> None:
-        """A button tap from Caesar (the gate has dropped everyone else's)."""
+    async def on_tap(self, query: CallbackQuery, receipt: int | None = None) -> None:
+        """A button tap from Caesar (the gate has dropped everyone else's); ``receipt``:
+        when it arrived (a Stop ends what was asked before it)."""
         parts = (query.data or "").split(":")
         if parts[0] == "ap":
             await self._tap_approval(query, parts)
         elif parts[0] == "q":
             await self._tap_question(query, parts)
         elif parts[0] == "stop" and len(parts) == 2:
-            stopped = await self.app.stop([parts[1]])
+            stopped = await self.app.stop([parts[1]], receipt)
             await query.answer(
-                f"Stopping {parts[1]}." if stopped else f"{parts[1]} is not working."
+                stop_text(stopped, parts[1]) if stopped else f"{parts[1]} is not working."
             )
         else:
             await query.answer("Unknown button.")

@@ -92,8 +92,8 @@ async def run_console(
     async def present_job(job: Job, run: JobRun) -> object:
         return await run(on_status, print_reply, None)  # printed whole, after its ⏰ mark
 
-    async def command(text: str) -> None:
-        pages = await admin.run(text)
+    async def command(text: str, receipt: int | None = None) -> None:
+        pages = await admin.run(text, receipt)
         for page in pages:
             show(page)
         for name, content in getattr(pages, "documents", ()):  # /diff's diff, in full
@@ -101,27 +101,32 @@ async def run_console(
         if text.split()[0] == "/help":
             show(ATTACH_USAGE.replace("Usage: ", "In this console: "))
 
-    async def send(text: str) -> None:
-        attachments: list[PendingFile] = []
-        if text.split(maxsplit=1)[0] == "/attach":
-            parsed = split_attach(text)
-            if isinstance(parsed, str):
-                show(parsed)
-                return
-            try:
-                attachments = [await app.attach_local(parsed[0])]
-            except AttachmentError as e:
-                show(f"⚠️ {e}")
-                return
-            text = parsed[1]
-        with begin("update received"):  # each agent leaves the status line with its reply
-            await app.handle_message(
-                text,
-                on_status,
-                on_reply=print_reply,
-                on_text=printer.stream,
-                attachments=attachments,
-            )
+    async def send(text: str, receipt: int | None = None) -> None:
+        receipt = receipt if receipt is not None else app.receive()
+        try:
+            attachments: list[PendingFile] = []
+            if text.split(maxsplit=1)[0] == "/attach":
+                parsed = split_attach(text)
+                if isinstance(parsed, str):
+                    show(parsed)
+                    return
+                try:
+                    attachments = [await app.attach_local(parsed[0])]
+                except AttachmentError as e:
+                    show(f"⚠️ {e}")
+                    return
+                text = parsed[1]
+            with begin("update received"):  # each agent leaves the status line with its reply
+                await app.handle_message(
+                    text,
+                    on_status,
+                    on_reply=print_reply,
+                    on_text=printer.stream,
+                    attachments=attachments,
+                    receipt=receipt,
+                )
+        finally:
+            app.settle(receipt)
 
     try:
         show(BANNER)

@@ -27,9 +27,10 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from legio.app import LegioApp
 from legio.frontends.admin import COMMANDS, is_command
 from legio.frontends.console_asker import PromptAsker
+from legio.frontends.views import stop_text
 
-Send = Callable[[str], Awaitable[None]]
-Command = Callable[[str], Awaitable[None]]
+Send = Callable[[str, int], Awaitable[None]]  # a line, and when it arrived
+Command = Callable[[str, int], Awaitable[None]]
 STATUS_MAX = 48
 
 
@@ -117,7 +118,9 @@ async def run_prompt(
             except KeyboardInterrupt:
                 stopped = await app.stop_all()
                 if stopped:
-                    show(f"Stopping {', '.join(stopped)} (Ctrl-C again or Ctrl-D to quit).")
+                    show(
+                        stop_text(stopped).removesuffix(".") + " (Ctrl-C again or Ctrl-D to quit)."
+                    )
                     continue
                 break
             except EOFError:
@@ -125,11 +128,14 @@ async def run_prompt(
             if not text.strip():
                 continue
             if is_command(text) and text.split()[0] != "/attach":
-                start(command(text))  # at once, even while an approval waits
+                # stamped as it arrives, before its task starts: a stop after it ends it
+                start(
+                    command(text, app.receive(request=False))
+                )  # at once, even while an approval waits
             elif asker.waiting():
                 asker.take(text)
             else:
-                start(send(text))
+                start(send(text, app.receive()))
         await app.stop_all()
         for task in list(running):
             task.cancel()

@@ -67,6 +67,17 @@ from legio.timing import begin
 logger = logging.getLogger(__name__)
 
 AppFactory = Callable[[], Awaitable[LegioApp]]
+ARRIVALS_KEPT = 1000  # receipts of updates no handler took (edits, unknown kinds): forgotten
+
+
+def makes_request(update: Update) -> bool:
+    """Whether ``update`` may become a request to agents (a message that is no command)."""
+    message = update.message
+    if message is None:
+        return False
+    if message.text is not None:
+        return not message.text.startswith("/")
+    return message.effective_attachment is not None
 
 
 # ------------------------------------------------------------------ handlers
@@ -93,6 +104,9 @@ class LegioBot:
         self.albums = Albums()
         self.asker: TelegramAsker | None = None
         self.talk = Conversation(lambda: self.app, self._work, self.caesar_ids)  # replies, topics
+        # each update's receipt, taken in the gate in the order updates arrive (handlers run
+        # as tasks, so a later /stop may run before an earlier message's handler starts)
+        self.arrivals: dict[int, int] = {}
 
     @property
     def app(self) -> LegioApp:
@@ -171,6 +185,14 @@ class LegioBot:
                 with contextlib.suppress(TelegramError):  # a tap on Caesar's buttons
                     await update.callback_query.answer("Not yours.")
             raise ApplicationHandlerStop
+        if isinstance(update, Update) and self._app is not None:
+            self.arrivals[update.update_id] = self.app.receive(request=makes_request(update))
+            while len(self.arrivals) > ARRIVALS_KEPT:  # a handler that never took its own
+                self.app.settle(self.arrivals.pop(next(iter(self.arrivals))))
+
+    def arrival(self, update: Update) -> int | None:
+        """The receipt the gate gave ``update`` (taken once)."""
+        return self.arrivals.pop(update.update_id, None)
 
     async def _private_only(self, bot: Bot, message: Message) -> bool:
         """Admin commands answer in Caesar's private chat only; say so in a group."""
@@ -185,6 +207,16 @@ class LegioBot:
 
     async def on_text(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A message for the Legatus or the @mentioned centuriones."""
+        receipt = self.arrival(update)
+        try:
+            await self._on_text(update, context, receipt)
+        finally:
+            if receipt is not None:
+                self.app.settle(receipt)
+
+    async def _on_text(
+        self, update: Update, context: ContextTypes.DEFAULT_TYPE, receipt: int | None
+    ) -> None:
         message = update.effective_message
         if message is None or message.text is None:
             return
@@ -209,6 +241,7 @@ class LegioBot:
                     pointer=pointer,
                     lane=lane.agent,
                     project=lane.project,
+                    receipt=receipt,
                 ),
             )
 
@@ -216,6 +249,7 @@ class LegioBot:
         """A photo, document, audio, voice note or video (an album: all of them, as one
         request): stored, then routed like text."""
         message = update.effective_message
+        receipt = self.arrival(update)
         if message is None:
             return
         self.in_flight += 1  # a shutdown waits for a download, then cancels it
@@ -257,9 +291,12 @@ class LegioBot:
                         pointer=pointer,
                         lane=lane.agent,
                         project=lane.project,
+                        receipt=receipt,
                     ),
                 )
         finally:
+            if receipt is not None:
+                self.app.settle(receipt)
             self.in_flight -= 1
             if self.in_flight == 0:
                 self.idle.set()
@@ -340,17 +377,22 @@ class LegioBot:
         if self._typing is None:
             self._typing = Typing(context.bot)
         slow = message.text.lstrip().lower().startswith("/compact")  # a model turn
+        receipt = self.arrival(update)
         async with self._typing.shown(message.chat_id) if slow else contextlib.nullcontext():
-            pages = await self.admin.run(message.text)
+            pages = await self.admin.run(message.text, receipt)
         await send_pages(context.bot, message.chat_id, pages)  # and /diff's document
 
     async def on_callback(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A button tap: an approval, an agent's question, or Stop."""
+        receipt = self.arrival(update)
         if update.callback_query is not None and self.asker is not None:
-            await self.asker.on_tap(update.callback_query)
+            await self.asker.on_tap(update.callback_query, receipt)
 
     async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Stickers, locations, contacts…: say what the bot can take."""
+        receipt = self.arrival(update)
+        if receipt is not None:
+            self.app.settle(receipt)
         message = update.effective_message
         if message is not None:
             await send_with_retries(context.bot, message.chat_id, UNSUPPORTED)

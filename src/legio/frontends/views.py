@@ -18,6 +18,7 @@ from legio.app import (
     ProjectState,
     SearchHit,
     StatusRow,
+    Stopped,
     estimate_tokens,
     format_line,
 )
@@ -293,3 +294,15 @@ def copy_line(copy: CopyState) -> str:
     if copy.last:
         parts.append(f"last: {copy.last}")
     return ", ".join(parts)
+
+
+def stop_text(stopped: list[Stopped], target: str | None = None) -> str:
+    """What a stop ended: the turns interrupted, the queued requests dropped, or nothing."""
+    if not stopped:
+        return f"{target} is not working on anything." if target else "Nothing is running."
+    parts = []
+    for each in stopped:
+        plural = "" if each.queued == 1 else "s"
+        dropped = f" ({each.queued} queued request{plural} dropped)" if each.queued else ""
+        parts.append(each.agent + dropped)
+    return f"Stopping {', '.join(parts)}."

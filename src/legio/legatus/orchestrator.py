@@ -36,6 +36,7 @@ from legio.legatus.tools import legatus_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
 from legio.names import BROADCAST, CAESAR, LEGATUS, SCHEDULER
+from legio.sessions.errands import Errand
 from legio.sessions.history import format_roster_xml, format_status_xml
 from legio.sessions.manager import SessionManager
 from legio.sessions.outbox import SentFile, record_outgoing
@@ -206,6 +207,7 @@ class Legatus:
         pointer: Pointer | None = None,
         lane: str | None = None,
         project: str | None = None,
+        receipt: int | None = None,
     ) -> list[Reply]:
         """Answer one message from Caesar: a reply per agent that answered (and notices).
 
@@ -223,57 +225,65 @@ class Legatus:
         dispatch). ``pointer``: what it replies to (``legio.legatus.conversations``);
         ``lane``: the agent whose topic it was written in (it answers when none is named);
         ``project``: the project of that topic (``/project``), unless its text names one.
+        ``receipt``: when it arrived (``SessionManager.receipts``; None: now), so that a
+        stop that came after it ends it even before it reaches an agent's queue.
         """
-        emit = _Emitter(on_reply)
-        if not text.strip() and not attachments:
-            return await emit.notice(
-                "Your message is empty. Write a request for the Legatus, or start with "
-                "@name to ask a centurio (/help lists the commands)."
-            )
-        roster = self.castra.roster()
-        # A forward is someone else's words: its @names are data, not Caesar's dispatch.
-        mentions = parse_mentions(text, roster) if forwarded_from is None else NO_MENTIONS
-        if mentions.unusable and not mentions.names:
-            return await emit.notice("Cannot dispatch: " + "; ".join(mentions.unusable))
-        picked, problem = (None, None) if forwarded_from else self.sessions.projects.pick(text)
-        project = picked or project
-        if problem:  # an unknown #name: nothing runs, the projects are listed
-            return await emit.notice(problem)
-        if mentions.names and not strip_mentions(text) and not attachments:
-            who = ", ".join(f"@{n}" for n in mentions.names)
-            return await emit.notice(f"What should {who} do? Write the request after the name.")
-        if not mentions.names and forwarded_from is None:  # a reply, a topic: its agent
-            replied = await self.conversations.replied_agent(pointer, roster)
-            default = replied or (lane if lane in roster.centuriones else LEGATUS)
-        else:
-            default = LEGATUS
-        audience = ([BROADCAST] if mentions.broadcast else mentions.names) or [default]
-        names = mentions.names or [default]
+        receipts = self.sessions.receipts
+        receipt = receipt if receipt is not None else receipts.take(routing=True)
         try:
-            # One message at a time through here, in arrival order: it is stored, then takes
-            # its place in line at each agent it addresses, so agents answer in that order.
-            async with self._intake:
-                if attachments:  # stored with the nuntius by a trigger, in its INSERT
-                    origin = origin or f"local:{uuid.uuid4()}"
-                    for part, pending in enumerate(attachments):
-                        if pending.origin != origin:  # a local file: its part here
-                            pending = dataclasses.replace(pending, origin=origin, part=part)
-                        await self.sessions.attachments.stage(pending)
-                nuntius = await self.praetorium.post(
-                    CAESAR, text, audience, origin=origin, forwarded_from=forwarded_from,
-                    project=project,
-                )  # fmt: skip
-                if pointer is not None:  # before its turn can come: the agent reads the link
-                    await self.conversations.link(nuntius, pointer)
-                tickets = {name: self.sessions.reserve(name) for name in names}
-        except DuplicateOrigin:
-            logger.info("message %s was already received; not answering it twice", origin)
-            return []
-        mark("nuntius posted")
-        await self._answer(nuntius, names, roster, on_status, tickets, emit, on_text)
-        if mentions.unusable:
-            await emit.notice("Not dispatched: " + "; ".join(mentions.unusable))
-        return emit.replies
+            emit = _Emitter(on_reply)
+            if not text.strip() and not attachments:
+                return await emit.notice(
+                    "Your message is empty. Write a request for the Legatus, or start with "
+                    "@name to ask a centurio (/help lists the commands)."
+                )
+            roster = self.castra.roster()
+            # A forward is someone else's words: its @names are data, not Caesar's dispatch.
+            mentions = parse_mentions(text, roster) if forwarded_from is None else NO_MENTIONS
+            if mentions.unusable and not mentions.names:
+                return await emit.notice("Cannot dispatch: " + "; ".join(mentions.unusable))
+            picked, problem = (None, None) if forwarded_from else self.sessions.projects.pick(text)
+            project = picked or project
+            if problem:  # an unknown #name: nothing runs, the projects are listed
+                return await emit.notice(problem)
+            if mentions.names and not strip_mentions(text) and not attachments:
+                who = ", ".join(f"@{n}" for n in mentions.names)
+                return await emit.notice(f"What should {who} do? Write the request after the name.")
+            if not mentions.names and forwarded_from is None:  # a reply, a topic: its agent
+                replied = await self.conversations.replied_agent(pointer, roster)
+                default = replied or (lane if lane in roster.centuriones else LEGATUS)
+            else:
+                default = LEGATUS
+            audience = ([BROADCAST] if mentions.broadcast else mentions.names) or [default]
+            names = mentions.names or [default]
+            try:
+                # One message at a time through here, in arrival order: it is stored, then takes
+                # its place in line at each agent it addresses, so agents answer in that order.
+                async with self._intake:
+                    if attachments:  # stored with the nuntius by a trigger, in its INSERT
+                        origin = origin or f"local:{uuid.uuid4()}"
+                        for part, pending in enumerate(attachments):
+                            if pending.origin != origin:  # a local file: its part here
+                                pending = dataclasses.replace(pending, origin=origin, part=part)
+                            await self.sessions.attachments.stage(pending)
+                    nuntius = await self.praetorium.post(
+                        CAESAR, text, audience, origin=origin, forwarded_from=forwarded_from,
+                        project=project,
+                    )  # fmt: skip
+                    if pointer is not None:  # before its turn can come: the agent reads the link
+                        await self.conversations.link(nuntius, pointer)
+                    tickets = {name: self.sessions.reserve(name, receipt) for name in names}
+                    receipts.settle(receipt)  # routed: a stop from now on finds it in line
+            except DuplicateOrigin:
+                logger.info("message %s was already received; not answering it twice", origin)
+                return []
+            mark("nuntius posted")
+            await self._answer(nuntius, names, roster, on_status, tickets, emit, on_text)
+            if mentions.unusable:
+                await emit.notice("Not dispatched: " + "; ".join(mentions.unusable))
+            return emit.replies
+        finally:
+            receipts.settle(receipt)  # routed, refused or failed: it makes no request now
 
     async def _answer(
         self,
@@ -281,7 +291,7 @@ class Legatus:
         names: list[str],
         roster: Roster,
         on_status: StatusCallback | None,
-        tickets: dict[str, asyncio.Future[None]],
+        tickets: dict[str, Errand],
         emit: _Emitter,
         on_text: TextCallback | None = None,
     ) -> None:

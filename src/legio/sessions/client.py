@@ -17,7 +17,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,11 +158,13 @@ async def ask(
     seq: int | None,
     on_text: TextCallback | None = None,
     images: Sequence[dict[str, Any]] = (),
+    on_sent: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[str, ResultMessage]:
     """Send one query in ``session``; its answer, with the CLI's failures as ``AgentError``.
 
     With ``images`` (image content blocks), the query is one user message of content
-    blocks: the images, then the text. The turn's usage (for nuntius ``seq``) goes to
+    blocks: the images, then the text. ``on_sent`` runs once the query is written (a
+    stop may interrupt it from then on). The turn's usage (for nuntius ``seq``) goes to
     ``record``, failed or not.
     """
     name = session.name
@@ -174,6 +176,8 @@ async def ask(
             one_message(user_message(message, images)) if images else message
         )
         mark("query sent")
+        if on_sent is not None:
+            await on_sent()
         text, result = await collect_response(
             session.client,
             session.tracker,

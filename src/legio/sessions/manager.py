@@ -40,6 +40,7 @@ from legio.sessions.client import AgentSession, ask, store_turns
 from legio.sessions.compaction import compact_now, compact_or_fall_back
 from legio.sessions.context import ContextReport, context_report
 from legio.sessions.delivery import Pictures
+from legio.sessions.errands import AgentErrands, Errand, Receipts, Stopped
 from legio.sessions.gate import Gatekeeper
 from legio.sessions.opening import open_session
 from legio.sessions.outbox import Outbox, send_file_for
@@ -47,7 +48,14 @@ from legio.sessions.query import prepare_query
 from legio.sessions.reaper import Reaper
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure
 from legio.sessions.spec import AgentSpec, SpecFactory, centurio_spec, placed, tagged
-from legio.sessions.turn import Outcome, StatusCallback, TextCallback, failure_outcome, notify
+from legio.sessions.turn import (
+    STOPPED_REPLY,
+    Outcome,
+    StatusCallback,
+    TextCallback,
+    failure_outcome,
+    notify,
+)
 from legio.store.attachments import AttachmentStore
 from legio.store.files import FileStore
 from legio.store.praetorium import Nuntius, Praetorium
@@ -94,6 +102,8 @@ class SessionManager:
         self.pictures = Pictures(self.files)  # image blocks, made once per file
         self.logins = LoginSync.of(self.castra.root, self.env)  # one login for all CLIs
         self.projects = Projects(config, self.castra)  # agents' copies of Caesar's repositories
+        self.receipts = Receipts()  # the order requests and stops arrived in
+        self.errands = AgentErrands(self._close_for_stop)  # requests not ended, and stops
 
     def _slot(self, name: str) -> AgentSlot:
         return self._slots.setdefault(name, AgentSlot(name))
@@ -146,22 +156,24 @@ class SessionManager:
 
     # ---------------------------------------------------------- turns
 
-    def reserve(self, name: str) -> asyncio.Future[None]:
-        """Take agent ``name``'s next place in line now; pass it as ``ticket=``."""
-        return self._slot(name).lock.ticket()
+    def reserve(self, name: str, receipt: int | None = None) -> Errand:
+        """Take agent ``name``'s next place in line now for the request that arrived with
+        ``receipt`` (``Receipts.take``; None: now); pass it to ``answer`` as ``ticket=``."""
+        receipt = receipt if receipt is not None else self.receipts.take()
+        return self.errands.add(name, receipt, self._slot(name).lock.ticket())
 
     @contextlib.asynccontextmanager
     async def turn_of(
         self,
         name: str,
-        ticket: asyncio.Future[None] | None = None,
+        errand: Errand | None = None,
         on_status: StatusCallback | None = None,
     ) -> AsyncIterator[AgentSlot]:
-        """Hold agent ``name``'s turn (its reserved ``ticket``, else the next place) for
+        """Hold agent ``name``'s turn (its reserved ``errand``, else the next place) for
         the block; the turn always passes on when the block ends."""
         slot = self._slot(name)
-        turn = ticket if ticket is not None else slot.lock.ticket()
-        if not turn.done():
+        turn = errand.ticket if errand is not None else slot.lock.ticket()
+        if not turn.done() and not (errand is not None and errand.stopped):
             await notify(on_status, name, f"⏳ Queued: {name} is finishing an earlier request...")
         try:
             await turn
@@ -169,6 +181,8 @@ class SessionManager:
             if turn.done() and not turn.cancelled():
                 slot.lock.release()  # the turn came just as we were cancelled
             raise
+        if errand is not None:
+            errand.started = True
         try:
             yield slot
         finally:
@@ -181,35 +195,55 @@ class SessionManager:
         on_status: StatusCallback | None = None,
         *,
         prefix: Prefix = "",
-        ticket: asyncio.Future[None] | None = None,
+        ticket: Errand | None = None,
         deliver: Deliver | None = None,
         on_text: TextCallback | None = None,
     ) -> Outcome:
         """Ask agent ``name`` to answer ``nuntius``; a failure becomes its error reply.
 
-        ``prefix`` (the Legatus's ``<centurio_status>``; a callable is called when the turn
-        comes) goes between the history and the text. ``on_text`` gets the answer's text
-        as it is written. ``deliver(outcome)`` runs before the agent's turn ends (one
-        agent's answers in the order it took the requests); then its usage is stored.
+        ``ticket``: its place in line, taken with ``reserve`` when the request arrived
+        (else now). ``prefix`` (the Legatus's ``<centurio_status>``; a callable is called
+        when the turn comes) goes between the history and the text. ``on_text`` gets the
+        answer's text as it is written. ``deliver(outcome)`` runs before the agent's turn
+        ends (one agent's answers in the order it took the requests); then its usage is
+        stored. A stop (``stop``) ends it wherever it is (``legio.sessions.errands``).
         """
-        async with self.turn_of(name, ticket, on_status) as slot:
-            try:
-                return await self._answer(slot, nuntius, on_status, prefix, deliver, on_text)
-            finally:  # its cost is in the records now (or it never spent): free its share
-                if self.budget is not None:
-                    self.budget.release(slot.reservation)
-                slot.reservation = None
-
-    async def _answer(  # inside the agent's turn (see ``answer``)
-        self, slot: AgentSlot, nuntius: Nuntius, on_status: StatusCallback | None,
-        prefix: Prefix, deliver: Deliver | None, on_text: TextCallback | None,
-    ) -> Outcome:  # fmt: skip
-        name = slot.name
-        await self.logins.refresh()  # `claude login` renewed it, or another CLI refreshed it
+        errand = ticket if ticket is not None else self.reserve(name)
         try:
-            outcome = Outcome(await self._turn(slot, nuntius, on_status, prefix, on_text))
+            async with self.turn_of(name, errand, on_status) as slot:
+                try:
+                    return await self._answer(
+                        slot, errand, nuntius, on_status, prefix, deliver, on_text
+                    )
+                finally:  # its cost is in the records now (or it never spent): free its share
+                    if self.budget is not None:
+                        self.budget.release(slot.reservation)
+                    slot.reservation = None
+        finally:
+            self.errands.end(errand)
+
+    async def _answer(
+        self,
+        slot: AgentSlot,
+        errand: Errand,
+        nuntius: Nuntius,
+        on_status: StatusCallback | None,
+        prefix: Prefix,
+        deliver: Deliver | None,
+        on_text: TextCallback | None,
+    ) -> Outcome:
+        """``answer`` inside the agent's turn: the outcome, delivered."""
+        name = slot.name
+        try:
+            if errand.stopped:  # a stop came while it waited in line: it never starts
+                raise AgentInterrupted(name, "stopped before it started")
+            await self.logins.refresh()  # `claude login` renewed it, or another CLI did
+            outcome = Outcome(await self._turn(slot, errand, nuntius, on_status, prefix, on_text))
         except asyncio.CancelledError:
             raise
+        except AgentInterrupted as e:
+            started = e.reason != "stopped before it started"
+            outcome = failure_outcome(name, nuntius.seq, e, *(() if started else (STOPPED_REPLY,)))
         except TurnHeld as e:  # not started (budget, plan limit): /retry runs it later
             logger.warning("%s: nuntius %s held: %s", name, nuntius.seq, e.reason)
             if self.budget is not None and nuntius.sender in (CAESAR, SCHEDULER):
@@ -217,8 +251,11 @@ class SessionManager:
             outcome = Outcome(e.reason, "held")
         except BaseException as e:
             outcome = failure_outcome(name, nuntius.seq, e)
-            if outcome.kind == "error" and self.budget and nuntius.sender in (CAESAR, SCHEDULER):
-                await self.budget.hold(nuntius.seq, name)  # /retry runs it again
+        if errand.stopped and outcome.kind != "interrupted":  # a stop came as it ended
+            outcome = failure_outcome(name, nuntius.seq, AgentInterrupted(name, "stopped"))
+        self.errands.end(errand)  # decided: a stop from now on does not count it
+        if outcome.kind == "error" and self.budget and nuntius.sender in (CAESAR, SCHEDULER):
+            await self.budget.hold(nuntius.seq, name)  # /retry runs it again
         if deliver is not None:
             try:
                 await deliver(outcome)
@@ -233,7 +270,7 @@ class SessionManager:
         names: list[str],
         nuntius: Nuntius,
         on_status: StatusCallback | None = None,
-        tickets: dict[str, asyncio.Future[None]] | None = None,
+        tickets: dict[str, Errand] | None = None,
         deliver: Callable[[str, Outcome], Awaitable[None]] | None = None,
         on_text: TextCallback | None = None,
     ) -> dict[str, Outcome]:
@@ -263,6 +300,7 @@ class SessionManager:
     async def _turn(
         self,
         slot: AgentSlot,
+        errand: Errand,
         nuntius: Nuntius,
         on_status: StatusCallback | None,
         prefix: Prefix,
@@ -272,11 +310,14 @@ class SessionManager:
         if callable(prefix):
             prefix = prefix()
         name = slot.name
-        spec = await placed(await self.spec(name), nuntius.project, self.projects)
+        spec = await errand.until_stopped(
+            placed(await self.spec(name), nuntius.project, self.projects)
+        )
         on_status = tagged(on_status, spec)
         if self.health is not None:  # a plan limit: wait for its reset
-            await self.health.wait_clear(name, on_status)
+            await errand.until_stopped(self.health.wait_clear(name, on_status))
         if self.budget is not None:
+            errand.check()
             reconnect, slot.reservation = await self.budget.admit(
                 name, spec.daily_usd, slot.session
             )
@@ -284,9 +325,11 @@ class SessionManager:
                 await slot.close("per-turn budget")  # the CLI's count restarts on resume
         slot.state, slot.on_status = "working", on_status
         try:
-            session = await self._ensure(slot, spec, on_status)
+            session = await errand.until_stopped(self._ensure(slot, spec, on_status))
             try:
-                text = await self._query(slot, session, spec, nuntius, prefix, on_status, on_text)
+                text = await self._query(
+                    slot, errand, session, spec, nuntius, prefix, on_status, on_text
+                )
             except ContextOverflow as e:
                 logger.warning(
                     "%s: the model refused nuntius %s as too long (%s); compacting and "
@@ -301,8 +344,10 @@ class SessionManager:
                 )
                 await slot.close("rebuild")
                 await self.praetorium.clear_checkpoint(name)
-                session = await self._ensure(slot, spec, on_status)
-                text = await self._query(slot, session, spec, nuntius, prefix, on_status, on_text)
+                session = await errand.until_stopped(self._ensure(slot, spec, on_status))
+                text = await self._query(
+                    slot, errand, session, spec, nuntius, prefix, on_status, on_text
+                )
         except AgentInterrupted:
             slot.state = "idle"
             raise
@@ -324,6 +369,7 @@ class SessionManager:
     async def _query(
         self,
         slot: AgentSlot,
+        errand: Errand,
         session: AgentSession,
         spec: AgentSpec,
         nuntius: Nuntius,
@@ -331,11 +377,12 @@ class SessionManager:
         on_status: StatusCallback | None,
         on_text: TextCallback | None,
     ) -> str:
+        errand.check()  # stopped before its query was planned: its checkpoint stays
         message, images = await prepare_query(
             self.praetorium, self.attachments, self.pictures, session, spec, nuntius, prefix
         )
 
-        async def send() -> str:
+        async def send() -> str:  # planned, so sent: a stop from here on interrupts it
             text, _ = await ask(
                 session,
                 message,
@@ -344,6 +391,7 @@ class SessionManager:
                 seq=nuntius.seq,
                 on_text=on_text,
                 images=images,
+                on_sent=lambda: errand.sent(session.client.interrupt),
             )
             return text
 
@@ -352,6 +400,7 @@ class SessionManager:
         except AgentError:
             if self.health is None or not await self.health.limited(spec.name, on_status):
                 raise
+            errand.check()
             return await send()  # after a plan limit's reset: the same message once more
 
     def current_status(self, name: str) -> StatusCallback | None:
@@ -392,16 +441,35 @@ class SessionManager:
     # ---------------------------------------------------------- control
 
     async def interrupt(self, name: str) -> bool:
-        """Interrupt the query agent ``name`` is running; False if it is not working."""
-        slot = self._slots.get(name)
-        if slot is None or slot.session is None or slot.state != "working":
+        """End the request agent ``name`` is taking now (its queue goes on); False if it
+        is taking none."""
+        errand = self.errands.running(name)
+        if errand is None or errand.stopped:
             return False
-        try:
-            await slot.session.client.interrupt()
-        except Exception:
-            logger.warning("%s: interrupt failed; closing its session instead", name, exc_info=True)
-            await slot.close("stop")
+        errand.stop()
+        errand.kick()
         return True
+
+    async def stop(self, names: list[str], receipt: int | None = None) -> list[Stopped]:
+        """End every request of ``names`` that arrived before ``receipt`` (None: now):
+        the turn under way, the queued ones, those still being routed; what each lost."""
+        before = receipt if receipt is not None else self.receipts.take()
+        hits = {name: self.errands.mark(name, before) for name in names}
+        for errand in (e for errands in hits.values() for e in errands):
+            errand.kick()  # a written query: interrupted (in the background)
+        await self.receipts.routed_before(before)  # routed meanwhile: born stopped
+        report = []
+        for name in names:
+            running = any(e.started for e in hits[name])
+            queued = len(hits[name]) - running + len(self.errands.late(name, before))
+            if running or queued:
+                report.append(Stopped(name, running, queued))
+        return report
+
+    async def _close_for_stop(self, errand: Errand) -> None:
+        """A stopped turn that did not end: close its CLI (it resumes on the next request)."""
+        if self.errands.running(errand.agent) is errand:
+            await self._slot(errand.agent).close("stop")
 
     async def reset(self, name: str) -> bool:
         """Forget agent ``name``'s SDK session and compaction summary; its next query
@@ -430,6 +498,7 @@ class SessionManager:
     async def shutdown(self) -> None:
         """Stop the reaper and disconnect every client: centuriones first, then the rest."""
         await self.reaper.stop()
+        await self.errands.shutdown()
         slots = list(self._slots.values())
         centuriones = [s for s in slots if s.name not in self._specs]
         await asyncio.gather(*(s.close("shutdown") for s in centuriones))

@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 ERROR_REPLY = "[{name}] An error occurred during processing."
 INTERRUPTED_REPLY = "[{name}] Interrupted."
+STOPPED_REPLY = "[{name}] Stopped before it started."
 RETRY_HINT = "Send /retry to run it again."
 STATUS_PREVIEW = 80
 REASON_MAX = 300
@@ -299,10 +300,13 @@ class Outcome:
     kind: Literal["answer", "error", "interrupted", "held"] = "answer"  # held: not started
 
 
-def failure_outcome(name: str, seq: int, error: BaseException) -> Outcome:
-    """The reply that stands for an agent's failure to answer nuntius ``seq``, logged."""
+def failure_outcome(
+    name: str, seq: int, error: BaseException, interrupted: str = INTERRUPTED_REPLY
+) -> Outcome:
+    """The reply that stands for an agent's failure to answer nuntius ``seq``, logged
+    (``interrupted``: the words for a stop, ``{name}`` filled in)."""
     if isinstance(error, AgentInterrupted):
-        return Outcome(INTERRUPTED_REPLY.format(name=name), "interrupted")
+        return Outcome(interrupted.format(name=name), "interrupted")
     if isinstance(error, CastraError | ProjectError):
         logger.warning("%s cannot answer nuntius %s: %s", name, seq, error)
         return Outcome(f"[{name}] cannot answer: {error}", "error")
