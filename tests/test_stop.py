@@ -230,3 +230,24 @@ async def test_the_real_cli_stopped_at_once_and_while_thinking(
     api.release()
     replies = await legion.say(["vorenus"], "REPLY next")
     assert replies == {"vorenus": "next"}
+
+
+# ------------------------------------------------------------------ through Telegram
+
+
+async def test_a_message_and_stop_in_one_batch_stop_it_and_say_so(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    from tests.botbench import running_bot  # the fake Bot API and the real PTB Application
+
+    async with running_bot(castra_dir, fake_cli) as bot:
+        start = await bot.ask("@vorenus SLEEP 30\nREPLY too late")
+        await bot.ask("/stop vorenus")  # the same getUpdates answer: its handler comes first
+        stop = await bot.answer(start, lambda t: t.startswith("Stopping"), wait_s=30)
+        assert stop.params["text"] == "Stopping vorenus (1 queued request dropped)."
+        ended = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"), wait_s=30)
+        assert ended.params["text"].endswith(NEVER_STARTED.format("vorenus"))
+        after = await bot.ask("@vorenus REPLY at once")
+        await bot.answer(after, lambda t: t.endswith("at once"), wait_s=30)
+        assert not any("too late" in t for t in bot.answers())
+        assert prompts_of(fake_cli, "vorenus")[-1].endswith("REPLY at once")
