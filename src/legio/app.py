@@ -24,8 +24,8 @@ from legio.approvals import (
     Decision,
     QuestionRequest,
     shorten_middle,
-    visible,
 )
+from legio.branchwork import BranchWork, Commit, FileChange
 from legio.budget import Budget, Notifier, UsageReport
 from legio.castra import Castra, Roster
 from legio.config import Config
@@ -39,7 +39,7 @@ from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
 from legio.plan import PlanHealth
 from legio.policy import scrub_environment
-from legio.projectview import CopyState, DiffReport, ProjectState
+from legio.projectview import CopyState, CopyWork, DiffReport, ProjectState
 from legio.sandbox import sandbox_status_lines
 from legio.schedule import zone
 from legio.scheduler import Clock, Scheduler
@@ -59,6 +59,7 @@ from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphan
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit
 from legio.store.records import Compaction, UsageRow, UsageTotals
 from legio.store.threads import ThreadStore, Topic
+from legio.visible import visible, visible_name
 
 __all__ = [
     "DOWNLOAD_LIMIT",
@@ -67,13 +68,17 @@ __all__ = [
     "ApprovalRequest",
     "Asker",
     "Attachment",
+    "BranchWork",
+    "Commit",
     "Compaction",
     "ContextReport",
     "ContextView",
     "CopyState",
+    "CopyWork",
     "Decision",
     "DiffReport",
     "Fetch",
+    "FileChange",
     "Grant",
     "Job",
     "JobRun",
@@ -102,6 +107,7 @@ __all__ = [
     "safe_name",
     "shorten_middle",
     "visible",
+    "visible_name",
 ]
 
 
