@@ -25,7 +25,6 @@ from legio.approvals import (
     QuestionRequest,
     shorten_middle,
 )
-from legio.branchwork import BranchWork, Commit, FileChange
 from legio.budget import Budget, Notifier, UsageReport
 from legio.castra import Castra, Roster
 from legio.config import Config
@@ -39,7 +38,7 @@ from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
 from legio.plan import PlanHealth
 from legio.policy import scrub_environment
-from legio.projectview import CopyState, CopyWork, DiffReport, ProjectState
+from legio.projectview import CopyState, DiffReport, ProjectState
 from legio.sandbox import sandbox_status_lines
 from legio.schedule import zone
 from legio.scheduler import Clock, Scheduler
@@ -59,7 +58,7 @@ from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphan
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit
 from legio.store.records import Compaction, UsageRow, UsageTotals
 from legio.store.threads import ThreadStore, Topic
-from legio.visible import visible, visible_name
+from legio.visible import visible
 
 __all__ = [
     "DOWNLOAD_LIMIT",
@@ -68,17 +67,13 @@ __all__ = [
     "ApprovalRequest",
     "Asker",
     "Attachment",
-    "BranchWork",
-    "Commit",
     "Compaction",
     "ContextReport",
     "ContextView",
     "CopyState",
-    "CopyWork",
     "Decision",
     "DiffReport",
     "Fetch",
-    "FileChange",
     "Grant",
     "Job",
     "JobRun",
@@ -107,7 +102,6 @@ __all__ = [
     "safe_name",
     "shorten_middle",
     "visible",
-    "visible_name",
 ]
 
 

@@ -109,10 +109,13 @@ def git_dir_of(repo: Path) -> Path:
     return dot_git
 
 
-def checked(git_dir: Path) -> Path:
+def checked(git_dir: Path, *, index: bool = True) -> Path:
     """``git_dir`` (a copy's ``.git``) if each entry of ``LAYOUT`` is what it should be;
-    ``ProjectError`` naming the first that is not (a link, a FIFO, a device…)."""
+    ``ProjectError`` naming the first that is not (a link, a FIFO, a device…). ``index``:
+    the command reads the index (it looks at the work tree)."""
     for name, kind, optional in LAYOUT:
+        if name == "index" and not index:
+            continue
         path = git_dir / name
         try:
             mode = os.lstat(path).st_mode
@@ -122,8 +125,14 @@ def checked(git_dir: Path) -> Path:
             raise ProjectError(f"{path} is missing: the copy is broken (/drop it)") from None
         except OSError as e:
             raise ProjectError(f"{path} cannot be read ({e.strerror})") from e
-        wanted = {FILE: stat.S_ISREG, FOLDER: stat.S_ISDIR}.get(kind)
-        if wanted is None or not wanted(mode):
+        if kind == NOTHING:
+            raise ProjectError(
+                f"{path} is there, and a copy has none (it would send git to another "
+                "repository's refs and objects): Legio runs no git on this copy until it "
+                "is removed (or the copy is dropped with /drop)"
+            )
+        wanted = stat.S_ISREG if kind == FILE else stat.S_ISDIR
+        if not wanted(mode):
             raise ProjectError(
                 f"{path} is {_kind_of(mode)}, not {kind}: Legio runs no git on this copy "
                 "until it is put right (or the copy is dropped with /drop)"
@@ -306,7 +315,7 @@ async def run_raw(
     git_dir = git_dir_of(repo)
     settings = list(SAFE_SETTINGS)
     if hostile:
-        checked(git_dir)
+        checked(git_dir, index=work_tree)
         settings += await drivers_of(git_dir)
     if limit_s is None:
         limit_s = COPY_TIMEOUT_S if hostile else TIMEOUT_S

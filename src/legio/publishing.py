@@ -100,7 +100,7 @@ async def publish(
             f"{branch} is not published: its commits would bring {size / MB:,.1f} MB into "
             f"{repo}, over the limit of {max_mb:g} MB ([projects] max_publish_mb in legio.toml)"
         )
-    gitsafe.checked(gitsafe.git_dir_of(copy))  # upload-pack reads it next
+    gitsafe.checked(gitsafe.git_dir_of(copy), index=False)  # upload-pack reads it next
     ref = f"refs/heads/{branch}"
     await gitsafe.run(
         repo,

@@ -14,15 +14,15 @@ from legio.app import (
     ContextReport,
     CopyState,
     DiffReport,
-    FileChange,
     Nuntius,
     ProjectState,
     SearchHit,
     StatusRow,
     estimate_tokens,
     format_line,
-    visible_name,
 )
+from legio.branchwork import FileChange
+from legio.visible import visible_name
 
 PAGE_LIMIT = 4000  # under Telegram's 4096, with room for a page marker
 LINE_PREVIEW = 200
