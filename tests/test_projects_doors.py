@@ -18,7 +18,7 @@ import pytest
 
 from legio.castra import Castra
 from legio.config import load_config
-from legio.errors import ProjectError
+from legio.errors import ConfigError, ProjectError
 from legio.frontends.views import copy_line, diff_lines, projects_lines
 from legio.projects import Projects
 from legio.projectview import diff, overview
@@ -265,3 +265,15 @@ async def test_the_daemons_global_git_config_runs_nothing_in_a_copy(
     await diff(projects, again)
     await overview(projects)
     assert not marker.exists()
+
+
+def test_projects_options_beside_the_project_tables(castra_dir: Path, project: Path) -> None:
+    path = castra_dir.parent / "legio.toml"
+    path.write_text(
+        f'[projects]\nmax_publish_mb = 0\nspeed = 1\n[projects.app]\npath = "{project}"\n'
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert "projects.max_publish_mb: Input should be greater than 0" in str(raised.value)
+    assert "projects.speed: unknown key" in str(raised.value)
+    assert projects_with(castra_dir, project).config.project_options.max_publish_mb == 200
