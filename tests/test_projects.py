@@ -85,12 +85,15 @@ async def test_diff_and_overview_show_the_work(projects: Projects, project: Path
     (place.copy / "new.py").write_text("x = 1\n")  # not added
     git(project, "commit", "--quiet", "--allow-empty", "-m", "Caesar moved on")  # base moved
 
-    report = await diff(place)
-    assert report.commits and report.commits[0].endswith("fix add")
-    assert (report.ahead, report.behind) == (1, 1)
-    assert (report.files, report.added, report.removed) == (2, 3, 1)
-    assert report.untracked == ["new.py"]
-    assert "+    return a + b" in report.text and "+fixed" in report.text
+    report = await diff(projects, place)  # published first: what Caesar would merge
+    work = report.work
+    assert work is not None and [c.subject for c in work.commits] == ["fix add"]
+    assert work.commits[0].author == "Caesar"
+    assert (work.ahead, work.behind) == (1, 1)
+    assert (work.file_count, work.added, work.removed) == (1, 1, 1)
+    assert "+    return a + b" in report.text and "+fixed" not in report.text
+    assert report.copy.uncommitted == ["M README.md", "?? new.py"]  # listed apart
+    assert git(project, "rev-parse", "legio/vorenus/main") == git(place.copy, "rev-parse", "HEAD")
 
     [state] = await overview(projects)
     assert state.name == "app" and state.base == "main"
@@ -123,10 +126,10 @@ async def test_legio_never_runs_what_a_copy_config_names(
     (place.copy / ".gitattributes").write_text("* diff=evil filter=evil\n*.py filter=more\n")
     (place.copy / "app.py").write_text("changed\n")
 
-    report = await diff(place)
+    report = await diff(projects, place)
     [state] = await overview(projects)
     hook.write_text("#!/bin/sh\nexit 1\n")  # would refuse a ref update if it ran
-    assert "changed" in report.text
+    assert "M app.py" in report.copy.uncommitted and report.copy.problem is None
     assert state.copies[0].uncommitted >= 1
     # the agent commits inside its sandbox; here as plain git (hooks off, as Legio's own)
     git(place.copy, "-c", "core.hooksPath=/dev/null", "-c", "filter.evil.required=false",
@@ -233,8 +236,8 @@ async def test_a_copy_made_a_partial_clone_cannot_make_legio_fetch_with_its_comm
             f'[remote "evil"]\n\turl = {project}\n\tpromisor = true\n'
             f"\tuploadpack = touch {marker}; git-upload-pack\n"
         )
-    with pytest.raises(ProjectError):
-        await diff(place)
+    report = await diff(projects, place)
+    assert report.work is None and report.copy.problem  # the missing commit is not fetched
     await overview(projects)
     assert await projects.publish(place) is False  # its head is "missing": nothing to publish
     assert not marker.exists()
@@ -244,5 +247,7 @@ async def test_a_huge_diff_is_cut_not_held_whole(projects: Projects) -> None:
     place = await projects.place("vorenus", "app")
     line = "x" * 99 + "\n"
     (place.copy / "app.py").write_text(line * 260_000)  # 26 MB of changes
-    report = await diff(place)
-    assert report.cut and len(report.text.encode()) <= gitsafe.MAX_OUTPUT
+    git(place.copy, "commit", "--quiet", "-am", "huge", caesar=False)
+    report = await diff(projects, place)
+    assert report.work is not None and report.work.cut
+    assert len(report.text.encode()) <= gitsafe.MAX_OUTPUT

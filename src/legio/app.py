@@ -24,7 +24,6 @@ from legio.approvals import (
     Decision,
     QuestionRequest,
     shorten_middle,
-    visible,
 )
 from legio.budget import Budget, Notifier, UsageReport
 from legio.castra import Castra, Roster
@@ -60,6 +59,7 @@ from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphan
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit
 from legio.store.records import Compaction, UsageRow, UsageTotals
 from legio.store.threads import ThreadStore, Topic
+from legio.visible import visible
 
 __all__ = [
     "DOWNLOAD_LIMIT",

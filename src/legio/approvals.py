@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from legio import shell
+from legio.visible import visible
 
 DEFAULT_ASK = (
     "Bash(git push:*)",
@@ -162,16 +163,6 @@ Choice = Literal["once", "session", "always", "deny", "stop"]
 Outcome = Literal["once", "session", "always", "deny", "stop", "timeout", "cancelled"]
 TARGET_MAX = 300
 SHOWN_MAX = 1500  # what an approval message shows of a command; longer ones come whole as a file
-
-
-def visible(text: str) -> str:
-    """``text`` with every character that could hide what runs made visible.
-
-    Newlines and tabs stay (a script reads as lines); a carriage return, other control
-    characters, bidirectional overrides and zero-width characters (all non-printable
-    to Python) become ``⟨U+XXXX⟩``, so ``echo ok\u202e`` cannot reorder what Caesar reads.
-    """
-    return "".join(c if c.isprintable() or c in "\n\t" else f"⟨U+{ord(c):04X}⟩" for c in text)
 
 
 def shorten(text: str, limit: int = TARGET_MAX) -> str:

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from legio.approvals import DEFAULT_ASK, rule_problems
 from legio.errors import ConfigError
@@ -172,6 +179,17 @@ class ProjectSettings(_Strict):
 _BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}\Z")
 
 
+class ProjectOptions(_Strict):
+    """What holds for every project: the keys of ``[projects]`` itself that have a value.
+    Its tables (``[projects.app]``) are the projects; ``Config`` splits the two."""
+
+    # what publishing one agent's branch may bring into a project's .git at once
+    max_publish_mb: float = Field(200, gt=0)
+
+
+OPTIONS = "project_options"  # where [projects]'s own keys go in the model
+
+
 class VoiceSettings(_Strict):
     """Caesar's voice notes, transcribed on this machine by faster-whisper."""
 
@@ -220,8 +238,23 @@ class Config(_Strict):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
     projects: dict[str, ProjectSettings] = Field(default_factory=dict)
+    project_options: ProjectOptions = Field(default_factory=ProjectOptions, exclude=True)
 
     path: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _project_options(cls, data: Any) -> Any:
+        """In ``[projects]``, a table is a project and a key with a value (``max_publish_mb
+        = 200``) is an option for all of them: the options go to ``project_options``."""
+        if not isinstance(data, dict) or OPTIONS in data:
+            return data
+        projects = data.get("projects")
+        if not isinstance(projects, dict):
+            return data
+        tables = {k: v for k, v in projects.items() if isinstance(v, dict)}
+        options = {k: v for k, v in projects.items() if not isinstance(v, dict)}
+        return {**data, "projects": tables, OPTIONS: options}
 
     @field_validator("projects")
     @classmethod
@@ -251,6 +284,7 @@ def default_config_path() -> Path:
 
 def _describe(error: dict[str, Any]) -> str:
     loc = ".".join(str(p) for p in error["loc"]) or "(top level)"
+    loc = "projects." + loc.removeprefix(OPTIONS + ".") if loc.startswith(OPTIONS) else loc
     kind = error["type"]
     if kind == "extra_forbidden":
         return f"{loc}: unknown key (see docs/configuration.md for the keys Legio reads)"
@@ -308,6 +342,10 @@ def config_to_toml(config: Config, castra: str = "castra") -> str:
     for key in ("session_idle_timeout_minutes", "shutdown_grace_seconds"):
         if float(data[key]).is_integer():
             data[key] = int(data[key])
+    options = config.project_options.model_dump(mode="json", exclude_defaults=True)
+    if float(options.get("max_publish_mb", 0.5)).is_integer():
+        options["max_publish_mb"] = int(options["max_publish_mb"])
+    data["projects"] = {**options, **data["projects"]}  # [projects]'s own keys, then tables
     if float(data["voice"]["max_minutes"]).is_integer():
         data["voice"]["max_minutes"] = int(data["voice"]["max_minutes"])
     return tomli_w.dumps(data)

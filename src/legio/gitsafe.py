@@ -14,6 +14,16 @@ config defines, found by reading that config first (reading runs nothing), and e
 transport (a partial clone's lazy fetch would run its remote's ``uploadpack``). Settings go
 through ``GIT_CONFIG_COUNT``/``KEY``/``VALUE`` (git ≥ 2.31), which takes any key exactly,
 and reach the processes git starts (``upload-pack``) too.
+
+No global or system config is read (``GIT_CONFIG_GLOBAL=/dev/null``,
+``GIT_CONFIG_NOSYSTEM``): a ``filter.lfs.smudge`` in the daemon user's ``~/.gitconfig``
+would otherwise run on a ``.gitattributes`` an agent committed. No commit-graph or
+multi-pack-index is trusted (an agent writes its copy's ``objects/info``; a forged graph
+names other parents and trees than the commits do). Before git runs on a copy, ``checked``
+looks (``lstat``) at what git would open first: ``HEAD``, ``config``, ``index``,
+``packed-refs``, ``objects``, ``commondir``: a link, a FIFO or a device there is refused at
+once, with its name, instead of steering git elsewhere or stalling it; and git on a copy
+gets ``COPY_TIMEOUT_S``.
 """
 
 from __future__ import annotations
@@ -27,7 +37,9 @@ from pathlib import Path
 
 from legio.errors import ProjectError
 
-TIMEOUT_S = 120.0
+TIMEOUT_S = 120.0  # git in Caesar's own repository
+COPY_TIMEOUT_S = 20.0  # git that reads an agent's copy: never holding a command up long
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # for a branch sharing no history
 MAX_OUTPUT = 20 * 1024 * 1024  # a diff bigger than this is cut (and said so)
 
 # Off for every git command Legio runs.
@@ -40,6 +52,9 @@ SAFE_SETTINGS: tuple[tuple[str, str], ...] = (
     ("core.sshCommand", "false"),
     ("core.alternateRefsCommand", ""),
     ("core.untrackedCache", "false"),
+    ("core.commitGraph", "false"),
+    ("core.multiPackIndex", "false"),
+    ("fetch.writeCommitGraph", "false"),
     ("diff.external", ""),
     ("diff.ignoreSubmodules", "all"),
     ("status.submoduleSummary", "false"),
@@ -62,6 +77,21 @@ SAFE_SETTINGS: tuple[tuple[str, str], ...] = (
 )
 DRIVERS = re.compile(r"(filter)\.(.+)\.(clean|smudge|process)|(diff)\.(.+)\.(textconv|command)")
 LOCAL_TRANSPORT = (("protocol.file.allow", "always"),)
+# What git opens in a copy's .git before anything else, and what each must be (lstat, no
+# link followed): a file, a folder, or nothing at all. Absent is fine where git allows it.
+FILE, FOLDER, NOTHING = "a file", "a folder", "nothing"
+LAYOUT: tuple[tuple[str, str, bool], ...] = (  # (name, kind, may be absent)
+    ("HEAD", FILE, False),
+    ("config", FILE, True),
+    ("index", FILE, True),
+    ("packed-refs", FILE, True),
+    ("shallow", FILE, True),
+    ("objects", FOLDER, False),
+    ("objects/info", FOLDER, True),
+    ("objects/info/alternates", FILE, True),
+    ("refs", FOLDER, False),
+    ("commondir", NOTHING, True),  # a clone has none: it would move refs and objects elsewhere
+)
 
 
 def git_dir_of(repo: Path) -> Path:
@@ -79,9 +109,55 @@ def git_dir_of(repo: Path) -> Path:
     return dot_git
 
 
+def checked(git_dir: Path, *, index: bool = True) -> Path:
+    """``git_dir`` (a copy's ``.git``) if each entry of ``LAYOUT`` is what it should be;
+    ``ProjectError`` naming the first that is not (a link, a FIFO, a device…). ``index``:
+    the command reads the index (it looks at the work tree)."""
+    for name, kind, optional in LAYOUT:
+        if name == "index" and not index:
+            continue
+        path = git_dir / name
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            if optional:
+                continue
+            raise ProjectError(f"{path} is missing: the copy is broken (/drop it)") from None
+        except OSError as e:
+            raise ProjectError(f"{path} cannot be read ({e.strerror})") from e
+        if kind == NOTHING:
+            raise ProjectError(
+                f"{path} is there, and a copy has none (it would send git to another "
+                "repository's refs and objects): Legio runs no git on this copy until it "
+                "is removed (or the copy is dropped with /drop)"
+            )
+        wanted = stat.S_ISREG if kind == FILE else stat.S_ISDIR
+        if not wanted(mode):
+            raise ProjectError(
+                f"{path} is {_kind_of(mode)}, not {kind}: Legio runs no git on this copy "
+                "until it is put right (or the copy is dropped with /drop)"
+            )
+    return git_dir
+
+
+def _kind_of(mode: int) -> str:
+    kinds = (
+        (stat.S_ISLNK, "a link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISREG, "a file"),
+    )
+    return next((name for test, name in kinds if test(mode)), "something else")
+
+
 def _environment(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(
+        GIT_CONFIG_GLOBAL="/dev/null",
+        GIT_CONFIG_NOSYSTEM="1",
         GIT_PAGER="cat",
         PAGER="cat",
         GIT_TERMINAL_PROMPT="0",
@@ -97,13 +173,16 @@ def _environment(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
 
 
 async def _exec(
-    args: Sequence[str], settings: Sequence[tuple[str, str]], limit_s: float
+    args: Sequence[str],
+    settings: Sequence[tuple[str, str]],
+    limit_s: float,
+    given: bytes | None = None,
 ) -> tuple[int, bytes, str]:
     try:
         process = await asyncio.create_subprocess_exec(
             "git",
             *args,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.DEVNULL if given is None else asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=_environment(settings),
@@ -111,13 +190,18 @@ async def _exec(
     except FileNotFoundError as e:
         raise ProjectError("git is not installed: install it (apt install git)") from e
     try:
-        out, err = await asyncio.wait_for(_bounded(process), limit_s)
+        out, err = await asyncio.wait_for(_bounded(process, given), limit_s)
         if len(out) >= MAX_OUTPUT:  # stopped on purpose: what it said is the answer, cut
             return 0, out, err.decode(errors="replace").strip()
     except TimeoutError as e:
         process.kill()
         await process.wait()
-        raise ProjectError(f"git {args[-1] if args else ''} took over {limit_s:.0f} s") from e
+        where = args[1] if args[:1] == ["--git-dir"] else ""
+        command = next((a for a in args[2:] if not a.startswith(("-", "/"))), "")
+        raise ProjectError(
+            f"git {command} took over {limit_s:.0f} s in {where or 'a repository'} and was "
+            "stopped (a file there that never answers? see docs/projects.md)"
+        ) from e
     except asyncio.CancelledError:
         process.kill()
         await process.wait()
@@ -125,11 +209,15 @@ async def _exec(
     return process.returncode or 0, out, err.decode(errors="replace").strip()
 
 
-async def _bounded(process: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
+async def _bounded(
+    process: asyncio.subprocess.Process, given: bytes | None = None
+) -> tuple[bytes, bytes]:
     """Its output, at most ``MAX_OUTPUT`` bytes (then it is stopped: a copy holding a huge
-    file must not fill the daemon's memory), and the start of its errors."""
+    file must not fill the daemon's memory), and the start of its errors; ``given`` is
+    written to its input meanwhile."""
     assert process.stdout is not None and process.stderr is not None
     errors = asyncio.ensure_future(_drain(process.stderr))
+    feeder = asyncio.ensure_future(_feed(process, given))
     out = bytearray()
     while chunk := await process.stdout.read(1024 * 1024):
         out += chunk
@@ -137,7 +225,19 @@ async def _bounded(process: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
             process.kill()
             break
     await process.wait()
+    await feeder
     return bytes(out[:MAX_OUTPUT]), await errors
+
+
+async def _feed(process: asyncio.subprocess.Process, given: bytes | None) -> None:
+    if given is None or process.stdin is None:
+        return
+    try:
+        process.stdin.write(given)
+        await process.stdin.drain()
+        process.stdin.close()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # it stopped reading: its exit code says why
 
 
 async def _drain(stream: asyncio.StreamReader, keep: int = 64 * 1024) -> bytes:
@@ -153,7 +253,7 @@ async def drivers_of(git_dir: Path) -> list[tuple[str, str]]:
     """Settings that switch off every filter and diff driver ``git_dir``'s config names
     (its includes followed): nothing of what it says is run."""
     code, out, _ = await _exec(
-        ["--git-dir", str(git_dir), "config", "--list", "-z"], SAFE_SETTINGS, TIMEOUT_S
+        ["--git-dir", str(git_dir), "config", "--list", "-z"], SAFE_SETTINGS, COPY_TIMEOUT_S
     )
     off: list[tuple[str, str]] = []
     if code != 0:
@@ -176,18 +276,26 @@ async def run(
     hostile: bool = True,
     check: bool = True,
     work_tree: bool = True,
-    limit_s: float = TIMEOUT_S,
+    limit_s: float | None = None,
     local_transport: bool = False,
+    given: bytes | None = None,
 ) -> str:
     """``git <args>`` in ``repo`` (its output), safely; see the module docstring.
 
-    ``hostile``: an agent could have written the repository (its copy). ``check``: a
-    failing command raises ``ProjectError`` with git's own words. ``work_tree=False``
-    for commands that do not look at the files (log, rev-list, fetch)."""
+    ``hostile``: an agent could have written the repository (its copy): its ``.git`` is
+    ``checked`` first and git gets ``COPY_TIMEOUT_S`` (else ``TIMEOUT_S``), unless
+    ``limit_s`` says otherwise. ``check``: a failing command raises ``ProjectError`` with
+    git's own words. ``work_tree=False`` for commands that do not look at the files (log,
+    rev-list, fetch). ``given``: the command's input."""
     code, out, err = await run_raw(
-        repo, *args, hostile=hostile, work_tree=work_tree, limit_s=limit_s,
+        repo,
+        *args,
+        hostile=hostile,
+        work_tree=work_tree,
+        limit_s=limit_s,
         local_transport=local_transport,
-    )  # fmt: skip
+        given=given,
+    )
     if check and code != 0:
         raise ProjectError(f"git {args[0]} failed in {repo}: {err or f'exit code {code}'}")
     return out.decode(errors="replace")
@@ -198,30 +306,32 @@ async def run_raw(
     *args: str,
     hostile: bool = True,
     work_tree: bool = True,
-    limit_s: float = TIMEOUT_S,
+    limit_s: float | None = None,
     local_transport: bool = False,
+    given: bytes | None = None,
 ) -> tuple[int, bytes, str]:
     """As ``run``, returning (exit code, stdout bytes, stderr) and never raising for a
     failing command."""
     git_dir = git_dir_of(repo)
     settings = list(SAFE_SETTINGS)
     if hostile:
+        checked(git_dir, index=work_tree)
         settings += await drivers_of(git_dir)
+    if limit_s is None:
+        limit_s = COPY_TIMEOUT_S if hostile else TIMEOUT_S
     if local_transport:  # fetching from a path (an agent's copy into the project)
         settings += LOCAL_TRANSPORT
     where = ["--git-dir", str(git_dir)] + (["--work-tree", str(repo)] if work_tree else [])
-    code, out, err = await _exec([*where, *args], settings, limit_s)
+    code, out, err = await _exec([*where, *args], settings, limit_s, given)
     return code, out[:MAX_OUTPUT], err
 
 
 async def clone_shared(source: Path, target: Path, origin: str) -> None:
     """``git clone --shared --no-checkout``: ``target`` borrows ``source``'s objects (read
     only, through ``objects/info/alternates``) and has ``source`` as remote ``origin``."""
+    clone = ["clone", "--quiet", "--shared", "--no-checkout", "--origin", origin]
     code, _, err = await _exec(
-        ["clone", "--quiet", "--shared", "--no-checkout", "--origin", origin, "--",
-         str(source), str(target)],
-        [*SAFE_SETTINGS, *LOCAL_TRANSPORT],
-        TIMEOUT_S * 5,
-    )  # fmt: skip
+        [*clone, "--", str(source), str(target)], [*SAFE_SETTINGS, *LOCAL_TRANSPORT], TIMEOUT_S * 5
+    )
     if code != 0:
         raise ProjectError(f"cloning {source} failed: {err or f'exit code {code}'}")

@@ -24,12 +24,13 @@ import logging
 import os
 import re
 import shutil
+import stat
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from legio import gitsafe
+from legio import gitsafe, publishing
 from legio.castra import Castra
 from legio.config import Config, ProjectSettings
 from legio.errors import ProjectError
@@ -41,12 +42,6 @@ COPIES = "projects"  # castra/centuriones/<agent>/projects/<project>/
 ORIGIN = "project"  # the copy's remote that is the project's own checkout
 # #name, not glued to a word before it (C#, a#b) nor followed by more of a name
 TAG = re.compile(r"(?<![\w#&/])#([A-Za-z][A-Za-z0-9_-]{0,31})(?![\w-])")
-# The copy's side of `git fetch` (upload-pack) gets no settings from the environment
-# (git clears them for a local transport): they are given on its command line.
-UPLOAD_PACK = (
-    "git -c core.fsmonitor=false -c core.hooksPath=/dev/null -c core.alternateRefsCommand= "
-    "-c uploadpack.allowFilter=false upload-pack"
-)
 # Inside the sandbox, the CLI masks these names in the working directory (with /dev/null,
 # so no command can create them): git would show them as new files and `git add -A` take
 # them. Ignored in each copy (a tracked file stays tracked).
@@ -67,9 +62,6 @@ CHECKOUT_REASON = (
 )
 
 
-BRANCH = re.compile(r"legio/[a-z][a-z0-9_-]{0,31}/[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
-
-
 def find_tags(text: str) -> list[str]:
     """The ``#names`` in ``text``, lowercased, first mention first, no repeats."""
     return list(dict.fromkeys(m.group(1).lower() for m in TAG.finditer(text)))
@@ -87,8 +79,14 @@ class Place:
     agent: str
     repo: Path  # the project's own checkout
     base: str
-    branch: str
+    branch: str  # the agent's branch: what Legio publishes and shows
     copy: Path
+    head: str = ""  # the branch the copy is on ("": detached, or HEAD unreadable)
+
+    @property
+    def elsewhere(self) -> bool:
+        """Whether the copy's HEAD is not on the agent's branch (switched away)."""
+        return self.head != self.branch
 
     def attributes(self) -> dict[str, str]:
         """What the agent's current message says about where it works."""
@@ -120,6 +118,24 @@ def checkout_fence(config: Config) -> list[Protected]:
     ]
 
 
+def head_of(copy: Path) -> str:
+    """The branch the copy's ``.git/HEAD`` names, read without git (no link followed, a
+    FIFO not waited on); "" when detached or not a plain file."""
+    path = copy / ".git" / "HEAD"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        text = os.read(fd, 4096).decode(errors="replace")
+    finally:
+        os.close(fd)
+    ref = text.strip()
+    return ref.removeprefix("ref: refs/heads/") if ref.startswith("ref: refs/heads/") else ""
+
+
 class Projects:
     """The configured projects and the agents' copies of them."""
 
@@ -127,6 +143,7 @@ class Projects:
         self.config = config
         self.castra = castra
         self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._unpublished: dict[tuple[str, str], str] = {}  # why a branch is not published
 
     def names(self) -> list[str]:
         return sorted(self.config.projects)
@@ -231,18 +248,10 @@ class Projects:
             copy = self.copy_dir(agent, name)
             if copy.exists():
                 gitsafe.git_dir_of(copy)  # a broken copy says so (and /drop starts over)
-                branch = branch_for(agent, base)
-                current = await self._current_branch(copy)
-                return Place(name, agent, repo, base, current or branch, copy)
+                head = head_of(copy)
+                branch = head if publishing.agents_branch(head, agent) else branch_for(agent, base)
+                return Place(name, agent, repo, base, branch, copy, head)
             return await self._make_copy(agent, name, repo, base, copy)
-
-    @staticmethod
-    async def _current_branch(copy: Path) -> str:
-        return (
-            await gitsafe.run(
-                copy, "symbolic-ref", "--quiet", "--short", "HEAD", work_tree=False, check=False
-            )
-        ).strip()
 
     async def _make_copy(self, agent: str, name: str, repo: Path, base: str, copy: Path) -> Place:
         branch = branch_for(agent, base)
@@ -255,8 +264,8 @@ class Projects:
             kept = await self.revision(part, f"refs/remotes/{ORIGIN}/{branch}", hostile=False)
             start = f"{ORIGIN}/{branch}" if kept else f"{ORIGIN}/{base}"
             code, _, err = await gitsafe.run_raw(
-                part, "checkout", "--quiet", "--no-track", "-b", branch, start, hostile=False
-            )
+                part, "checkout", "--quiet", "--no-track", "-b", branch, start
+            )  # hostile: the agent wrote the files of a branch it kept
             if code != 0 or "error:" in err:  # git 2.39 says a missing object and exits 0
                 raise ProjectError(f"checking out {start} in a copy of #{name} failed: {err}")
             settings = [("user.name", f"{agent} (Legio)"), ("user.email", f"{agent}@legio.invalid")]
@@ -275,7 +284,7 @@ class Projects:
             shutil.rmtree(part, ignore_errors=True)
             raise
         logger.info("%s: made its copy of #%s on %s (from %s)", agent, name, branch, start)
-        return Place(name, agent, repo, base, branch, copy)
+        return Place(name, agent, repo, base, branch, copy, branch)
 
     @staticmethod
     async def _remotes(repo: Path) -> list[tuple[str, str]]:
@@ -295,43 +304,30 @@ class Projects:
         return found
 
     async def publish(self, place: Place) -> bool:
-        """Fetch the agent's branch into the project when it moved (a turn committed);
-        whether it did. The copy's branch is the agent's own: a rewritten history
-        replaces the project's copy of that branch, never any other branch."""
-        if (
-            not BRANCH.fullmatch(place.branch)
-            or ".." in place.branch
-            or (not place.branch.startswith(f"legio/{place.agent}/"))
-        ):
-            return False  # a branch of its own naming: not Legio's to publish
-        mine = await self.revision(place.copy, f"refs/heads/{place.branch}")
-        if not mine:
-            return False
-        theirs = await self.revision(place.repo, f"refs/heads/{place.branch}", hostile=False)
-        base = await self.revision(place.repo, f"refs/heads/{place.base}", hostile=False)
-        if mine == theirs or (not theirs and mine == base):
-            return False
-        ref = f"refs/heads/{place.branch}"
-        await gitsafe.run(
-            place.repo,
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--no-auto-maintenance",
-            "--upload-pack",
-            UPLOAD_PACK,
-            str(place.copy),
-            f"+{ref}:{ref}",
-            hostile=False,
-            work_tree=False,
-            local_transport=True,
-        )
-        logger.info("#%s: %s is now in %s", place.project, place.branch, place.repo)
-        return True
+        """Bring the agent's branch into the project when it moved (a turn committed);
+        whether it did (``legio.publishing``). The copy's branch is the agent's own: a
+        rewritten history replaces the project's copy of that branch, never any other
+        branch. ``ProjectError`` (kept for ``unpublished``) when it cannot be, or is too big."""
+        key = place.agent, place.project
+        async with self._locks[key]:
+            try:
+                limit = self.config.project_options.max_publish_mb
+                done = await publishing.publish(
+                    place.repo, place.copy, place.agent, place.branch, place.base, limit
+                )
+            except ProjectError as e:
+                self._unpublished[key] = str(e)
+                raise
+            self._unpublished.pop(key, None)
+            return done
+
+    def unpublished(self, agent: str, name: str) -> str | None:
+        """Why the agent's last publishing on project ``name`` failed, if it did."""
+        return self._unpublished.get((agent, name))
 
     async def publish_quietly(self, place: Place) -> None:
-        """``publish``, a failure only logged (Caesar checked the branch out, say)."""
+        """``publish``, a failure only logged (Caesar checked the branch out, say) and
+        kept for ``/projects`` and ``/diff``."""
         try:
             await self.publish(place)
         except ProjectError as e:

@@ -1,28 +1,41 @@
 """What Caesar sees of the agents' work on projects: ``/diff``, ``/projects`` and ``legio check``.
 
-``diff`` compares an agent's copy with where its branch left the project's base: the
-commits on the branch, and every change to the files since (committed or not; new files
-not yet added are named). ``overview`` lists each project with each agent's copy: ahead
-and behind the base, uncommitted changes, the last commit. Every git command runs
-through ``legio.gitsafe`` (no pager, external diff, textconv, filter or hook of the
-agent's runs); the diff itself is made with ``--no-ext-diff --no-textconv``.
+``diff`` shows what Caesar would merge: the agent's branch as published in the project
+(brought over first, when it moved), against its merge base with the base branch, read
+in the project by ``legio.branchwork``; never the copy's HEAD or work tree, which the agent
+can move anywhere. What the copy holds that is not committed is listed apart, as such, and
+a copy whose HEAD is on another branch says so. ``overview`` lists each project with each
+agent's branch the same way (ahead, behind, the last commit). Git on a copy goes through
+``legio.gitsafe`` (checked first, a short timeout, nothing of the agent's run).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from legio import gitsafe
+from legio.branchwork import BranchWork, branch_work
 from legio.castra import Castra
 from legio.config import Config
 from legio.errors import ProjectError
 from legio.names import NAME
 from legio.projects import Place, Projects
+from legio.visible import visible_name
 
-MAX_COMMITS = 20
-DIFF_FLAGS = ("--no-ext-diff", "--no-textconv", "--no-color", "--ignore-submodules=all")
+MAX_LISTED = 20  # uncommitted entries named
+
+
+@dataclass(frozen=True)
+class CopyWork:
+    """What the agent's copy holds beyond its branch: read in the copy, bounded."""
+
+    head: str  # the branch its HEAD is on ("": detached, or HEAD unreadable)
+    uncommitted: list[str] = field(default_factory=list)  # "M path", at most MAX_LISTED
+    count: int = 0  # every uncommitted entry (changed, staged, new)
+    problem: str | None = None  # why it could not be read
 
 
 @dataclass(frozen=True)
@@ -30,26 +43,30 @@ class DiffReport:
     """One agent's work on one project, for ``/diff``."""
 
     place: Place
-    commits: list[str]  # "abc1234 subject", newest first (at most MAX_COMMITS)
-    ahead: int
-    behind: int
-    files: int
-    added: int
-    removed: int
-    untracked: list[str]
-    text: str  # the full diff (cut at gitsafe.MAX_OUTPUT)
-    cut: bool = False
+    work: BranchWork | None  # the branch in the project; None: it is not there
+    copy: CopyWork
+    unpublished: str | None = None  # why the copy's branch could not be brought over
+
+    @property
+    def text(self) -> str:
+        """The diff Caesar would merge (cut at gitsafe.MAX_OUTPUT)."""
+        return self.work.text if self.work is not None else ""
 
 
 @dataclass(frozen=True)
 class CopyState:
+    """One agent's branch in ``/projects``."""
+
     agent: str
     branch: str
     ahead: int
     behind: int
     uncommitted: int
-    last: str  # the last commit's subject
+    last: str  # the branch's last commit's subject
     problem: str | None = None
+    head: str = ""  # the branch the copy is on
+    published: bool = False  # the branch is in the project
+    unpublished: str | None = None  # why its last publishing failed
 
 
 @dataclass(frozen=True)
@@ -61,85 +78,79 @@ class ProjectState:
     problem: str | None = None
 
 
-async def _count(copy: Path, spec: str) -> int:
-    out = await gitsafe.run(copy, "rev-list", "--count", spec, work_tree=False)
-    return int(out.strip() or 0)
-
-
-async def _fork_point(place: Place) -> tuple[str, str]:
-    """The base's commit now, and where the agent's branch left it."""
-    base = await Projects.revision(place.repo, f"refs/heads/{place.base}", hostile=False)
-    if not base:
-        raise ProjectError(f"#{place.project}: the base branch {place.base!r} is gone")
-    out = await gitsafe.run(place.copy, "merge-base", base, "HEAD", work_tree=False, check=False)
-    return base, out.strip() or base
-
-
-async def diff(place: Place) -> DiffReport:
-    """``/diff``: the agent's copy against the point its branch left the base."""
-    base, fork = await _fork_point(place)
-    log = await gitsafe.run(
-        place.copy,
-        "log",
-        f"--max-count={MAX_COMMITS}",
-        "--format=%h %s",
-        "--no-show-signature",
-        f"{fork}..HEAD",
-        work_tree=False,
-    )
-    numstat = await gitsafe.run(place.copy, "diff", *DIFF_FLAGS, "--numstat", fork)
-    added = removed = files = 0
-    for line in numstat.splitlines():
-        plus, minus, _ = line.split("\t", 2)
-        files += 1
-        added += int(plus) if plus.isdigit() else 0
-        removed += int(minus) if minus.isdigit() else 0
-    code, raw, err = await gitsafe.run_raw(place.copy, "diff", *DIFF_FLAGS, "--stat", "-p", fork)
-    if code != 0:
-        raise ProjectError(f"git diff failed in {place.copy}: {err}")
-    untracked = await gitsafe.run(place.copy, "ls-files", "--others", "--exclude-standard")
-    return DiffReport(
-        place=place,
-        commits=log.splitlines(),
-        ahead=await _count(place.copy, f"{fork}..HEAD"),
-        behind=await _count(place.copy, f"{fork}..{base}"),
-        files=files,
-        added=added,
-        removed=removed,
-        untracked=untracked.splitlines(),
-        text=raw.decode(errors="replace"),
-        cut=len(raw) >= gitsafe.MAX_OUTPUT,
-    )
-
-
-async def copy_state(place: Place) -> CopyState:
+async def copy_work(place: Place) -> CopyWork:
+    """The copy's HEAD and what it holds that is not committed (``git status``, bounded)."""
     try:
-        base, fork = await _fork_point(place)
-        status = await gitsafe.run(place.copy, "status", "--porcelain", "--ignore-submodules=all")
-        last = await gitsafe.run(
-            place.copy,
-            "log",
-            "-1",
-            "--format=%s",
-            "--no-show-signature",
-            "HEAD",
-            work_tree=False,
-            check=False,
-        )
-        return CopyState(
-            agent=place.agent,
-            branch=place.branch,
-            ahead=await _count(place.copy, f"{fork}..HEAD"),
-            behind=await _count(place.copy, f"{fork}..{base}"),
-            uncommitted=len(status.splitlines()),
-            last=last.strip(),
+        code, out, err = await gitsafe.run_raw(
+            place.copy, "status", "--porcelain=v1", "-z", "--ignore-submodules=all"
         )
     except ProjectError as e:
-        return CopyState(place.agent, place.branch, 0, 0, 0, "", problem=str(e))
+        return CopyWork(place.head, problem=str(e))
+    if code != 0:
+        return CopyWork(place.head, problem=f"git status failed in {place.copy}: {err}")
+    listed: list[str] = []
+    count = 0
+    items = iter(out.decode(errors="replace").split("\0"))
+    for item in items:
+        if len(item) < 4:
+            continue
+        count += 1
+        if item[0] in "RC":
+            next(items, "")  # a rename's old name
+        if len(listed) < MAX_LISTED:
+            listed.append(f"{item[:2].strip()} {item[3:]}")
+    return CopyWork(place.head, listed, count)
+
+
+async def _publish(projects: Projects, place: Place) -> str | None:
+    """The branch brought into the project if it moved; why not, if it could not be."""
+    try:
+        await projects.publish(place)
+    except ProjectError as e:
+        return str(e)
+    return None
+
+
+async def diff(projects: Projects, place: Place) -> DiffReport:
+    """``/diff``: the agent's branch in the project against its merge base with the base
+    (published first), and the copy's uncommitted work apart."""
+    unpublished = await _publish(projects, place)
+    work = await branch_work(place.repo, place.branch, place.base)
+    return DiffReport(place, work, await copy_work(place), unpublished)
+
+
+async def copy_state(projects: Projects, place: Place) -> CopyState:
+    unpublished = await _publish(projects, place)
+    try:
+        work = await branch_work(place.repo, place.branch, place.base, text=False)
+    except ProjectError as e:
+        return CopyState(place.agent, place.branch, 0, 0, 0, "", problem=str(e), head=place.head)
+    copy = await copy_work(place)
+    return CopyState(
+        agent=place.agent,
+        branch=place.branch,
+        ahead=work.ahead if work else 0,
+        behind=work.behind if work else 0,
+        uncommitted=copy.count,
+        last=work.commits[0].subject if work and work.commits and work.ahead else "",
+        problem=copy.problem,
+        head=place.head,
+        published=work is not None,
+        unpublished=unpublished,
+    )
+
+
+async def _state_of(projects: Projects, agent: str, name: str) -> CopyState:
+    try:
+        place = await projects.place(agent, name)
+    except ProjectError as e:
+        return CopyState(agent, "", 0, 0, 0, "", problem=str(e))
+    return await copy_state(projects, place)
 
 
 async def overview(projects: Projects) -> list[ProjectState]:
-    """``/projects``: every project, and every agent's copy of it."""
+    """``/projects``: every project, and every agent's branch in it (copies read in
+    parallel: one slow copy holds up no other)."""
     states = []
     for name in projects.names():
         path = projects.settings(name).path
@@ -148,15 +159,9 @@ async def overview(projects: Projects) -> list[ProjectState]:
         except ProjectError as e:
             states.append(ProjectState(name, path, projects.settings(name).base, problem=str(e)))
             continue
-        copies = []
-        for agent, _ in projects.copies(name):
-            try:
-                place = await projects.place(agent, name)
-            except ProjectError as e:
-                copies.append(CopyState(agent, "", 0, 0, 0, "", problem=str(e)))
-                continue
-            copies.append(await copy_state(place))
-        states.append(ProjectState(name, repo, base, copies))
+        agents = [agent for agent, _ in projects.copies(name)]
+        copies = await asyncio.gather(*(_state_of(projects, a, name) for a in agents))
+        states.append(ProjectState(name, repo, base, list(copies)))
     return states
 
 
@@ -179,13 +184,13 @@ async def check_projects(config: Config, castra: Castra) -> list[tuple[str, str]
         try:
             repo, base = await projects.repository(name)
         except ProjectError as e:
-            lines.append(("bad", f"project {e}"))
+            lines.append(("bad", visible_name(f"project {e}")))
             continue
         if not os_readable(repo):
             lines.append(("bad", f"project #{name}: {repo} is not readable by Legio's user"))
             continue
         copies = ", ".join(agent for agent, _ in projects.copies(name)) or "no copies yet"
-        lines.append(("ok", f"project #{name}: {repo} (base {base}; {copies})"))
+        lines.append(("ok", visible_name(f"project #{name}: {repo} (base {base}; {copies})")))
     lines += granted_projects(castra, projects)
     for prompt in castra.roster().centuriones.values():
         wanted = prompt.settings.project

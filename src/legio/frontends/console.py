@@ -18,7 +18,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from legio.app import DOWNLOAD_LIMIT, Job, JobRun, LegioApp, PendingFile, Reply
+from legio.app import DOWNLOAD_LIMIT, Job, JobRun, LegioApp, PendingFile, Reply, visible
 from legio.errors import AttachmentError
 from legio.frontends.admin import Admin, is_command
 from legio.frontends.console_asker import ConsoleAsker
@@ -97,7 +97,7 @@ async def run_console(
         for page in pages:
             show(page)
         for name, content in getattr(pages, "documents", ()):  # /diff's diff, in full
-            show(f"── {name} ──\n{content.decode(errors='replace').rstrip()}")
+            show(f"── {name} ──\n{visible(content.decode(errors='replace')).rstrip()}")
         if text.split()[0] == "/help":
             show(ATTACH_USAGE.replace("Usage: ", "In this console: "))
 

@@ -23,7 +23,7 @@ from telegram.error import BadRequest, NetworkError, TimedOut
 from telegramify_markdown import convert, split_entities
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from legio.app import SentFile
+from legio.app import SentFile, visible
 from legio.names import LEGATUS
 from legio.timing import mark
 
@@ -208,7 +208,7 @@ async def send_pages(bot: Bot, chat_id: int, pages: list[str]) -> None:
         for piece in plain_pages(page):
             await send_with_retries(bot, chat_id, piece)
     for name, content in getattr(pages, "documents", ()):
-        text = content.decode(errors="replace")
+        text = visible(content.decode(errors="replace"))  # the file itself stays exact
         if len(text) <= SHORT_DOCUMENT and text.strip():
             language = name.rsplit(".", 1)[-1]
             entity = MessageEntity(MessageEntity.PRE, 0, _utf16(text), language=language)

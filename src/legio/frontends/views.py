@@ -22,6 +22,8 @@ from legio.app import (
     estimate_tokens,
     format_line,
 )
+from legio.branchwork import FileChange
+from legio.visible import visible_name
 
 PAGE_LIMIT = 4000  # under Telegram's 4096, with room for a page marker
 LINE_PREVIEW = 200
@@ -240,27 +242,76 @@ def search_lines(
 # ---------------------------------------------------------------- projects
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def elsewhere_line(head: str, branch: str) -> str:
+    """Where the copy's HEAD is, when it is not on the agent's branch."""
+    where = f"on {visible_name(head)}" if head else "on no branch (a detached HEAD)"
+    return (
+        f"⚠️ The copy is {where}, not {visible_name(branch)}: its files are not what you "
+        "would merge; this shows the branch."
+    )
+
+
 def diff_lines(report: DiffReport) -> list[str]:
-    """``/diff``'s summary: the branch, how far from the base, the files and lines, the
-    commits, what is not committed yet."""
-    place = report.place
-    lines = [
-        f"{place.agent} on #{place.project}: branch {place.branch}, "
-        f"{report.ahead} commit{'s' * (report.ahead != 1)} ahead of {place.base}"
-        + (f", {report.behind} behind (the base moved on)" if report.behind else ""),
-        f"{report.files} file{'s' * (report.files != 1)} changed, "
-        f"+{report.added} −{report.removed} (committed or not)",
-    ]
-    lines += [f"  {commit}" for commit in report.commits]
-    if report.untracked:
-        shown = ", ".join(report.untracked[:10])
-        more = f" and {len(report.untracked) - 10} more" if len(report.untracked) > 10 else ""
-        lines.append(f"New files not added to git (not in the diff): {shown}{more}")
-    if report.cut:
-        lines.append("The diff was cut at 20 MB.")
-    if not report.text.strip() and not report.untracked:
-        lines.append(f"Nothing to show: the copy is where {place.base} was.")
+    """``/diff``'s summary: the agent's branch in the project (what a merge would bring),
+    where the copy is, what is not committed or not published. Every name an agent chose
+    (branch, subject, author, file) is shown with its hidden characters made visible."""
+    place, work = report.place, report.work
+    branch, base = visible_name(place.branch), visible_name(place.base)
+    lines = []
+    if work is None:
+        lines.append(
+            f"{place.agent} on #{place.project}: branch {branch} is not in the project "
+            f"(no commits on it yet, or never published)"
+        )
+    else:
+        lines.append(
+            f"{place.agent} on #{place.project}: branch {branch}, "
+            f"{_plural(work.ahead, 'commit')} ahead of {base}"
+            + (f", {work.behind} behind (the base moved on)" if work.behind else "")
+        )
+    if place.elsewhere:
+        lines.append(elsewhere_line(place.head, place.branch))
+    if report.unpublished:
+        lines.append(f"⚠️ Not published: {visible_name(report.unpublished)}")
+    if work is not None:
+        lines.append(
+            f"{_plural(work.file_count, 'file')} changed, +{work.added} −{work.removed} "
+            f"(what merging {branch} would bring)"
+        )
+        lines += [
+            f"  {c.short} {visible_name(c.subject)} — {visible_name(c.author)}"
+            for c in work.commits
+        ]
+        if work.ahead > len(work.commits):
+            lines.append(f"  … and {work.ahead - len(work.commits)} earlier")
+        lines += [f"  {_file(f)}" for f in work.files[:10]]
+        if work.file_count > 10:
+            lines.append(f"  … and {work.file_count - 10} more files")
+        if work.cut:
+            lines.append("The diff was cut at 20 MB.")
+    copy = report.copy
+    if copy.problem:
+        lines.append(f"⚠️ The copy could not be read: {visible_name(copy.problem)}")
+    elif copy.count:
+        shown = ", ".join(visible_name(entry) for entry in copy.uncommitted[:10])
+        more = f" and {copy.count - 10} more" if copy.count > 10 else ""
+        lines.append(
+            f"Not committed in the copy (not on the branch, not in the diff): {shown}{more}"
+        )
+    if work is not None and work.ahead and not work.file_count:
+        lines.append(f"Its {_plural(work.ahead, 'commit')} change no file in the end.")
+    elif (work is None or not work.ahead) and not copy.count and not report.unpublished:
+        lines.append(f"Nothing to show: {branch} has no commit that {base} does not have.")
     return lines
+
+
+def _file(change: FileChange) -> str:
+    lines = "binary" if change.added < 0 else f"+{change.added} −{change.removed}"
+    return f"{visible_name(change.path)} {lines}"
 
 
 def projects_lines(states: list[ProjectState]) -> list[str]:
@@ -272,9 +323,10 @@ def projects_lines(states: list[ProjectState]) -> list[str]:
         ]
     lines: list[str] = []
     for state in states:
-        lines.append(f"#{state.name} — {state.path} (base {state.base or '?'})")
+        base = visible_name(state.base or "?")
+        lines.append(f"#{state.name} — {visible_name(str(state.path))} (base {base})")
         if state.problem:
-            lines.append(f"  ⚠️ {state.problem}")
+            lines.append(f"  ⚠️ {visible_name(state.problem)}")
             continue
         if not state.copies:
             lines.append("  no agent has worked on it yet")
@@ -284,15 +336,28 @@ def projects_lines(states: list[ProjectState]) -> list[str]:
 
 
 def copy_line(copy: CopyState) -> str:
-    if copy.problem:
-        return f"⚠️ {copy.problem}"
-    parts = [copy.branch, f"{copy.ahead} ahead"]
+    """One agent's branch in ``/projects``: the branch in the project, ahead and behind,
+    what the copy holds apart, where its HEAD is, why it is not published."""
+    if copy.problem and not copy.branch:
+        return f"⚠️ {visible_name(copy.problem)}"
+    parts = [visible_name(copy.branch)]
+    if copy.published:
+        parts.append(f"{copy.ahead} ahead")
+    else:
+        parts.append("not in the project yet")
     if copy.behind:
         parts.append(f"{copy.behind} behind")
     if copy.uncommitted:
         parts.append(f"{copy.uncommitted} uncommitted")
     if copy.last:
-        parts.append(f"last: {copy.last}")
+        parts.append(f"last: {visible_name(copy.last)}")
+    if copy.head != copy.branch:
+        where = visible_name(copy.head) if copy.head else "no branch (detached)"
+        parts.append(f"⚠️ the copy is on {where}, not {visible_name(copy.branch)}")
+    if copy.unpublished:
+        parts.append(f"⚠️ not published: {visible_name(copy.unpublished)}")
+    if copy.problem:
+        parts.append(f"⚠️ {visible_name(copy.problem)}")
     return ", ".join(parts)
 
 

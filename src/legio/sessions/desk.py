@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from legio.errors import ProjectError
 from legio.projects import Projects
-from legio.projectview import DiffReport, ProjectState, copy_state, diff, overview
+from legio.projectview import DiffReport, ProjectState, copy_work, diff, overview
 from legio.sessions.manager import SessionManager
 
 
@@ -72,7 +72,7 @@ class ProjectDesk:
         """``/diff``: the agent's work on the project, or None if it has no copy of it."""
         if not self.projects.copy_dir(target.agent, target.project).exists():
             return None
-        return await diff(await self.projects.place(target.agent, target.project))
+        return await diff(self.projects, await self.projects.place(target.agent, target.project))
 
     async def overview(self) -> list[ProjectState]:
         return await overview(self.projects)
@@ -94,7 +94,7 @@ class ProjectDesk:
         if here:
             await slot.close("its project copy was dropped")
         place = await self.projects.place(target.agent, target.project)
-        state = await copy_state(place)
         await self.projects.publish(place)  # a ProjectError keeps the copy
+        left = await copy_work(place)
         await self.projects.drop(target.agent, target.project)
-        return state.uncommitted
+        return left.count
