@@ -263,6 +263,9 @@ class SessionManager:
                 logger.exception("%s: delivering its answer to #%s failed", name, nuntius.seq)
         await store_turns(self.praetorium, slot.unrecorded, name)
         await self.logins.refresh()  # a refreshed login reaches every other CLI
+        place, slot.to_publish = slot.to_publish, None
+        if place is not None:  # in the project for Caesar to see; the answer never waits for git
+            await self.projects.publish_quietly(place)
         return outcome
 
     async def dispatch_many(
@@ -361,8 +364,7 @@ class SessionManager:
             raise
         finally:
             slot.on_status = None
-            if spec.place is not None:  # its commits, in the project for Caesar to see
-                await self.projects.publish_quietly(spec.place)
+            slot.to_publish = spec.place  # its commits: published once its answer is out
         slot.state = "idle"
         return text
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from legio.policy import hidden_now
+from legio.projects import Place
 from legio.sessions.client import AgentSession, close
 from legio.sessions.spec import AgentSpec
 from legio.sessions.turn import StatusCallback
@@ -75,6 +76,7 @@ class AgentSlot:
     compaction_failure: str | None = None
     unrecorded: list[Turn] = field(default_factory=list)  # usage not stored yet
     reservation: Any = None  # its running turn's share of the daily budget (legio.budget)
+    to_publish: Place | None = None  # the project copy its turn worked in, to publish
 
     async def close(self, why: str) -> None:
         """Disconnect the live session, if any (its checkpoint stays)."""
