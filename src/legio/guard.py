@@ -84,6 +84,7 @@ class PathGuard:
         workspace: Path | None = None,
         granted: Sequence[Path] = (),
         fence: Sequence[Protected] = (),
+        hide: Sequence[Path | str] = (),
     ) -> None:
         self.castra = castra
         self.root = castra.root.resolve()
@@ -94,10 +95,11 @@ class PathGuard:
         self.workspace = workspace.resolve() if workspace else None
         self.granted = [g.resolve() for g in granted]
         self.fence = list(fence)  # more it may read but not write (a project's checkout)
+        self.hide = [Path(p) for p in hide]  # [sandbox] hide
         self.fold = case_insensitive(self.root)  # compare names as the volume does
 
     def entries(self) -> list[Protected]:
-        return self.fence + protected_entries(self.castra, self.agent, self.config_path)
+        return self.fence + protected_entries(self.castra, self.agent, self.config_path, self.hide)
 
     def protected(self) -> list[str]:
         """A description of what is out of reach, for ``legio check`` and the docs."""
@@ -118,6 +120,10 @@ class PathGuard:
         items.append(
             f"{self.root}/state/ (every agent's Claude CLI config dir), ~/.claude*, "
             "$CLAUDE_CONFIG_DIR, /proc/*/environ (no access)"
+        )
+        items.append(
+            "the user's credential stores (~/.ssh/, ~/.git-credentials, ~/.config/gh/, "
+            "~/.netrc, ~/.aws/…), agents' sockets and [sandbox] hide (no access)"
         )
         items.append(f"searches over {self.root} or a folder containing it (refused)")
         return items
