@@ -16,8 +16,13 @@ from legio.config import load_config
 from legio.errors import ConfigError
 from legio.guard import PathGuard
 from legio.keys import SOCKETS_NOTE, looks_like_key
-from legio.policy import denied_env_names, deny_rules, hidden_now, protected_entries
-from legio.policy import scrub_environment
+from legio.policy import (
+    denied_env_names,
+    deny_rules,
+    hidden_now,
+    protected_entries,
+    scrub_environment,
+)
 from legio.sandbox import keys_report
 
 
