@@ -161,3 +161,17 @@ def test_check_lists_the_hidden_stores_and_warns_about_readable_keys(
     ]
     assert "[sandbox] hide" in lines[1][1]
     assert not looks_like_key("id_rsa.pub") and looks_like_key("Credentials.json")
+
+
+def test_a_search_over_a_folder_holding_a_key_store_is_refused(
+    castra_dir: Path, home: Path
+) -> None:
+    """``Grep`` over ``$HOME`` would read inside ``~/.ssh`` (or a ``[sandbox] hide``
+    folder without a dot): the guard refuses a search whose folder holds one."""
+    (home / ".ssh").mkdir()
+    (home / "code").mkdir()
+    guard = PathGuard(Castra(castra_dir), "vorenus", None)
+    for tool in ("Grep", "Glob"):
+        reason = guard.check(tool, {"pattern": "x", "path": str(home)}, str(home / "code"))
+        assert reason and ".ssh" in reason, tool
+        assert guard.check(tool, {"pattern": "x", "path": str(home / "code")}) is None

@@ -153,8 +153,14 @@ class PathGuard:
                 f"{path} contains Legio's castra; search a narrower folder, and use the "
                 "memoria tools for Legio's memory"
             )
+        entries = self.entries() if entries is None else entries
+        if search:  # a search would read inside: nothing it may not read may be in there
+            for entry in entries:
+                inside = entry.path != path and _within(entry.path, path)
+                if inside and not entry.read and not entry.pattern and entry.path.exists():
+                    return f"{path} holds {entry.path}: {entry.reason}; search a narrower folder"
         identities = [identity(p) for p in (path, *path.parents)]
-        for entry in self.entries() if entries is None else entries:
+        for entry in entries:
             refused = not entry.read or (write and not entry.write)
             if refused and entry.covers(path, fold=self.fold, identities=identities):
                 return entry.reason
