@@ -31,6 +31,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr("legio.keys.account_home", lambda: Path("/nonexistent-account-home"))
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "PASSWORD_STORE_DIR", "KUBECONFIG"):
         monkeypatch.delenv(var, raising=False)
     return home.resolve()
@@ -39,6 +40,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_every_key_store_gets_its_own_rule_and_the_guard_refuses_it(
     castra_dir: Path, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Also in the account's home of the password database, where ssh looks whatever
+    ``$HOME`` says."""
     xdg, store, kube = tmp_path / "xdg", tmp_path / "pass", tmp_path / "kube"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
     monkeypatch.setenv("PASSWORD_STORE_DIR", str(store))
@@ -62,6 +65,7 @@ def test_every_key_store_gets_its_own_rule_and_the_guard_refuses_it(
         assert f"Read(/{xdg / 'git' / 'credentials'})" in rules
         assert f"Read(/{kube}/a.yaml)" in rules and f"Read(/{kube}/b.yaml)" in rules
         assert not any("*" in rule.replace("/**)", ")") for rule in rules)  # no glob
+        assert "Read(//nonexistent-account-home/.ssh/**)" in rules
 
     workspace = castra_dir.resolve() / "centuriones" / "vorenus" / "workspace"
     workspace.mkdir(parents=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import pwd
 import stat
 import tempfile
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
@@ -98,11 +99,21 @@ def _absolute(text: str, home: Path) -> Path | None:
     return Path(os.path.normpath(path)) if path.is_absolute() else None
 
 
+def account_home() -> Path | None:
+    """The home of Legio's user in the password database: ``ssh`` and ``git`` look there
+    even when ``$HOME`` says otherwise."""
+    try:
+        return Path(pwd.getpwuid(os.getuid()).pw_dir)
+    except KeyError:
+        return None
+
+
 def key_stores(environ: Mapping[str, str] | None = None) -> list[Store]:
     """Every place a credential of the user lives or would live, there now or not."""
     environ = os.environ if environ is None else environ
     home = daemon_home(environ)
-    stores = [Store(home / rel, folder, f"~/{rel}") for rel, folder in HOME_STORES]
+    homes = [home, *[h for h in [account_home()] if h is not None and h != home]]
+    stores = [Store(h / rel, folder, f"~/{rel}") for h in homes for rel, folder in HOME_STORES]
     for var, default, names in (
         ("XDG_CONFIG_HOME", ".config", CONFIG_STORES),
         ("XDG_DATA_HOME", ".local/share", DATA_STORES),
