@@ -37,7 +37,7 @@ from legio.legatus.listening import voice_line
 from legio.plan import login_state
 from legio.policy import denied_env_names
 from legio.projectview import check_projects
-from legio.sandbox import announce_sandbox, policy_report
+from legio.sandbox import announce_sandbox, keys_report, policy_report
 from legio.schedule import local_zone_name
 
 OK, BAD, WARN = "✓", "✗", "!"
@@ -227,7 +227,7 @@ def check_config(config: Config, *, is_root: bool | None = None, console: bool =
                 report.ok(f"approvals: {name} also asks before {', '.join(own)} (its ask:)")
     with ThreadPoolExecutor(1) as thread:  # its own loop: a caller may run one already
         projects = thread.submit(asyncio.run, check_projects(config, castra)).result()
-    for mark, text in [*projects, voice_line(config)]:  # [projects], [voice]
+    for mark, text in [*projects, voice_line(config), *keys_report(config, castra)]:
         getattr(report, mark)(text)
     report.lines += policy_lines(config, castra)
     return report
@@ -247,7 +247,7 @@ def policy_lines(config: Config, castra: Castra) -> list[str]:
         f"  {marks[mark]} {text}" if mark else f"  {text}"
         for mark, text in policy_report(config, castra)
     ]
-    guard = PathGuard(castra, "vorenus", config.path)
+    guard = PathGuard(castra, "vorenus", config.path, hide=config.sandbox.hide)
     lines.append("  protected (every centurio): " + "; ".join(guard.protected()))
     return lines
 

@@ -119,6 +119,18 @@ class SandboxConfig(_Strict):
 
     mode: Literal["auto", "off"] = "auto"
     allowed_domains: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOWED_DOMAINS))
+    hide: list[str] = Field(default_factory=list)  # more paths no agent may read
+
+    @field_validator("hide")
+    @classmethod
+    def _hide(cls, value: list[str]) -> list[str]:
+        bad = [p for p in value if not p.strip() or "\0" in p or any(c in p for c in "*?[")]
+        if bad:
+            raise ValueError(
+                f"not paths: {bad}; write existing files or folders (a glob would stop "
+                "the sandbox from starting)"
+            )
+        return value
 
     @field_validator("allowed_domains")
     @classmethod
@@ -327,6 +339,19 @@ def load_config(path: Path | str | None = None) -> Config:
         project.path = (base / project.path.expanduser()).resolve()
     if config.voice.model.startswith(("./", "../", "~")):  # a folder; "org/name" is a hub id
         config.voice.model = str((base / Path(config.voice.model).expanduser()).resolve())
+    hidden = [(base / Path(p).expanduser()).resolve() for p in config.sandbox.hide]
+    problems = [
+        f"sandbox.hide: {path} does not exist (hide what is there)"
+        for path in hidden
+        if not os.path.lexists(path)
+    ] + [
+        f"sandbox.hide: {path} holds the castra; agents work there"
+        for path in hidden
+        if path == castra.resolve() or path in castra.resolve().parents
+    ]
+    if problems:
+        raise ConfigError(source, problems)
+    config.sandbox.hide = [str(path) for path in hidden]
     cli_path = config.claude.cli_path
     if cli_path and not Path(cli_path).is_absolute() and ("/" in cli_path):
         config.claude.cli_path = str(base / cli_path)

@@ -84,6 +84,7 @@ class PathGuard:
         workspace: Path | None = None,
         granted: Sequence[Path] = (),
         fence: Sequence[Protected] = (),
+        hide: Sequence[Path | str] = (),
     ) -> None:
         self.castra = castra
         self.root = castra.root.resolve()
@@ -94,10 +95,11 @@ class PathGuard:
         self.workspace = workspace.resolve() if workspace else None
         self.granted = [g.resolve() for g in granted]
         self.fence = list(fence)  # more it may read but not write (a project's checkout)
+        self.hide = [Path(p) for p in hide]  # [sandbox] hide
         self.fold = case_insensitive(self.root)  # compare names as the volume does
 
     def entries(self) -> list[Protected]:
-        return self.fence + protected_entries(self.castra, self.agent, self.config_path)
+        return self.fence + protected_entries(self.castra, self.agent, self.config_path, self.hide)
 
     def protected(self) -> list[str]:
         """A description of what is out of reach, for ``legio check`` and the docs."""
@@ -118,6 +120,10 @@ class PathGuard:
         items.append(
             f"{self.root}/state/ (every agent's Claude CLI config dir), ~/.claude*, "
             "$CLAUDE_CONFIG_DIR, /proc/*/environ (no access)"
+        )
+        items.append(
+            "the user's credential stores (~/.ssh/, ~/.git-credentials, ~/.config/gh/, "
+            "~/.netrc, ~/.aws/…), agents' sockets and [sandbox] hide (no access)"
         )
         items.append(f"searches over {self.root} or a folder containing it (refused)")
         return items
@@ -147,8 +153,14 @@ class PathGuard:
                 f"{path} contains Legio's castra; search a narrower folder, and use the "
                 "memoria tools for Legio's memory"
             )
+        entries = self.entries() if entries is None else entries
+        if search:  # a search would read inside: nothing it may not read may be in there
+            for entry in entries:
+                inside = entry.path != path and _within(entry.path, path)
+                if inside and not entry.read and not entry.pattern and entry.path.exists():
+                    return f"{path} holds {entry.path}: {entry.reason}; search a narrower folder"
         identities = [identity(p) for p in (path, *path.parents)]
-        for entry in self.entries() if entries is None else entries:
+        for entry in entries:
             refused = not entry.read or (write and not entry.write)
             if refused and entry.covers(path, fold=self.fold, identities=identities):
                 return entry.reason

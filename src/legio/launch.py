@@ -22,6 +22,7 @@ import sys
 
 from legio.config import Config
 from legio.errors import LegioError
+from legio.keys import remember_sockets
 from legio.policy import denied_env_names
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ def take_token(config: Config, command: str = "run") -> str:
         return token
     token = config.telegram_token()
     secrets = denied_env_names(config)
+    remember_sockets(os.environ)  # agents' sockets stay hidden once their variables go
     if secrets:
         env = {k: v for k, v in os.environ.items() if k not in secrets}
         read, write = os.pipe()

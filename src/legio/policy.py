@@ -43,6 +43,7 @@ from legio.castra import PROMPT_FILE, AgentPrompt, Castra
 from legio.cliconfig import daemon_config_dir, daemon_home, state_dir
 from legio.config import Config
 from legio.errors import LegioError
+from legio.keys import KEY_REASON, SOCKET_VARS, Store, agent_sockets, key_stores, remember_sockets
 from legio.names import LEGATUS
 
 logger = logging.getLogger(__name__)
@@ -62,15 +63,16 @@ WRITING = re.compile(r">|\b(rm|mv|cp|tee|truncate|dd|install|ln|chmod|touch)\b|s
 
 
 def denied_env_names(config: Config, environ: dict[str, str] | None = None) -> list[str]:
-    """Variables of ``environ`` that agents must not see."""
+    """Variables of ``environ`` that agents must not see (agents' sockets always)."""
     environ = dict(os.environ if environ is None else environ)
-    patterns = [config.telegram.token_env, *config.claude.env_deny]
+    patterns = [config.telegram.token_env, *config.claude.env_deny, *SOCKET_VARS]
     return sorted(name for name in environ if any(fnmatch.fnmatchcase(name, p) for p in patterns))
 
 
 def scrub_environment(config: Config) -> list[str]:
     """Remove secrets from this process's environment before any CLI inherits it."""
     removed = denied_env_names(config)
+    remember_sockets(os.environ)  # their paths stay hidden (legio.keys)
     for name in removed:
         os.environ.pop(name, None)
     if removed:
@@ -228,10 +230,28 @@ def home_claude_entries(home: Path | None = None) -> list[Path]:
 
 
 def hidden_now() -> tuple[str, ...]:
-    """The names of the ``~/.claude*`` entries there are now: a session whose sandbox was
-    built with other names is restarted (and resumed) before its next turn."""
+    """The ``~/.claude*`` entries and agents' sockets there are now: a session whose
+    sandbox was built with others is restarted (and resumed) before its next turn. (The
+    key stores' rules name every place, there or not: the CLI masks what exists when a
+    command starts.)"""
     fixed = (".claude", ".claude.json")  # hidden by rules of their own, there or not
-    return tuple(p.name for p in home_claude_entries() if p.name not in fixed)
+    names = [p.name for p in home_claude_entries() if p.name not in fixed]
+    return (*names, *(str(s.path) for s in agent_sockets()))
+
+
+def key_entries(hide: Sequence[Path] = ()) -> list[Protected]:
+    """The user's credential stores (there or not) and agents' sockets (``legio.keys``),
+    and ``[sandbox] hide``: no agent may read them, each by its own rule (and the guard),
+    also where a link leads."""
+    stores = [*key_stores(), *agent_sockets(), *(Store(p, True, "hide") for p in hide)]
+    entries: list[Protected] = []
+    for store in stores:
+        for path in {store.path, store.path.resolve()}:
+            folder = path.is_dir() if os.path.lexists(path) else store.folder
+            entries.append(
+                Protected(path, read=False, write=False, reason=KEY_REASON, folder=folder)
+            )
+    return entries
 
 
 def scratch_entries(castra: Castra, agent: str) -> list[Protected]:
@@ -251,7 +271,7 @@ def scratch_entries(castra: Castra, agent: str) -> list[Protected]:
     ]
 
 
-def secret_entries(root: Path) -> list[Protected]:
+def secret_entries(root: Path, hide: Sequence[Path] = ()) -> list[Protected]:
     """What no agent may read or write wherever it is: Legio's state (every agent's CLI config
     dir), the daemon's own Claude config (``$CLAUDE_CONFIG_DIR``, ``~/.claude*``), and
     processes' environments.
@@ -300,10 +320,12 @@ def secret_entries(root: Path) -> list[Protected]:
             rule=False,
         ),
     ]
-    return entries
+    return entries + key_entries(hide)
 
 
-def protected_entries(castra: Castra, agent: str, config_path: Path | None) -> list[Protected]:
+def protected_entries(
+    castra: Castra, agent: str, config_path: Path | None, hide: Sequence[Path] = ()
+) -> list[Protected]:
     """Everything ``agent`` may not read or write, most specific first."""
     root = castra.root.resolve()
     home = agent_home(castra, agent).resolve()
@@ -331,7 +353,7 @@ def protected_entries(castra: Castra, agent: str, config_path: Path | None) -> l
                 reason="Legio's configuration is not for agents",
             )
         )
-    entries += secret_entries(root)
+    entries += secret_entries(root, hide)
     entries += scratch_entries(castra, agent)
     entries.append(
         Protected(

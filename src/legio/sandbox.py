@@ -25,10 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from legio.castra import AgentPrompt, Castra
+from legio.cliconfig import daemon_home
 from legio.config import Config
 from legio.errors import CastraError, LegioError
 from legio.folders import granted_dirs
-from legio.policy import Protected, builtin_tools, deny_rules, protected_entries, working_dir
+from legio.keys import exposed_keys
+from legio.policy import (
+    Protected,
+    builtin_tools,
+    deny_rules,
+    key_entries,
+    protected_entries,
+    working_dir,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +197,8 @@ def agent_options(
     """The ``ClaudeAgentOptions`` keywords that confine one agent: ``settings`` with the
     ``permissions.deny`` rules, ``add_dirs`` for its granted folders, and, when it has
     Bash, ``sandbox``. Raises ``LegioError`` rather than run Bash unsandboxed unasked."""
-    rules = deny_rules([*fence, *protected_entries(castra, agent, config.path)])
+    hide = [Path(p) for p in config.sandbox.hide]
+    rules = deny_rules([*fence, *protected_entries(castra, agent, config.path, hide)])
     options: dict[str, Any] = {
         "settings": json.dumps({"permissions": {"deny": rules}}),
         "add_dirs": [str(folder) for folder in granted],
@@ -253,4 +263,29 @@ def policy_report(
         if "Bash" in tools:
             network = domains if decision.sandboxed else "anything (unsandboxed)"
             lines.append(("", f"    network for shell commands: {network}"))
+    return lines
+
+
+MAX_KEY_WARNINGS = 20
+
+
+def keys_report(config: Config, castra: Castra) -> list[tuple[str, str]]:
+    """``legio check``'s lines about the user's keys: the stores found here (hidden from
+    every agent), and each readable file under ``$HOME`` that looks like a key or token."""
+    hidden = key_entries([Path(p) for p in config.sandbox.hide])
+    found = sorted({str(e.path) + ("/" if e.folder else "") for e in hidden if e.path.exists()})
+    lines = [("ok", "hidden from agents (keys): " + (", ".join(found) or "no key store found"))]
+    skip = [castra.root.resolve(), *(e.path for e in hidden)]
+    exposed = exposed_keys(daemon_home().resolve(), skip)
+    for path in exposed[:MAX_KEY_WARNINGS]:
+        lines.append(
+            (
+                "warn",
+                f"{path} looks like a key or token and agents can read it: "
+                f'hide it with [sandbox] hide = ["{path}"] (or move it into ~/.ssh/)',
+            )
+        )
+    if len(exposed) > MAX_KEY_WARNINGS:
+        more = len(exposed) - MAX_KEY_WARNINGS
+        lines.append(("warn", f"… and {more} more such files under {daemon_home()}"))
     return lines

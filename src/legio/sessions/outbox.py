@@ -215,6 +215,7 @@ def send_file_for(
         config.path,
         workspace=copy or workspace,
         granted=[*([workspace] if copy else []), *granted_dirs(castra, prompt)],
+        hide=config.sandbox.hide,
     )
     return send_file_tool(outbox, prompt.name, guard)
 

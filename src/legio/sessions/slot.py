@@ -102,7 +102,11 @@ async def ensure(
         if reason is None and not moved and session.hidden == hidden_now():  # a listing of HOME
             return session
         if reason is None:  # the same session, on a CLI in its new place or hiding a new entry
-            why = "it moves to " + str(spec.cwd) if moved else "a ~/.claude* entry came or went"
+            why = (
+                "it moves to " + str(spec.cwd)
+                if moved
+                else "a ~/.claude* entry or socket came or went"
+            )
             logger.info("%s: restarting its CLI: %s", name, why)
             await slot.close("moved" if moved else "~/.claude* changed")
             session = None

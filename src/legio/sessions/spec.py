@@ -169,7 +169,13 @@ def build_options(
         stderr.append(line)
 
     guard = PathGuard(
-        castra, spec.name, config.path, workspace=spec.cwd, granted=spec.add_dirs, fence=spec.fence
+        castra,
+        spec.name,
+        config.path,
+        workspace=spec.cwd,
+        granted=spec.add_dirs,
+        fence=spec.fence,
+        hide=config.sandbox.hide,
     )
     confined = agent_options(castra, config, spec.name, spec.tools, spec.add_dirs, fence=spec.fence)
     hooks: dict[Any, list[HookMatcher]] = {

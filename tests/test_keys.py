@@ -1,0 +1,181 @@
+"""Keys out of reach: every credential store of the user (there or not) gets its own deny
+rule and a guard refusal; agents' socket variables never reach a CLI; ``[sandbox] hide``;
+``legio check`` lists what is hidden and warns about readable key-like files."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from legio.castra import Castra
+from legio.config import load_config
+from legio.errors import ConfigError
+from legio.guard import PathGuard
+from legio.keys import SOCKETS_NOTE, looks_like_key
+from legio.policy import (
+    denied_env_names,
+    deny_rules,
+    hidden_now,
+    protected_entries,
+    scrub_environment,
+)
+from legio.sandbox import keys_report
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr("legio.keys.account_home", lambda: Path("/nonexistent-account-home"))
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "PASSWORD_STORE_DIR", "KUBECONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    return home.resolve()
+
+
+def test_every_key_store_gets_its_own_rule_and_the_guard_refuses_it(
+    castra_dir: Path, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Also in the account's home of the password database, where ssh looks whatever
+    ``$HOME`` says."""
+    xdg, store, kube = tmp_path / "xdg", tmp_path / "pass", tmp_path / "kube"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    monkeypatch.setenv("PASSWORD_STORE_DIR", str(store))
+    monkeypatch.setenv("KUBECONFIG", f"{kube}/a.yaml{os.pathsep}{kube}/b.yaml")
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_rsa").write_text("KEY")
+    (home / ".git-credentials").write_text("https://u:t@github.com")
+    castra = Castra(castra_dir)
+    for agent in ("vorenus", "legatus"):
+        rules = deny_rules(protected_entries(castra, agent, None))
+        folders = [".ssh", ".config/gh", ".aws", ".config/gcloud", ".kube", ".gnupg"]
+        folders += [".local/share/keyrings", ".password-store"]
+        for rel in folders:  # there or not: the CLI masks what exists when a command starts
+            assert f"Read(/{home / rel}/**)" in rules, rel
+        for rel in (".git-credentials", ".config/git/credentials", ".netrc", ".npmrc"):
+            assert f"Read(/{home / rel})" in rules, rel
+        for rel in (".pypirc", ".docker/config.json"):
+            assert f"Read(/{home / rel})" in rules, rel
+        for path in (xdg / "gh", xdg / "gcloud", store):
+            assert f"Read(/{path}/**)" in rules, path
+        assert f"Read(/{xdg / 'git' / 'credentials'})" in rules
+        assert f"Read(/{kube}/a.yaml)" in rules and f"Read(/{kube}/b.yaml)" in rules
+        assert not any("*" in rule.replace("/**)", ")") for rule in rules)  # no glob
+        assert "Read(//nonexistent-account-home/.ssh/**)" in rules
+
+    workspace = castra_dir.resolve() / "centuriones" / "vorenus" / "workspace"
+    workspace.mkdir(parents=True)
+    (workspace / "key-link").symlink_to(home / ".ssh" / "id_rsa")
+    guard = PathGuard(castra, "vorenus", None, workspace=workspace)
+    for path in (
+        home / ".ssh" / "id_rsa",
+        home / ".ssh" / ".." / ".ssh" / "id_rsa",
+        workspace / "key-link",
+        home / ".netrc",  # not there yet
+        xdg / "gh" / "hosts.yml",
+        store / "github.gpg",
+        kube / "b.yaml",
+    ):
+        assert guard.check_path(path, write=False), path
+    assert guard.check("Grep", {"pattern": "x", "path": str(home / ".ssh")}, str(workspace))
+    assert guard.check("Bash", {"command": f"cat {home}/.git-credentials"}, str(workspace))
+    assert guard.check_path(home / "notes.txt", write=False) is None
+
+
+def test_agent_sockets_never_reach_a_cli_and_their_folders_are_hidden(
+    castra_dir: Path,
+    home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    write_config: Callable[[str], Path],
+) -> None:
+    config = load_config(write_config("[claude]\nenv_deny = []\n"))
+    env = {"SSH_AUTH_SOCK": "/x", "SSH_AGENT_PID": "1", "GPG_AGENT_INFO": "/g:1:1", "PATH": "/b"}
+    assert denied_env_names(config, env) == ["GPG_AGENT_INFO", "SSH_AGENT_PID", "SSH_AUTH_SOCK"]
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    before = hidden_now()
+    agent = tmp_path / "elsewhere" / "agent.sock"
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(agent))
+    monkeypatch.setenv("GPG_AGENT_INFO", f"{tmp_path}/S.gpg-agent:42:1")
+    monkeypatch.delenv(SOCKETS_NOTE, raising=False)
+    scrub_environment(config)
+    assert "SSH_AUTH_SOCK" not in os.environ and "GPG_AGENT_INFO" not in os.environ
+    assert os.environ[SOCKETS_NOTE].split(os.pathsep) == [str(agent), f"{tmp_path}/S.gpg-agent"]
+    (temp / "ssh-XyZ123").mkdir()  # an ssh-agent started later, in the temp folder
+    rules = deny_rules(protected_entries(Castra(castra_dir), "vorenus", None))
+    assert f"Read(/{agent})" in rules and f"Read(/{tmp_path}/S.gpg-agent)" in rules
+    assert f"Read(/{temp.resolve() / 'ssh-XyZ123'}/**)" in rules
+    assert hidden_now() != before  # sessions restart to hide the new one
+
+
+def test_sandbox_hide_adds_paths_resolved_from_the_config_folder(
+    castra_dir: Path, home: Path, tmp_path: Path, write_config: Callable[[str], Path]
+) -> None:
+    (home / "secrets").mkdir()
+    (tmp_path / "vault.txt").write_text("s")
+    config = load_config(write_config('[sandbox]\nhide = ["~/secrets", "vault.txt"]\n'))
+    assert config.sandbox.hide == [str(home / "secrets"), str(tmp_path.resolve() / "vault.txt")]
+    castra = Castra(config.castra)
+    guard = PathGuard(castra, "vorenus", config.path, hide=config.sandbox.hide)
+    assert guard.check_path(home / "secrets" / "a", write=False)
+    assert guard.check_path(tmp_path / "vault.txt", write=False)
+    from legio.sandbox import agent_options
+
+    rules = agent_options(castra, config, "vorenus", ["Read"])["settings"]
+    assert f"Read(/{home / 'secrets'}/**)" in rules
+    assert f"Read(/{tmp_path.resolve() / 'vault.txt'})" in rules
+    for bad, why in (
+        ('["~/absent"]', "does not exist"),
+        ('["~/.ssh/*"]', "not paths"),
+        (f'["{tmp_path}"]', "holds the castra"),
+    ):
+        with pytest.raises(ConfigError, match=why.replace("*", "")):
+            load_config(write_config(f"[sandbox]\nhide = {bad}\n"))
+
+
+def test_check_lists_the_hidden_stores_and_warns_about_readable_keys(
+    castra_dir: Path, home: Path, write_config: Callable[[str], Path]
+) -> None:
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("hidden already")
+    (home / ".git-credentials").write_text("t")
+    for rel in ("work/deploy.pem", "work/api_token.txt", "a/b/.env", "old/id_rsa", "x.pub"):
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text("k")
+    (home / "a" / "b" / "c" / "d").mkdir(parents=True)
+    (home / "a" / "b" / "c" / "d" / "deep.key").write_text("too deep to look")
+    (home / "node_modules" / "x").mkdir(parents=True)
+    (home / "node_modules" / "x" / "secret.json").write_text("skipped tree")
+    config = load_config(write_config(""))
+    lines = keys_report(config, Castra(config.castra))
+    assert lines[0] == ("ok", f"hidden from agents (keys): {home}/.git-credentials, {home}/.ssh/")
+    warned = [text.split(" ", 1)[0] for mark, text in lines if mark == "warn"]
+    assert warned == [
+        f"{home}/a/b/.env",
+        f"{home}/old/id_rsa",
+        f"{home}/work/api_token.txt",
+        f"{home}/work/deploy.pem",
+    ]
+    assert "[sandbox] hide" in lines[1][1]
+    assert not looks_like_key("id_rsa.pub") and looks_like_key("Credentials.json")
+
+
+def test_a_search_over_a_folder_holding_a_key_store_is_refused(
+    castra_dir: Path, home: Path
+) -> None:
+    """``Grep`` over ``$HOME`` would read inside ``~/.ssh`` (or a ``[sandbox] hide``
+    folder without a dot): the guard refuses a search whose folder holds one."""
+    (home / ".ssh").mkdir()
+    (home / "code").mkdir()
+    guard = PathGuard(Castra(castra_dir), "vorenus", None)
+    for tool in ("Grep", "Glob"):
+        reason = guard.check(tool, {"pattern": "x", "path": str(home)}, str(home / "code"))
+        assert reason and ".ssh" in reason, tool
+        assert guard.check(tool, {"pattern": "x", "path": str(home / "code")}) is None
