@@ -5,12 +5,13 @@ an unknown #name runs nothing, the Legatus dispatches onto a project, /diff /pro
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from legio.app import LegioApp
+from legio.app import LegioApp, Reply
 from legio.frontends.admin import Admin
 from legio.legatus.jobs import job_runner
 from tests.conftest import FakeCli
@@ -153,3 +154,34 @@ async def test_send_file_takes_a_file_of_the_copy(project_app: tuple[LegioApp, P
     assert "Queued app.py" in reply.text
     assert [f.name for f in reply.files] == ["app.py"]
     assert b"def add" in reply.files[0].path.read_bytes()
+
+
+async def test_an_answer_never_waits_for_its_branch_to_be_published(
+    project_app: tuple[LegioApp, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # publishing held (a copy's git stalled, a slow disk): the answer goes out all the same
+    app, _ = project_app
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    monkeypatch.setenv("FAKE_CLAUDE_HOLD", str(hold))  # the CLI waits before reading a turn
+    monkeypatch.setenv("FAKE_CLAUDE_HOLD_AT", "turn")
+    shown = asyncio.Event()
+
+    async def on_reply(reply: Reply) -> None:
+        shown.set()
+
+    turn = asyncio.create_task(app.handle_message("@vorenus #app REPLY done", on_reply=on_reply))
+    for _ in range(6000):  # its copy is made and its CLI started: it waits for the query
+        if any(hold.glob("at-turn-*")):
+            break
+        await asyncio.sleep(0.01)
+    publishing = app.sessions.projects._locks["vorenus", "app"]  # its copy's publishing
+    await publishing.acquire()
+    (hold / "go-turn").touch()
+    try:
+        await asyncio.wait_for(shown.wait(), 30)  # delivered while publishing waits
+        assert not turn.done()  # the turn itself ends once its branch is published
+    finally:
+        publishing.release()
+    [reply] = await asyncio.wait_for(turn, 30)
+    assert reply.text.endswith("done")
