@@ -15,8 +15,11 @@ command (``if``, ``while``, ``for``, ``case``, ``{ …; }``, ``( … )``); text 
 doc'ed or here-string'ed into a shell or interpreter; ``eval``, ``source``, ``alias``,
 ``trap``, ``coproc``; an interpreter given inline code (``python -c``, ``node -e``,
 ``perl -e``…) or a shell a script that is not literal; git aliases given on the command
-line (``-c alias.*``, ``--config-env``) or a git command git does not have (an alias
-from a config file); and anything that does not parse.
+line (``-c alias.*``, ``--config-env``), a git command the installed git does not have
+(an alias from a config file), a git option whose value is a command git runs
+(``legio.gitwords``), or a variable git reads (``HOME``, ``GIT_DIR``…) set on a line that
+runs git; and anything that does not parse. git's other ways to push (``send-pack``…) are
+also read as ``git push`` followed by any words.
 A backslash-newline is read both as the shell joins it and as written.
 """
 
