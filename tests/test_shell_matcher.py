@@ -4,11 +4,14 @@ and a grant of a command that cannot be read word by word covers exactly that co
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from legio import gitwords, shell
 from legio.approvals import Decision, Rule, opaque_reason
 from legio.config import load_config
 from legio.sessions.gate import Gatekeeper
@@ -125,6 +128,81 @@ DODGES = [
     'awk \'BEGIN{print "push" | "xargs git"}\'',
     "$'git' push",
 ]
+# "Keys out of reach": each of these pushed, or ran a command of the line's choosing,
+# with no question under `Bash(git push:*)`
+GIT_DOORS = [
+    # pushing under another name
+    "git send-pack origin HEAD:refs/heads/x",
+    "git-send-pack origin HEAD:refs/heads/x",
+    "/usr/lib/git-core/git-send-pack origin HEAD:refs/heads/x",
+    "\\git send-pack origin HEAD",
+    "command git send-pack origin HEAD",
+    "sh -c 'git send-pack origin HEAD'",
+    "find . -maxdepth 0 -exec git send-pack origin HEAD \\;",
+    "git http-push https://example.com/r.git main",
+    "git receive-pack .",
+    "git remote-http origin https://example.com/r.git",
+    "git-remote-https origin https://example.com/r.git",
+    "git remote-ext origin 'sh -c x'",
+    "git subtree push -P lib origin main",
+    "git for-each-repo --config=maintenance.repo push",
+    # an option whose value is a command git runs
+    'git difftool -y -x "sh -c x"',
+    'git difftool -yx "sh -c x"',
+    'git difftool -y --extcmd="sh -c x"',
+    'git difftool -y --ext "sh -c x"',
+    "git difftool -t mytool",
+    'git grep -O"sh -c x" pattern',
+    'git grep -iO"sh -c x" pattern',
+    'git grep --open-files-in-pager="sh -c x" pattern',
+    'git grep --open="sh -c x" pattern',
+    'git ls-remote --upload-pack="sh -c x" .',
+    'git ls-remote --upload-p="sh -c x" .',
+    'git ls-remote --exec="sh -c x" .',
+    'git fetch --upload-pack="sh -c x" .',
+    'git fetch --upload-pack "sh -c x" .',
+    'git pull --upload-pa="sh -c x" .',
+    'git clone -u "sh -c x" . copy',
+    "git clone --template=/tmp/t . copy",
+    "git clone -c core.fsmonitor=x . copy",
+    'git archive --remote=. --exec="sh -c x" HEAD',
+    'git push --receive-pack="sh -c x" .',
+    'git send-pack --exec="sh -c x" . HEAD',
+    "git filter-branch --env-filter 'sh -c x' HEAD",
+    "git filter-branch --setup 'sh -c x' HEAD",
+    "git instaweb --httpd='sh -c x'",
+    "git mergetool --tool=mytool",
+    "git daemon --access-hook=/tmp/x",
+    "git rebase -ix 'git push' main",
+    "git rebase --exe 'git push' main",
+    "git fetch 'ext::sh -c x' main",
+    "git fetch $OPTS .",
+    "git rebase $OPTS main",
+    "git --exec-path=/tmp/x fetch https://example.com/r.git",
+    "git submodule--helper foreach 'git push'",
+    # configuration, hooks and programs chosen by the line
+    "XDG_CONFIG_HOME=$TMPDIR/x git status",
+    "HOME=$TMPDIR/h git status",
+    "env HOME=/tmp/h git status",
+    "export HOME=/tmp/h; git status",
+    "HOME=/tmp/h; git status",
+    'export "HOME=/tmp/h"; git status',
+    "read HOME <<< /tmp/h; git status",
+    "printf -v HOME %s /tmp/h; git status",
+    "declare -n r=HOME; r=/tmp/h; git status",
+    ": ${XDG_CONFIG_HOME:=/tmp/x}; git status",
+    ": $((HOME=5)); git status",
+    "let HOME=5; git status",
+    "HOME=/tmp/h bash -c 'git status'",
+    "GIT_CONFIG_GLOBAL=/tmp/g git status",
+    "GIT_DIR=/tmp/x/.git git status",
+    "GIT_COMMON_DIR=/tmp/x git status",
+    "GIT_INDEX_FILE=/tmp/i git status",
+    "GIT_OBJECT_DIRECTORY=/tmp/o git status",
+    "GIT_PROXY_COMMAND=/tmp/p git fetch git://example.com/r",
+    "PATH=/tmp/p:$PATH git fetch",
+    "git --git-dir=/tmp/x/.git status",
+]
 # ordinary work: no question
 ORDINARY = [
     "ls -la",
@@ -154,12 +232,89 @@ ORDINARY = [
     "git -c user.name=legio -c user.email=l@x commit -m done",
     "awk '{print $1}' notes.txt | sort",
     "GIT_TERMINAL_PROMPT=0 git fetch",
+    "git rebase -x 'make test' main",
+    "git grep -n -e push -- src",
+    "git clone https://example.com/r.git copy",
+    "git fetch origin main",
+    "LC_ALL=C GIT_AUTHOR_NAME=x git commit -m done",
+    "sha=$(git rev-parse HEAD) && git show $sha",
+    "git difftool --tool-help",
 ]
 
 
 @pytest.mark.parametrize("command", DODGES)
 def test_every_dodge_of_the_word_list_asks(command: str) -> None:
     assert PUSH.matches("Bash", {"command": command}), read(command)
+
+
+@pytest.mark.parametrize("command", GIT_DOORS)
+def test_git_doors_ask_pushing_by_another_name_or_running_what_the_line_chose(
+    command: str,
+) -> None:
+    assert PUSH.matches("Bash", {"command": command}), read(command)
+
+
+PUSH_BY_ANOTHER_NAME = [
+    "git send-pack origin HEAD:refs/heads/x",
+    "/usr/lib/git-core/git-send-pack origin HEAD",
+    "git http-push https://example.com/r.git main",
+    "git receive-pack .",
+    "git-remote-https origin https://example.com/r.git",
+    "git subtree push -P lib origin main",
+]
+
+
+@pytest.mark.parametrize("command", PUSH_BY_ANOTHER_NAME)
+def test_a_push_by_another_name_reads_as_a_push_to_anywhere(command: str) -> None:
+    """Not opaque (the installed git has these commands): read as `git push` and any
+    words, so every `git push` rule asks, `Bash(git push --force:*)` included."""
+    reading = read(command)
+    assert reading.opaque == "" and ("git", "push", None) in reading.commands
+    assert Rule.parse("Bash(git push --force:*)").matches("Bash", {"command": command})
+
+
+def test_git_running_a_command_asks_under_every_rule_and_says_why() -> None:
+    publish = Rule.parse("Bash(npm publish:*)")
+    assert publish.matches("Bash", {"command": "git push --receive-pack='npm publish' ."})
+    assert "address is a command" in read("git remote-ext origin 'sh -c x'").opaque
+    assert "internals" in read("git submodule--helper foreach 'git push'").opaque
+    assert "value is a command" in read("git grep -iO'sh -c x' p").opaque
+
+
+def test_a_git_command_the_installed_git_lacks_is_an_alias_and_opaque(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git's commands come from the installed git, asked once with no configuration of
+    the daemon's user (so none of its aliases counts); without git, the built-in list."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "git"
+    env_program = shutil.which("env")
+    script = f'{env_program} > {tmp_path}/env\necho "$@" >> {tmp_path}/argv\necho push status\n'
+    fake.write_text("#!/bin/sh\n" + script)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setattr(gitwords, "_installed", None)
+    shell._read_cached.cache_clear()
+    line = "XDG_CONFIG_HOME=$TMPDIR/x git svn"
+    assert PUSH.matches("Bash", {"command": "git svn dcommit"})
+    assert "git svn" in read("git svn rebase").opaque
+    assert "XDG_CONFIG_HOME" in read(line).opaque
+    assert read("git status").opaque == ""
+    assert gitwords.git_commands() == {"push", "status"}
+    assert (tmp_path / "argv").read_text() == "--list-cmds=builtins,main,others\n"  # once
+    env = dict(v.split("=", 1) for v in (tmp_path / "env").read_text().splitlines())
+    assert env["GIT_CONFIG_NOSYSTEM"] == "1" and env["GIT_CONFIG_GLOBAL"] == "/dev/null"
+    assert "legio-git-" in env["HOME"] and not os.path.exists(env["HOME"])  # a fresh, empty one
+    assert "XDG_CONFIG_HOME" not in env
+
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    monkeypatch.setattr(gitwords, "_installed", None)
+    shell._read_cached.cache_clear()
+    assert gitwords.git_commands() == gitwords.STATIC_GIT_COMMANDS
+    assert read("git status").opaque == ""
+    assert read("git pushx").opaque
+    shell._read_cached.cache_clear()
 
 
 @pytest.mark.parametrize("command", ORDINARY)

@@ -15,28 +15,36 @@ command (``if``, ``while``, ``for``, ``case``, ``{ …; }``, ``( … )``); text 
 doc'ed or here-string'ed into a shell or interpreter; ``eval``, ``source``, ``alias``,
 ``trap``, ``coproc``; an interpreter given inline code (``python -c``, ``node -e``,
 ``perl -e``…) or a shell a script that is not literal; git aliases given on the command
-line (``-c alias.*``, ``--config-env``) or a git command git does not have (an alias
-from a config file); and anything that does not parse.
+line (``-c alias.*``, ``--config-env``), a git command the installed git does not have
+(an alias from a config file), a git option whose value is a command git runs
+(``legio.gitwords``), or a variable git reads (``HOME``, ``GIT_DIR``…) set on a line that
+runs git; and anything that does not parse. git's other ways to push (``send-pack``…) are
+also read as ``git push`` followed by any words.
 A backslash-newline is read both as the shell joins it and as written.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from legio.gitwords import NAME, git_variable, read_git
+from legio.shelltree import (
+    descendants,
+    literal,
+    misread_redirect,
+    node_text,
+    numeric_index,
+    variants,
+)
 from legio.shellwords import (
     AWKS,
     COMPOUND,
     FLOCK_VALUES,
-    GIT_COMMANDS,
-    GIT_VALUES,
     INLINE,
     INTERPRETER_STOP,
     INTERPRETER_VALUES,
@@ -49,16 +57,16 @@ from legio.shellwords import (
     Word,
     command_variable,
     find_exec,
-    git_config_opaque,
     interpreter,
     option_value,
     skip_options,
     watched,
 )
 
-GLOB = re.compile(r"(?<!\\)(\*|\?|\[[^\]]+\])")
 BRACE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 MAX_DEPTH = 8
+ARITHMETIC_TEST = re.compile(r"\s-(eq|ne|lt|le|gt|ge)\s")
+SETTERS = {"read", "mapfile", "readarray", "getopts", "printf", "let"}  # builtins that set
 
 _PARSER = Parser(Language(tree_sitter_bash.language()))
 
@@ -75,7 +83,13 @@ class Reading:
 class _Reader:
     commands: list[tuple[Word, ...]] = field(default_factory=list)
     why: list[str] = field(default_factory=list)
+    setting: list[str] = field(default_factory=list)  # variables git could read, set here
     depth: int = 0
+
+    def sets(self, name: Word, value: Word = None) -> None:
+        """A variable the line sets: opaque if the line also runs git and git could read it."""
+        if git_variable(name, value) and (name or "?") not in self.setting:
+            self.setting.append(name or "a variable only known when it runs")
 
     def opaque(self, why: str) -> None:
         if why not in self.why:
@@ -94,16 +108,21 @@ class _Reader:
 
     def node(self, node: Node, *, fed: bool) -> None:
         kind = node.type
-        if _misread_redirect(node):
+        if misread_redirect(node):
             self.opaque("it does not parse as the shell would read it (a redirection)")
         if kind in COMPOUND:
             self.opaque(f"a compound command ({COMPOUND[kind]})")
         if kind == "variable_assignment":
             name = node.child_by_field_name("name")
             value = node.child_by_field_name("value")
-            text = _literal(value) if value is not None else ""
-            if name is not None and command_variable((name.text or b"").decode(), text):
-                self.opaque(f"{(name.text or b'').decode()} set (it makes programs run commands)")
+            text = literal(value) if value is not None else ""
+            if name is not None and name.type == "subscript":  # HOME[0]=… sets HOME
+                name = name.child_by_field_name("name") or name.children[0]
+            variable = (name.text or b"").decode() if name is not None else ""
+            if command_variable(variable, text):
+                self.opaque(f"{variable} set (it makes programs run commands)")
+            self.sets(variable, text)
+        self.setters(node)
         if kind == "command":
             self.command(node, fed=fed)
             return
@@ -120,6 +139,35 @@ class _Reader:
                 child_fed = fed
             self.node(child, fed=child_fed)
 
+    def setters(self, node: Node) -> None:
+        """Variables set otherwise than by ``NAME=value``: ``export``/``declare``/``local``
+        arguments (a name reference or an integer sets others), ``${X:=v}``, and any
+        arithmetic (``$((…))``, ``a[i]``, ``[[ a -eq b ]]``: a variable's value is evaluated,
+        and ``X=1`` in it sets ``X``)."""
+        kind = node.type
+        if kind == "declaration_command":
+            for child in node.children[1:]:
+                text = literal(child)
+                if child.type == "variable_name":
+                    self.sets((child.text or b"").decode())
+                elif child.type == "variable_assignment":
+                    continue  # read as an assignment
+                elif text is None or (text.startswith(("-", "+")) and ("n" in text or "i" in text)):
+                    self.sets(None)
+                elif not text.startswith(("-", "+")):
+                    name, eq, value = text.partition("=")
+                    self.sets(name, value if eq else None)
+        elif kind == "expansion" and any(c.type in ("=", ":=") for c in node.children):
+            self.sets(
+                next((node_text(c) for c in node.children if c.type == "variable_name"), None)
+            )
+        elif (
+            kind == "arithmetic_expansion"
+            or (kind == "subscript" and not numeric_index(node))
+            or (kind == "test_command" and ARITHMETIC_TEST.search(node_text(node)))
+        ):
+            self.sets(None)
+
     def command(self, node: Node, *, fed: bool) -> None:
         words: list[Word] = []
         for i, child in enumerate(node.children):
@@ -135,14 +183,15 @@ class _Reader:
     def word(self, node: Node, *, is_name: bool) -> Word:
         """A word's literal text, or None; substitutions inside it are read too."""
         expanded = False  # brace expansion or ANSI-C quoting: any words, or opaque as a name
-        for inner in (node, *_descendants(node)):
+        for inner in (node, *descendants(node)):
+            self.setters(inner)
             if inner.type in ("command_substitution", "process_substitution"):
                 for part in inner.children:
                     self.node(part, fed=False)
             expanded = expanded or inner.type in ("ansi_c_string", "brace_expression")
         if is_name and node.type == "command_name":
             node = node.children[0] if node.child_count == 1 else node
-        text = _literal(node)
+        text = literal(node)
         if text is not None and node.type in ("word", "concatenation") and BRACE.search(text):
             expanded = True
         if expanded and is_name:
@@ -207,6 +256,8 @@ class _Reader:
             name, _, value = option.partition("=")
             if not option.startswith("-") and command_variable(name, value):
                 self.opaque(f"{name} set (it makes programs run commands)")
+            if not option.startswith("-"):
+                self.sets(name, value)
             if option.startswith(("-S", "--split-string")):
                 self.opaque("env -S (a command line in one word)")
                 return []
@@ -277,11 +328,12 @@ class _Reader:
 
     def script(self, source: str) -> None:
         inner = _Reader(depth=self.depth + 1)
-        for variant in _variants(source):
+        for variant in variants(source):
             inner.program(variant)
         self.commands.extend(inner.commands)
         for why in inner.why:
             self.opaque(why)
+        self.setting.extend(n for n in inner.setting if n not in self.setting)
 
     def plain(self, words: list[Word]) -> None:
         program = (words[0] or "").rsplit("/", 1)[-1]
@@ -289,6 +341,10 @@ class _Reader:
         if program.startswith("git-"):  # /usr/lib/git-core/git-push
             words = ["git", program[4:], *words[1:]]
             program = "git"
+        if program in SETTERS and (program != "printf" or any(_v(w) for w in words)):
+            for word in words[1:]:
+                if word is None or NAME.fullmatch(word) or program == "let":
+                    self.sets(word if program != "let" else None)
         if program == "find":
             for sub in find_exec(words):
                 self.simple(sub, fed=False)
@@ -297,29 +353,16 @@ class _Reader:
             if value != "\0":
                 self.script_or_opaque(value, f"{program} {option}")
         if program == "git":
-            words = self.git(words[1:])
-            self.git_runs(words)
-        self.commands.append(tuple(words))
-
-    def git_runs(self, words: list[Word]) -> None:
-        """Commands git itself runs for ``rebase --exec``, ``bisect run``, ``submodule
-        foreach``."""
-        sub, rest = (words[1], words[2:]) if len(words) > 1 else ("", [])
-        if sub == "rebase":
-            for i, word in enumerate(rest):
-                script = rest[i + 1] if i + 1 < len(rest) else ""
-                if word in ("-x", "--exec"):
-                    self.script_or_opaque(script, "git rebase --exec")
-                elif word is not None and word.startswith(("--exec=", "-x")) and len(word) > 2:
-                    self.script_or_opaque(word.split("=", 1)[-1].removeprefix("-x"), "git rebase")
-        elif sub in ("bisect", "submodule") and rest and rest[0] in ("run", "foreach"):
-            command = skip_options(rest[1:], set())
-            if sub == "bisect":
+            git = read_git(words[1:])
+            words = git.words
+            for why in git.why:
+                self.opaque(why)
+            for script, what in git.scripts:
+                self.script_or_opaque(script, what)
+            for command in git.commands:
                 self.simple(command, fed=False)
-            else:
-                self.script_or_opaque(" ".join(str(w) for w in command), "git submodule foreach")
-                if None in command:
-                    self.opaque("git submodule foreach with a command only known when it runs")
+            self.commands.extend(git.also)
+        self.commands.append(tuple(words))
 
     def script_or_opaque(self, script: Word, what: str) -> None:
         if script is None:
@@ -327,98 +370,12 @@ class _Reader:
         elif script:
             self.script(script)
 
-    def git(self, rest: list[Word]) -> list[Word]:
-        i = 0
-        while i < len(rest) and rest[i] is not None and str(rest[i]).startswith("-"):
-            option = str(rest[i])
-            name, _, value = option.partition("=")
-            if name == "--config-env":
-                self.opaque("git --config-env (configuration from the environment)")
-            taken = rest[i + 1] if name in GIT_VALUES and not value and i + 1 < len(rest) else ""
-            if name == "-c" and (taken is None or git_config_opaque(taken or value)):
-                self.opaque("git -c alias/include (a command defined on the command line)")
-            i += 2 if name in GIT_VALUES and not value else 1
-        sub = rest[i] if i < len(rest) else ""
-        if sub is None:
-            self.opaque("git's options or command only known when it runs")
-        elif sub and sub not in GIT_COMMANDS:
-            self.opaque(f"git {sub} (not a git command: an alias or an add-on)")
-        return ["git", *rest[i:]]
-
 
 # ------------------------------------------------------------------ helpers
 
 
-def _misread_redirect(node: Node) -> bool:
-    """Where tree-sitter-bash reads a redirection otherwise than bash: ``0</dev/null git
-    push`` (the ``0`` taken for the program, ``git push`` for more targets) or ``sh
-    0<<<'…'`` (the ``0`` taken for an argument)."""
-    if node.type == "file_redirect":
-        targets = [c for i, c in enumerate(node.children) if node.field_name_for_child(i)]
-        if len([t for t in targets if t.type != "file_descriptor"]) > 1:
-            return True
-    children = node.children
-    for before, after in itertools.pairwise(children):
-        redirect = after.type.endswith("_redirect") or after.type == "redirect"
-        if redirect and before.end_byte == after.start_byte:
-            inner = before.children[-1] if before.child_count else before
-            if inner.type in ("number", "word") and (inner.text or b"").isdigit():
-                return True
-    return False
-
-
-def _descendants(node: Node) -> Iterator[Node]:
-    """Every node below ``node``, but not inside a substitution (that is read as a program)."""
-    for child in node.children:
-        yield child
-        if child.type not in ("command_substitution", "process_substitution"):
-            yield from _descendants(child)
-
-
-def _literal(node: Node) -> str | None:
-    """The text a word stands for when it holds no expansion; else None."""
-    kind = node.type
-    text = node.text.decode("utf-8", errors="surrogateescape") if node.text else ""
-    if kind == "word":
-        return None if GLOB.search(text) else re.sub(r"\\(.)", r"\1", text, flags=re.DOTALL)
-    if kind == "raw_string":
-        return text[1:-1]
-    if kind == "string":
-        if any(c.type not in ('"', "string_content") for c in node.children):
-            return None
-        return re.sub(r'\\([$`"\\])', r"\1", text[1:-1]).replace("\\\n", "")
-    if kind in ("number", "string_content"):
-        return text
-    if kind == "concatenation":
-        parts = [_literal(c) for c in node.children]
-        return None if any(p is None for p in parts) else "".join(str(p) for p in parts)
-    return None
-
-
-def _variants(source: str) -> list[str]:
-    """The text as written, and as the shell reads it with backslash-newlines joined."""
-    joined = _join_continuations(source)
-    return [source] if joined == source else [source, joined]
-
-
-def _join_continuations(source: str) -> str:
-    out: list[str] = []
-    quote = ""
-    i = 0
-    while i < len(source):
-        c = source[i]
-        if c == "\\" and quote != "'" and source[i + 1 : i + 2] == "\n":
-            i += 2
-            continue
-        if c == "\\" and quote != "'":
-            out.append(source[i : i + 2])
-            i += 2
-            continue
-        if c in "'\"" and (not quote or quote == c):
-            quote = "" if quote else c
-        out.append(c)
-        i += 1
-    return "".join(out)
+def _v(word: Word) -> bool:
+    return word is None or word.startswith("-v")
 
 
 CACHED_LENGTH = 4096  # longer commands are read anew each time (the cache stays small)
@@ -445,4 +402,7 @@ def _read(command: str) -> Reading:
         return Reading((), "nested too deeply to read")
     except Exception as e:  # fail closed: what cannot be read asks
         return Reading((), f"it could not be read ({type(e).__name__})")
+    if reader.setting and any(c and c[0] == "git" for c in reader.commands):
+        set_here = ", ".join(reader.setting)
+        reader.opaque(f"{set_here} set on a line that runs git (its config, hooks, programs)")
     return Reading(tuple(reader.commands), "; ".join(reader.why))

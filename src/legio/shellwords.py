@@ -1,8 +1,9 @@
 """What ``legio.shell`` knows of programs: the ones that only start another program
 (wrappers and their options), shells and interpreters (and the options that give them
 inline code), programs that run a command given as an option, the shell builtins that
-make a line unreadable word by word, and git's own commands and global options; and the
-helpers that read such programs' options (``skip_options``, ``option_value``…)."""
+make a line unreadable word by word, the variables that make programs run commands; and
+the helpers that read such programs' options (``skip_options``, ``option_value``…). What
+it knows of git is in ``legio.gitwords``."""
 
 from __future__ import annotations
 
@@ -49,33 +50,10 @@ FLOCK_VALUES = {"-w", "-E", "--timeout", "--wait", "--conflict-exit-code"}
 XARGS_VALUES = {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter"}
 XARGS_VALUES |= {"--max-args", "--max-lines", "--max-procs", "--max-chars", "--replace"}
 FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
-GIT_VALUES = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix"}
-GIT_VALUES |= {"--config-env"}
 SHELL_VALUES = {"-o", "+o", "-O", "+O", "--rcfile", "--init-file"}
 # interpreter options that take the next word, and those after which the rest is not its own
 INTERPRETER_VALUES = {"-W", "-X", "-Q", "-r", "--require", "--import", "--loader", "-C", "-I"}
 INTERPRETER_STOP = {"-m"}
-_GIT_COMMAND_NAMES = """
-    add am archive bisect branch bundle checkout cherry-pick citool clean clone commit
-    describe diff fetch format-patch gc gitk grep gui init log maintenance merge mv
-    notes pull push range-diff rebase reset restore revert rm scalar shortlog show
-    sparse-checkout stash status submodule switch tag worktree config fast-export
-    fast-import filter-branch mergetool pack-refs prune reflog remote repack replace
-    annotate blame bugreport count-objects diagnose difftool fsck gitweb help instaweb
-    merge-tree rerere show-branch verify-commit verify-tag version whatchanged
-    archimport cvsexportcommit cvsimport cvsserver imap-send p4 quiltimport request-pull
-    send-email svn apply checkout-index commit-graph commit-tree hash-object index-pack
-    merge-file merge-index mktag mktree multi-pack-index pack-objects prune-packed
-    read-tree symbolic-ref unpack-objects update-index update-ref write-tree cat-file
-    cherry diff-files diff-index diff-tree for-each-ref for-each-repo get-tar-commit-id
-    ls-files ls-remote ls-tree merge-base name-rev pack-redundant rev-list rev-parse
-    show-index show-ref unpack-file var verify-pack daemon fetch-pack http-backend
-    send-pack update-server-info check-attr check-ignore check-mailmap check-ref-format
-    column credential credential-cache credential-store fmt-merge-msg hook
-    interpret-trailers mailinfo mailsplit merge-one-file patch-id stripspace lfs flow
-    annex
-"""
-GIT_COMMANDS = frozenset(_GIT_COMMAND_NAMES.split())
 
 
 # ------------------------------------------------------------------ options
@@ -134,30 +112,18 @@ def interpreter(program: str) -> str | None:
     return base if base in INLINE else None
 
 
-# git settings that cannot make git run another command (any other ``git -c`` is opaque:
-# core.pager, core.sshCommand, diff.external, filter.*, alias.*, include.* all can)
-SAFE_GIT_CONFIG = (
-    "user.", "color.", "advice.", "init.defaultbranch", "core.quotepath", "core.autocrlf",
-    "safe.directory", "log.", "format.pretty", "commit.gpgsign", "tag.gpgsign", "pull.rebase",
-    "push.default", "merge.conflictstyle", "diff.renames", "status.", "column.ui",
-)  # fmt: skip
 # variables that make a program run a command of their choosing (a pager, an editor, an
 # ssh or diff program, a config file, a shell's start-up file, a preloaded library)
-COMMAND_VARIABLES = {
-    "PAGER", "GIT_PAGER", "EDITOR", "VISUAL", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_SSH",
-    "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_EXEC_PATH",
-    "GIT_CONFIG", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_PARAMETERS",
-    "GIT_CONFIG_COUNT", "GIT_TEMPLATE_DIR", "GIT_DIR", "BASH_ENV", "ENV", "PROMPT_COMMAND",
-    "PS4", "LD_PRELOAD", "LESSOPEN", "LESSCLOSE",
-}  # fmt: skip
+_COMMAND_VARIABLES_WORDS = """
+    PAGER GIT_PAGER EDITOR VISUAL GIT_EDITOR GIT_SEQUENCE_EDITOR GIT_SSH GIT_SSH_COMMAND
+    GIT_EXTERNAL_DIFF GIT_ASKPASS SSH_ASKPASS GIT_EXEC_PATH GIT_CONFIG GIT_CONFIG_GLOBAL
+    GIT_CONFIG_SYSTEM GIT_CONFIG_PARAMETERS GIT_CONFIG_COUNT GIT_TEMPLATE_DIR GIT_DIR
+    GIT_COMMON_DIR GIT_PROXY_COMMAND GIT_ALLOW_PROTOCOL BASH_ENV ENV PROMPT_COMMAND PS4
+    LD_PRELOAD LESSOPEN LESSCLOSE
+"""
+COMMAND_VARIABLES = frozenset(_COMMAND_VARIABLES_WORDS.split())
 HARMLESS_VALUES = {"", "cat", "less", "more", "true", ":"}
 AWKS = {"awk", "gawk", "mawk", "nawk"}
-
-
-def git_config_opaque(setting: str) -> bool:
-    """Whether a ``git -c`` setting could make git run something (anything not known safe)."""
-    key = setting.partition("=")[0].lower()
-    return not key.startswith(SAFE_GIT_CONFIG)
 
 
 def command_variable(name: str, value: str | None) -> bool:
