@@ -423,3 +423,12 @@ async def test_a_new_centurio_is_hidden_from_the_others_shells_at_once(
     assert rule in json.loads(after.option("--settings") or "{}")["permissions"]["deny"]
     assert not after.resumed  # a new session, given the conversation as history
     assert "hi" in after.prompts[0]
+
+
+async def test_a_cli_one_result_ahead_never_shifts_the_answers(legion: Legion) -> None:
+    # a stray result in the stream would give each request the answer of the one before
+    replies = await legion.say(["vorenus"], "REPLY one\nEXTRA_RESULT stray")
+    assert replies == {"vorenus": "one"}
+    for word in ("two", "three"):
+        assert await legion.say(["vorenus"], f"REPLY {word}") == {"vorenus": word}
+    assert len(legion.fake_cli.processes()) == 2  # its CLI was started again, once

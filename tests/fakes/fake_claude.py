@@ -38,6 +38,8 @@ What the model "says" is scripted by directives, one per line of the prompt
     LIMIT_FIRST <rate_limit|authentication_failed> <resets unix s> [<tag>]   the plan limit
                               or an expired login, once per tag (as CLI 2.1.330)
     MALFORMED                      print an assistant message without its required ``model``
+    EXTRA_RESULT <text>            after the turn's result, a second one with <text> (a CLI
+                                   out of step: the next turn must not take it as its answer)
     FOR <mcp server key> <directive>   run the directive only in a CLI given that server
                                    (e.g. ``FOR memoria_pullo EXIT 3``: only pullo crashes)
     STREAM <chunks> <delay_s> <text>   answer with <text>, streamed in <chunks> text deltas
@@ -100,6 +102,7 @@ HISTORY_BLOCKS = re.compile(
 )
 VERBS = (
     "REPLY|CALL_TOOL|TOOL|THINK|SLEEP_FIRST|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED"
+    "|EXTRA_RESULT"
     "|OVERFLOW|STREAM|LIMIT_FIRST"
 )
 DIRECTIVE = re.compile(rf"^({VERBS})\b ?(.*)$")
@@ -139,6 +142,7 @@ class FakeCLI:
         self.pending: list[dict[str, Any]] = []  # lines read while waiting for something else
         self.eof = False
         self.initialized = False  # answered ``initialize``: later idle reads may hold
+        self.extra_result: str | None = None  # EXTRA_RESULT: a second result after the turn
         self.counter = 0
         self.hook_asked = ""  # the reason of the last PreToolUse "ask", if any
         self.fault_text = ""
@@ -912,6 +916,8 @@ class FakeCLI:
                 elif verb == "STDERR":
                     sys.stderr.write(rest + "\n")
                     sys.stderr.flush()
+                elif verb == "EXTRA_RESULT":
+                    self.extra_result = rest
                 elif verb == "MALFORMED":
                     self.send(
                         {
@@ -1093,6 +1099,9 @@ class FakeCLI:
             message["errors"] = [f"[ede_diagnostic] result_type=user stop_reason=null ({reason})"]
         self.send(message)
         self.system("session_state_changed", state="idle", sdk_host_only=True)
+        if self.extra_result is not None:  # a CLI out of step: one result too many
+            self.send({**message, "result": self.extra_result, "uuid": str(uuid.uuid4())})
+            self.extra_result = None
 
 
 def main() -> None:

@@ -171,10 +171,12 @@ async def ask(
     session.last_active = time.monotonic()
     started = time.monotonic()
     result: ResultMessage | None = None
+    written = False
     try:
         await session.client.query(
             one_message(user_message(message, images)) if images else message
         )
+        written = True
         mark("query sent")
         if on_sent is not None:
             await on_sent()
@@ -197,7 +199,29 @@ async def ask(
     finally:
         session.last_active = time.monotonic()
         record(_turn(session, seq, result, started))
+        if written and result is None and not session.closed_because:
+            session.broken = True  # its result may still come: the next turn must not read it
     return text, result
+
+
+def stale_result(client: ClaudeSDKClient) -> bool:
+    """Empty the SDK's buffer of messages no turn read (an idle frame, the tail of a turn
+    that ended early); whether one was a turn's result. Each turn must read its own
+    result: a session one result behind would give every request the answer before it
+    (the SDK's buffer is private: if its shape changes, nothing is drained)."""
+    receive = getattr(getattr(client, "_query", None), "_message_receive", None)
+    if receive is None or not hasattr(receive, "receive_nowait"):
+        return False
+    stale = False
+    while True:
+        try:
+            message = receive.receive_nowait()
+        except Exception:  # WouldBlock: empty; EndOfStream, ClosedResourceError: the CLI died
+            return stale
+        if isinstance(message, dict) and message.get("type") == "result":
+            stale = True
+        elif isinstance(message, dict) and message.get("type") in ("end", "error"):
+            return True  # the stream ended under it: start anew
 
 
 def _turn(

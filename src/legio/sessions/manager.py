@@ -36,7 +36,7 @@ from legio.memoria import MemoriaStore
 from legio.names import CAESAR, SCHEDULER
 from legio.plan import PlanHealth
 from legio.projects import Projects
-from legio.sessions.client import AgentSession, ask, store_turns
+from legio.sessions.client import AgentSession, ask, stale_result, store_turns
 from legio.sessions.compaction import compact_now, compact_or_fall_back
 from legio.sessions.context import ContextReport, context_report
 from legio.sessions.delivery import Pictures
@@ -380,6 +380,12 @@ class SessionManager:
         on_text: TextCallback | None,
     ) -> str:
         errand.check()  # stopped before its query was planned: its checkpoint stays
+        if stale_result(session.client):  # out of step: each request would get the one before's
+            logger.warning(
+                "%s: its CLI held an earlier turn's result; starting it again", slot.name
+            )
+            session.broken = True
+            session = await errand.until_stopped(self._ensure(slot, spec, on_status))
         message, images = await prepare_query(
             self.praetorium, self.attachments, self.pictures, session, spec, nuntius, prefix
         )
