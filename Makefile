@@ -29,8 +29,9 @@ format: install
 	$(VENV)/bin/ruff format src tests benchmarks
 	$(VENV)/bin/ruff check --fix src tests benchmarks
 
+# every core (pytest-xdist); one part: .venv/bin/python -m pytest tests/test_stop.py
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto
 
 bench: install
 	@set -e; found=0; for b in benchmarks/bench_*.py; do [ -e "$$b" ] || continue; \
