@@ -32,7 +32,7 @@ class Running:
         return start
 
     async def answer(
-        self, start: int, predicate: Callable[[str], bool] | None = None, wait_s: float = 15
+        self, start: int, predicate: Callable[[str], bool] | None = None, wait_s: float = 60
     ) -> Call:
         """The first message (not a status line) sent after ``start`` matching ``predicate``."""
 

@@ -12,7 +12,8 @@ from PIL import Image
 
 from legio.errors import AttachmentError, DuplicateOrigin
 from legio.images import MAX_IMAGE_BASE64, check_image, image_source
-from legio.store.attachments import AttachmentStore, PendingFile
+from legio.request import PendingFile
+from legio.store.attachments import AttachmentStore
 from legio.store.files import FileStore
 from legio.store.praetorium import Praetorium
 

@@ -14,6 +14,7 @@ import pytest
 from legio.app import LegioApp
 from legio.castra import Castra
 from legio.legatus.orchestrator import parse_mentions
+from legio.request import Callbacks
 from tests.conftest import FakeCli
 from tests.legion import fake_cli_config, history_ids, processes_of
 
@@ -230,7 +231,10 @@ async def test_the_dispatch_tool_reaches_a_centurio_and_returns_its_answer(
         lines.append(f"{agent}: {line}")
 
     call = json.dumps({"centuriones": ["vorenus"], "text": "check the walls"})
-    [reply] = await app.handle_message(f"CALL_TOOL legatus_tools dispatch {call}", on_status)
+    [reply] = await app.handle_message(
+        f"CALL_TOOL legatus_tools dispatch {call}",
+        Callbacks(on_status=on_status),
+    )
     assert reply.text == "TOOL_RESULT: ## vorenus\nECHO: check the walls"
     assert "legatus: ⏳ Dispatching to vorenus..." in lines
     assert "vorenus: ⏳ ECHO: check the walls" in lines

@@ -13,6 +13,7 @@ from legio.app import LegioApp
 from legio.config import load_config
 from legio.frontends.admin import Admin
 from legio.plan import PlanHealth, login_state
+from legio.request import Callbacks
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.legion import fake_cli_config
@@ -192,7 +193,8 @@ async def test_an_api_that_does_not_answer_is_said_when_the_cli_starts_retrying(
 
         try:
             [reply] = await app.handle_message(
-                "@vorenus OVERLOADED_FIRST 1 busy\nREPLY at last", on_status
+                "@vorenus OVERLOADED_FIRST 1 busy\nREPLY at last",
+                Callbacks(on_status=on_status),
             )
         finally:
             await app.close()

@@ -14,6 +14,7 @@ import pytest
 from legio.app import LegioApp, Reply
 from legio.frontends.admin import Admin
 from legio.legatus.jobs import job_runner
+from legio.request import Callbacks
 from tests.conftest import FakeCli
 from tests.gitrepo import git, make_project
 from tests.legion import fake_cli_config, processes_of
@@ -170,7 +171,9 @@ async def test_an_answer_never_waits_for_its_branch_to_be_published(
     async def on_reply(reply: Reply) -> None:
         shown.set()
 
-    turn = asyncio.create_task(app.handle_message("@vorenus #app REPLY done", on_reply=on_reply))
+    turn = asyncio.create_task(
+        app.handle_message("@vorenus #app REPLY done", Callbacks(on_reply=on_reply))
+    )
     for _ in range(6000):  # its copy is made and its CLI started: it waits for the query
         if any(hold.glob("at-turn-*")):
             break

@@ -21,6 +21,7 @@ from legio.config import Config
 from legio.errors import ConfigError
 from legio.frontends.admin import Admin
 from legio.frontends.views import interruption_notice
+from legio.request import Callbacks
 from legio.schedule import ScheduleError, check_cron, next_crons, parse_at
 from legio.scheduler import Scheduler, SystemClock
 from legio.store.jobs import Job, JobStore, NewJob
@@ -131,7 +132,7 @@ class Shown:
             self.replies.append(reply)
             self.arrived.set()
 
-        await run(on_status, on_reply)
+        await run(Callbacks(on_status, None, on_reply))
 
     def texts(self) -> list[str]:
         return [r.text for r in self.replies]

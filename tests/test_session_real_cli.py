@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from legio.store.attachments import PendingFile
+from legio.request import PendingFile
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi, latest_prompt
 from tests.legion import Legion

@@ -16,6 +16,7 @@ import pytest
 
 from legio.app import LegioApp, Stopped
 from legio.errors import AgentInterrupted
+from legio.request import Callbacks, Request
 from legio.sessions.errands import Errand
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
@@ -75,7 +76,7 @@ async def test_a_stop_that_comes_before_the_request_is_routed_ends_it(
     # /stop 0.1 s after "@pullo …": the front-end stamped the message first, but its
     # handler has not routed it yet when the stop is handled
     receipt = app.receive()
-    turn = asyncio.create_task(app.handle_message("@pullo SLEEP 30", receipt=receipt))
+    turn = asyncio.create_task(app.handle_message(Request("@pullo SLEEP 30", receipt=receipt)))
     assert await app.stop(["pullo"]) == [Stopped("pullo", running=False, queued=1)]
     [reply] = await asyncio.wait_for(turn, 20)
     assert reply.kind == "interrupted" and reply.text.endswith(NEVER_STARTED.format("pullo"))
@@ -86,7 +87,9 @@ async def test_a_stop_that_comes_before_the_request_is_routed_ends_it(
 
 async def test_a_request_that_arrives_after_the_stop_is_not_stopped(app: LegioApp) -> None:
     stop = app.receive(request=False)
-    turn = asyncio.create_task(app.handle_message("@pullo REPLY fine", receipt=app.receive()))
+    turn = asyncio.create_task(
+        app.handle_message(Request("@pullo REPLY fine", receipt=app.receive()))
+    )
     assert await app.stop(["pullo"], stop) == []
     [reply] = await asyncio.wait_for(turn, 20)
     assert (reply.kind, reply.text.splitlines()[-1]) == ("answer", "fine")
@@ -139,7 +142,9 @@ async def test_a_stop_ends_the_running_turn_and_drops_the_queued_ones(
         if prompts_of(fake_cli, "vorenus"):
             break
         await asyncio.sleep(0.01)
-    second = asyncio.create_task(app.handle_message("@vorenus REPLY never", on_status))
+    second = asyncio.create_task(
+        app.handle_message("@vorenus REPLY never", Callbacks(on_status=on_status))
+    )
     await asyncio.wait_for(queued.wait(), 20)
     assert await app.stop(["vorenus"]) == [Stopped("vorenus", running=True, queued=1)]
     [interrupted] = await asyncio.wait_for(first, 20)

@@ -29,7 +29,7 @@ from legio.budget import Budget, Notifier, UsageReport
 from legio.castra import Castra, Roster
 from legio.config import Config
 from legio.errors import LegioError
-from legio.legatus.conversations import Dispatched, Pointer
+from legio.legatus.conversations import Dispatched
 from legio.legatus.intake import Fetch, Intake, take_local_file
 from legio.legatus.jobs import JobRun, Presenter, attach_scheduler, job_lines
 from legio.legatus.listening import Listener
@@ -39,6 +39,7 @@ from legio.names import CAESAR, LEGATUS
 from legio.plan import PlanHealth
 from legio.policy import scrub_environment
 from legio.projectview import CopyState, DiffReport, ProjectState
+from legio.request import UNWATCHED, PendingFile, Pointer, Request, Watch
 from legio.sandbox import sandbox_status_lines
 from legio.schedule import zone
 from legio.scheduler import Clock, Scheduler
@@ -52,7 +53,7 @@ from legio.sessions.outbox import SentFile
 from legio.sessions.slot import AgentStatus
 from legio.sessions.turn import StatusCallback, TextCallback, is_text_preview
 from legio.store.approvals import ApprovalStore, Grant
-from legio.store.attachments import Attachment, PendingFile
+from legio.store.attachments import Attachment
 from legio.store.files import DOWNLOAD_LIMIT, guess_mime, kind_of, safe_name
 from legio.store.jobs import Job, JobStore
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
@@ -211,37 +212,13 @@ class LegioApp:
 
     # ---------------------------------------------------------- Caesar's messages
 
-    async def handle_message(
-        self,
-        text: str,
-        on_status: StatusCallback | None = None,
-        *,
-        origin: str | None = None,
-        on_reply: ReplyCallback | None = None,
-        on_text: TextCallback | None = None,
-        attachments: Sequence[PendingFile] = (),
-        forwarded_from: str | None = None,
-        pointer: Pointer | None = None,
-        lane: str | None = None,
-        project: str | None = None,
-        receipt: int | None = None,
-    ) -> list[Reply]:
-        """Answer one message from Caesar (``Legatus.handle_message``); ``attachments``:
-        its files, complete (from ``fetch_files`` or ``attach_local``); ``receipt``: when
-        it arrived (``receive``), else now."""
-        return await self.legatus.handle_message(
-            text,
-            on_status,
-            origin=origin,
-            on_reply=on_reply,
-            on_text=on_text,
-            attachments=attachments,
-            forwarded_from=forwarded_from,
-            pointer=pointer,
-            lane=lane,
-            project=project,
-            receipt=receipt,
-        )
+    async def handle_message(self, request: Request | str, watch: Watch = UNWATCHED) -> list[Reply]:
+        """Answer one message from Caesar (``Legatus.handle_message``), reporting to
+        ``watch``; a bare string is a request of those words. Its ``attachments`` are
+        complete (``fetch_files`` or ``attach_local``); its ``receipt`` (``receive``), else now."""
+        if isinstance(request, str):
+            request = Request(request)
+        return await self.legatus.handle_message(request, watch)
 
     def receive(self, *, request: bool = True) -> int:
         """Stamp an arrival in order, before awaiting anything: pass the number to
@@ -254,16 +231,9 @@ class LegioApp:
         """The arrival ``receipt`` will make no (more) requests."""
         self.sessions.receipts.settle(receipt)
 
-    async def edit_message(
-        self,
-        origin: str,
-        text: str,
-        on_status: StatusCallback | None = None,
-        on_reply: ReplyCallback | None = None,
-        on_text: TextCallback | None = None,
-    ) -> list[Reply]:
-        """Caesar edited his message ``origin`` (``Legatus.edit``)."""
-        return await self.legatus.edit(origin, text, on_status, on_reply, on_text)
+    async def edit_message(self, origin: str, text: str, watch: Watch = UNWATCHED) -> list[Reply]:
+        """Caesar edited his message ``origin`` (``Legatus.edit``), reported to ``watch``."""
+        return await self.legatus.edit(origin, text, watch.status, watch.reply, watch.stream)
 
     async def accept_file(self, pending: PendingFile) -> PendingFile | None:
         """Record a file of Caesar's message ``pending.origin`` before its download (a
@@ -288,17 +258,12 @@ class LegioApp:
         """A file of this machine, stored for ``handle_message`` (``AttachmentError``)."""
         return await asyncio.to_thread(take_local_file, self.sessions.files, path, text)
 
-    async def retry(
-        self,
-        seq: int | None = None,
-        on_status: StatusCallback | None = None,
-        on_reply: ReplyCallback | None = None,
-        on_text: TextCallback | None = None,
-    ) -> list[Reply]:
-        """Run interrupted requests again (all pending, or the one numbered ``seq``)."""
+    async def retry(self, seq: int | None = None, watch: Watch = UNWATCHED) -> list[Reply]:
+        """Run interrupted requests again (all pending, or the one numbered ``seq``),
+        reported to ``watch``."""
         if self.sessions.health is not None:
             self.sessions.health.clear()  # a fixed login, or a limit Caesar knows is over
-        return await self.legatus.retry(seq, on_status, on_reply, on_text)
+        return await self.legatus.retry(seq, watch.status, watch.reply, watch.stream)
 
     async def notice_interruptions(self) -> list[tuple[Nuntius, list[str]]]:
         """Requests the last run never answered, recorded as told to Caesar (once)."""
@@ -318,7 +283,7 @@ class LegioApp:
 
     async def _present(self, job: Job, run: JobRun) -> object:
         if self._presenter is None:
-            return await run(None, None, None)
+            return await run(UNWATCHED)
         return await self._presenter(job, run)
 
     async def job_lines(self) -> list[str]:

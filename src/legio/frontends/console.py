@@ -25,6 +25,7 @@ from legio.frontends.console_asker import ConsoleAsker
 from legio.frontends.console_stream import StreamPrinter
 from legio.frontends.views import interruption_notice
 from legio.names import LEGATUS
+from legio.request import Callbacks, Request
 from legio.timing import begin
 
 BANNER = (
@@ -90,7 +91,7 @@ async def run_console(
             show(f"📎 {file.sender or reply.agent} sent {file.name}: {file.path}")
 
     async def present_job(job: Job, run: JobRun) -> object:
-        return await run(on_status, print_reply, None)  # printed whole, after its ⏰ mark
+        return await run(Callbacks(on_status, None, print_reply))  # printed whole, after ⏰
 
     async def command(text: str, receipt: int | None = None) -> None:
         pages = await admin.run(text, receipt)
@@ -118,12 +119,8 @@ async def run_console(
                 text = parsed[1]
             with begin("update received"):  # each agent leaves the status line with its reply
                 await app.handle_message(
-                    text,
-                    on_status,
-                    on_reply=print_reply,
-                    on_text=printer.stream,
-                    attachments=attachments,
-                    receipt=receipt,
+                    Request(text, attachments=tuple(attachments), receipt=receipt),
+                    Callbacks(on_status, printer.stream, print_reply),
                 )
         finally:
             app.settle(receipt)

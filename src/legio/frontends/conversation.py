@@ -155,9 +155,7 @@ class Conversation:
                 context.bot,
                 message.chat_id,
                 message.message_id,
-                lambda live, send: self.app.edit_message(
-                    origin, text, live.update, send, live.stream
-                ),
+                lambda watch: self.app.edit_message(origin, text, watch),
             )
 
     # ---------------------------------------------------------- topics

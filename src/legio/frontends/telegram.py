@@ -40,7 +40,7 @@ from telegram.ext import (
     filters,
 )
 
-from legio.app import Job, JobRun, LegioApp, Reply, ReplyCallback
+from legio.app import Job, JobRun, LegioApp, Reply
 from legio.config import Config
 from legio.frontends.admin import COMMANDS, Admin, parse_retry
 from legio.frontends.approvals import TelegramAsker
@@ -62,6 +62,7 @@ from legio.frontends.status import StatusBoard, Typing
 from legio.frontends.views import interruption_notice
 from legio.frontends.voice import hear
 from legio.names import LEGATUS
+from legio.request import UNWATCHED, Callbacks, Request, Watch
 from legio.timing import begin
 
 logger = logging.getLogger(__name__)
@@ -147,10 +148,10 @@ class LegioBot:
         """A scheduled job's run, shown like a request in the chat it was set from."""
         chat = chat_of(job.owner_chat) or min(self.caesar_ids, default=None)
         if chat is None or self._bot is None:
-            await run(None, None, None)
+            await run(UNWATCHED)
             return
         with in_lane(await self.talk.lane_for(self._bot, chat, job.target)):  # its topic
-            await self._work(self._bot, chat, 0, lambda v, s: run(v.update, s, v.stream))
+            await self._work(self._bot, chat, 0, run)
 
     async def tell_interruptions(self, bot: Bot) -> None:
         """Tell Caesar, once, about requests the last run never answered."""
@@ -231,17 +232,17 @@ class LegioBot:
                 context.bot,
                 message.chat_id,
                 message.message_id,
-                lambda live, send: self.app.handle_message(
-                    text,
-                    live.update,
-                    origin=origin,
-                    on_reply=send,
-                    on_text=live.stream,
-                    forwarded_from=source,
-                    pointer=pointer,
-                    lane=lane.agent,
-                    project=lane.project,
-                    receipt=receipt,
+                lambda watch: self.app.handle_message(
+                    Request(
+                        text,
+                        origin=origin,
+                        forwarded_from=source,
+                        pointer=pointer,
+                        lane=lane.agent,
+                        project=lane.project,
+                        receipt=receipt,
+                    ),
+                    watch,
                 ),
             )
 
@@ -280,18 +281,18 @@ class LegioBot:
                     context.bot,
                     first.chat_id,
                     first.message_id,
-                    lambda live, send: self.app.handle_message(
-                        text,
-                        live.update,
-                        origin=files[0].origin,
-                        on_reply=send,
-                        on_text=live.stream,
-                        attachments=received,
-                        forwarded_from=files[0].forwarded_from,
-                        pointer=pointer,
-                        lane=lane.agent,
-                        project=lane.project,
-                        receipt=receipt,
+                    lambda watch: self.app.handle_message(
+                        Request(
+                            text,
+                            origin=files[0].origin,
+                            attachments=tuple(received),
+                            forwarded_from=files[0].forwarded_from,
+                            pointer=pointer,
+                            lane=lane.agent,
+                            project=lane.project,
+                            receipt=receipt,
+                        ),
+                        watch,
                     ),
                 )
         finally:
@@ -317,7 +318,7 @@ class LegioBot:
             context.bot,
             message.chat_id,
             message.message_id,
-            lambda live, send: self.app.retry(seq, live.update, send, on_text=live.stream),
+            lambda watch: self.app.retry(seq, watch),
         )
 
     async def _work(
@@ -325,7 +326,7 @@ class LegioBot:
         bot: Bot,
         chat_id: int,
         reply_to: int,
-        run: Callable[[LiveView, ReplyCallback], Awaitable[list[Reply]]],
+        run: Callable[[Watch], Awaitable[list[Reply]]],
     ) -> None:
         """Run agents under drafts or a status message; send each reply as soon as it exists."""
         if self._typing is None:
@@ -355,7 +356,7 @@ class LegioBot:
                         sends.append(self.chains.enqueue(chat_id, reply.agent, files))
 
                 try:
-                    await run(live, send)
+                    await run(Callbacks(live.update, live.stream, send))
                 finally:
                     for result in await asyncio.gather(*sends, return_exceptions=True):
                         if isinstance(result, BaseException):

@@ -20,23 +20,13 @@ from dataclasses import dataclass
 
 from legio.castra import Roster
 from legio.names import BROADCAST, CAESAR, LEGATUS
+from legio.request import Pointer
 from legio.sessions.history import QUOTE_MAX
 from legio.sessions.pointers import nuntius_at
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.store.threads import Link, ThreadStore
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Pointer:
-    """What a message of Caesar's points at (a reply), as a front-end saw it."""
-
-    seq: int | None = None  # the nuntius the replied-to message carries, if Legio knows it
-    quote: str | None = None  # the part of it Caesar selected (Telegram's quote)
-    text: str | None = None  # the words of a message Legio has no record of
-    sender: str | None = None  # who wrote those, as Telegram names them
-    topic: str | None = None  # the name of the topic the message was written in
 
 
 Dispatched = Callable[[str, str], Awaitable[None]]  # (centurio, its answer to the Legatus)

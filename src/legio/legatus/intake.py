@@ -34,7 +34,8 @@ from pathlib import Path
 
 from legio.errors import AttachmentError, DownloadLater
 from legio.images import check_image
-from legio.store.attachments import AttachmentStore, PendingFile
+from legio.request import PendingFile
+from legio.store.attachments import AttachmentStore
 from legio.store.files import (
     DOWNLOAD_LIMIT,
     IMAGE_KINDS,

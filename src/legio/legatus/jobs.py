@@ -20,9 +20,10 @@ from typing import Any
 
 from claude_agent_sdk import SdkMcpTool, tool
 
-from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
+from legio.legatus.orchestrator import Legatus, Reply
 from legio.memoria.tools import tool_result as _text
 from legio.names import CAESAR, LEGATUS
+from legio.request import UNWATCHED, Watch
 from legio.schedule import (
     ScheduleError,
     check_cron,
@@ -35,7 +36,6 @@ from legio.schedule import (
     zone_key,
 )
 from legio.scheduler import Clock, JobRunner, Scheduler
-from legio.sessions.turn import StatusCallback, TextCallback
 from legio.store.jobs import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
 
@@ -44,11 +44,8 @@ NAME_MAX = 40
 REQUEST_MAX = 4000
 SHOWN_RUNS = 3
 
-# run(on_status, on_reply, on_text) answers the job (on_text: the answer as it is
-# written); a presenter calls it inside its own UI
-JobRun = Callable[
-    [StatusCallback | None, ReplyCallback | None, TextCallback | None], Awaitable[list[Reply]]
-]
+# run(watch) answers the job, reported to the presenter's live view (its own UI)
+JobRun = Callable[[Watch], Awaitable[list[Reply]]]
 Presenter = Callable[[Job, JobRun], Awaitable[object]]
 
 
@@ -246,24 +243,19 @@ def job_runner(legatus: Legatus, present: Presenter | None = None) -> JobRunner:
     async def run(job: Job, nuntius: Nuntius) -> str:
         replies: list[Reply] = []
 
-        async def answer(
-            on_status: StatusCallback | None,
-            on_reply: ReplyCallback | None,
-            on_text: TextCallback | None = None,
-        ) -> list[Reply]:
+        async def answer(watch: Watch) -> list[Reply]:
             async def marked(reply: Reply) -> None:
                 reply = dataclasses.replace(reply, text=f"⏰ {job.name}\n{reply.text}")
                 replies.append(reply)
-                if on_reply is not None:
-                    await on_reply(reply)
+                await watch.reply(reply)
 
             project, _ = legatus.sessions.projects.pick(nuntius.text)  # its #name
             on = dataclasses.replace(nuntius, project=project or nuntius.project)
-            await legatus.answer_nuntius(on, [job.target], on_status, marked, on_text)
+            await legatus.answer_nuntius(on, [job.target], watch.status, marked, watch.stream)
             return replies
 
         if present is None:
-            await answer(None, None, None)
+            await answer(UNWATCHED)
         else:
             await present(job, answer)
         return outcome_of(replies)

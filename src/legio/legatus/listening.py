@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from legio.config import Config
-from legio.store.attachments import PendingFile
+from legio.request import PendingFile
 from legio.store.files import FileStore
 from legio.voice import Progress, Transcriber, Transcript, model_status
 

@@ -22,7 +22,7 @@ import hashlib
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,18 +31,18 @@ from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_serv
 from legio.castra import Castra, Roster
 from legio.config import Config
 from legio.errors import DuplicateOrigin
-from legio.legatus.conversations import Conversations, Pointer
+from legio.legatus.conversations import Conversations
 from legio.legatus.tools import legatus_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
 from legio.names import BROADCAST, CAESAR, LEGATUS, SCHEDULER
+from legio.request import UNWATCHED, PendingFile, Request, Watch
 from legio.sessions.errands import Errand
 from legio.sessions.history import format_roster_xml, format_status_xml
 from legio.sessions.manager import SessionManager
 from legio.sessions.outbox import SentFile, record_outgoing
 from legio.sessions.spec import AgentSpec, spec_from_prompt
 from legio.sessions.turn import Outcome, StatusCallback, TextCallback
-from legio.store.attachments import PendingFile
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.timing import mark
 
@@ -194,40 +194,29 @@ class Legatus:
         prompt = roster.centuriones.get(name)
         return nuntius.project or (prompt.settings.project if prompt else None)
 
-    async def handle_message(
-        self,
-        text: str,
-        on_status: StatusCallback | None = None,
-        *,
-        origin: str | None = None,
-        on_reply: ReplyCallback | None = None,
-        on_text: TextCallback | None = None,
-        attachments: Sequence[PendingFile] = (),
-        forwarded_from: str | None = None,
-        pointer: Pointer | None = None,
-        lane: str | None = None,
-        project: str | None = None,
-        receipt: int | None = None,
-    ) -> list[Reply]:
-        """Answer one message from Caesar: a reply per agent that answered (and notices).
+    async def handle_message(self, request: Request, watch: Watch = UNWATCHED) -> list[Reply]:
+        """Answer one message from Caesar: a reply per agent that answered (and notices),
+        each also handed to ``watch`` as soon as it exists (an agent's answer is stored and
+        handed over before that agent takes its next request, so one agent's answers
+        arrive in order); ``watch`` also gets each agent's status and text as it writes.
 
-        ``attachments``: files that came with it, complete in the castra; they are stored
-        with the nuntius (its text is their caption) and given to the addressed agents.
-
-        ``on_reply`` receives each reply as soon as it exists (an agent's answer is
-        stored and handed over before that agent takes its next request, so one agent's
-        answers arrive in order). ``origin`` (e.g. ``telegram:<chat>:<message>``) makes a
-        message delivered twice (Telegram does so after a crash) produce one nuntius and
-        one answer: the second delivery gets no reply at all. ``on_text`` receives each
-        answering agent's text as it is written (for a live preview).
-        ``forwarded_from`` marks a message Caesar forwarded: agents read it as coming from
-        there, not from him, and it goes to the Legatus alone (an @name in it is not a
-        dispatch). ``pointer``: what it replies to (``legio.legatus.conversations``);
-        ``lane``: the agent whose topic it was written in (it answers when none is named);
-        ``project``: the project of that topic (``/project``), unless its text names one.
-        ``receipt``: when it arrived (``SessionManager.receipts``; None: now), so that a
-        stop that came after it ends it even before it reaches an agent's queue.
+        The request's ``attachments`` are stored with its nuntius (its text is their
+        caption) and given to the addressed agents. Its ``origin`` makes a message
+        delivered twice (Telegram does so after a crash) produce one nuntius and one
+        answer: the second delivery gets no reply at all. A ``forwarded_from`` message is
+        someone else's words: agents read it as coming from there, and it goes to the
+        Legatus alone (an @name in it is not a dispatch). ``pointer``: what it replies to
+        (``legio.legatus.conversations``); ``lane``: the agent whose topic it was written in
+        (it answers when none is named); ``project``: that topic's project, unless the
+        text names one; ``receipt``: when it arrived (None: now), so that a stop that came
+        after it ends it even before it reaches an agent's queue.
         """
+        text, origin, attachments = request.text, request.origin, request.attachments
+        forwarded_from, pointer, lane = request.forwarded_from, request.pointer, request.lane
+        project, receipt = request.project, request.receipt
+        on_status: StatusCallback = watch.status
+        on_text: TextCallback = watch.stream
+        on_reply: ReplyCallback = watch.reply
         receipts = self.sessions.receipts
         receipt = receipt if receipt is not None else receipts.take(routing=True)
         try:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from legio.request import PendingFile
 from legio.store.praetorium import Praetorium
 
 Direction = Literal["in", "out"]
@@ -41,23 +42,6 @@ class Attachment:
     sha256: str
     file_unique_id: str | None = None
     source_path: str | None = None
-
-
-@dataclass(frozen=True)
-class PendingFile:
-    """An incoming file whose nuntius is not stored yet (``sha256`` once downloaded)."""
-
-    origin: str
-    text: str
-    kind: str
-    mime_type: str
-    name: str
-    size: int
-    sha256: str | None = None
-    file_id: str | None = None
-    file_unique_id: str | None = None
-    part: int = 0  # its place among the files of one message (an album)
-    forwarded_from: str | None = None  # a forwarded file: where it came from (not Caesar)
 
 
 def _attachment(row: sqlite3.Row) -> Attachment:

@@ -1,0 +1,103 @@
+"""What a front-end hands Legio and how Legio talks back: shared value types.
+
+A front-end turns one message of Caesar's into one frozen ``Request`` (its words, where it
+came from, its files, what it replies to, the topic and project it was written in, when it
+arrived) and gives the door (``LegioApp``) that value with a ``Watch``: the live view the
+engine reports to while agents work (status lines, streamed text) and hands each reply to.
+Nothing between the front-end and the agent's turn unpacks or re-packs the request: adding
+a field is a change where it is set and where it is read.
+
+This module sits at the bottom of the layers (like ``errors`` and ``names``): it imports
+nothing of Legio's, so every layer may use its types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from legio.legatus.orchestrator import Reply
+
+StatusCallback = Callable[[str, str], Awaitable[None]]  # (agent, "⏳ …" line)
+TextCallback = Callable[[str, str], Awaitable[None]]  # (agent, its message's text so far)
+
+
+@dataclass(frozen=True)
+class PendingFile:
+    """An incoming file whose nuntius is not stored yet (``sha256`` once downloaded)."""
+
+    origin: str
+    text: str
+    kind: str
+    mime_type: str
+    name: str
+    size: int
+    sha256: str | None = None
+    file_id: str | None = None
+    file_unique_id: str | None = None
+    part: int = 0  # its place among the files of one message (an album)
+    forwarded_from: str | None = None  # a forwarded file: where it came from (not Caesar)
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """What a message of Caesar's points at (a reply), as a front-end saw it."""
+
+    seq: int | None = None  # the nuntius the replied-to message carries, if Legio knows it
+    quote: str | None = None  # the part of it Caesar selected (Telegram's quote)
+    text: str | None = None  # the words of a message Legio has no record of
+    sender: str | None = None  # who wrote those, as Telegram names them
+    topic: str | None = None  # the name of the topic the message was written in
+
+
+@dataclass(frozen=True)
+class Request:
+    """One message of Caesar's, as a front-end received it."""
+
+    text: str
+    origin: str | None = None  # e.g. ``telegram:<chat>:<message>``: delivered twice, answered once
+    attachments: tuple[PendingFile, ...] = ()  # its files, complete in the castra
+    forwarded_from: str | None = None  # someone else's words: to the Legatus, no @dispatch
+    pointer: Pointer | None = None  # what it replies to
+    lane: str | None = None  # the agent whose topic it was written in (answers if none named)
+    project: str | None = None  # the project of that topic, unless its text names one
+    receipt: int | None = None  # when it arrived (``LegioApp.receive``); None: when handed over
+
+
+class Watch(Protocol):
+    """How the engine talks back to the front-end about one request."""
+
+    async def status(self, agent: str, line: str) -> None:
+        """A ``⏳ …`` line: what ``agent`` is doing now."""
+
+    async def stream(self, agent: str, text: str) -> None:
+        """``agent``'s answer so far, as it is written."""
+
+    async def reply(self, reply: Reply) -> None:
+        """One finished reply (an answer, a notice, an error), with its files."""
+
+
+@dataclass(frozen=True)
+class Callbacks:
+    """A ``Watch`` made of plain callbacks, any of them left out (a console, a test)."""
+
+    on_status: StatusCallback | None = None
+    on_text: TextCallback | None = None
+    on_reply: Callable[[Reply], Awaitable[None]] | None = None
+
+    async def status(self, agent: str, line: str) -> None:
+        if self.on_status is not None:
+            await self.on_status(agent, line)
+
+    async def stream(self, agent: str, text: str) -> None:
+        if self.on_text is not None:
+            await self.on_text(agent, text)
+
+    async def reply(self, reply: Reply) -> None:
+        if self.on_reply is not None:
+            await self.on_reply(reply)
+
+
+UNWATCHED = Callbacks()
