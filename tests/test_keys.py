@@ -15,7 +15,7 @@ from legio.castra import Castra
 from legio.config import load_config
 from legio.errors import ConfigError
 from legio.guard import PathGuard
-from legio.keys import SOCKETS_NOTE, looks_like_key
+from legio.keys import SOCKETS_NOTE, exposed_keys, looks_like_key
 from legio.policy import (
     denied_env_names,
     deny_rules,
@@ -32,8 +32,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setattr("legio.keys.account_home", lambda: Path("/nonexistent-account-home"))
-    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "PASSWORD_STORE_DIR", "KUBECONFIG"):
+    for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "PASSWORD_STORE_DIR"):
         monkeypatch.delenv(var, raising=False)
+    for var in ("KUBECONFIG", "CARGO_HOME", "GRADLE_USER_HOME", "HISTFILE", "GIT_CONFIG_GLOBAL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")  # /etc/gitconfig is the machine's
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     return home.resolve()
 
 
@@ -84,6 +88,80 @@ def test_every_key_store_gets_its_own_rule_and_the_guard_refuses_it(
     assert guard.check("Grep", {"pattern": "x", "path": str(home / ".ssh")}, str(workspace))
     assert guard.check("Bash", {"command": f"cat {home}/.git-credentials"}, str(workspace))
     assert guard.check_path(home / "notes.txt", write=False) is None
+
+
+def test_every_other_store_gets_its_own_rule_too(
+    castra_dir: Path, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Package registries' and containers' logins, git's config (tokens in ``insteadOf``
+    URLs and ``http.extraheader``), cloud and database logins, shell histories, browser
+    profiles: there or not, each by its own rule, also where a variable moves it."""
+    xdg, cargo, gradle = tmp_path / "xdg", tmp_path / "cargo", tmp_path / "gradle"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    monkeypatch.setenv("CARGO_HOME", str(cargo))
+    monkeypatch.setenv("GRADLE_USER_HOME", str(gradle))
+    monkeypatch.setenv("HISTFILE", str(tmp_path / "hist"))
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(tmp_path / "auth.json"))
+    rules = deny_rules(protected_entries(Castra(castra_dir), "vorenus", None))
+    files = [".cargo/credentials.toml", ".cargo/credentials", ".config/containers/auth.json"]
+    files += [".gitconfig", ".config/git/config", ".bash_history", ".zsh_history"]
+    files += [".config/rclone/rclone.conf", ".pgpass", ".my.cnf", ".gem/credentials"]
+    files += [".m2/settings.xml", ".gradle/gradle.properties", ".config/hub", ".vault-token"]
+    files += [".terraform.d/credentials.tfrc.json", ".local/share/fish/fish_history"]
+    for rel in files:
+        assert f"Read(/{home / rel})" in rules and f"Edit(/{home / rel})" in rules, rel
+    folders = [".config/glab-cli", ".azure", ".mozilla", ".config/google-chrome"]
+    folders += [".config/chromium", ".local/share/keyrings", ".cache/git/credential"]
+    for rel in folders:
+        assert f"Read(/{home / rel}/**)" in rules, rel
+    for path in (
+        cargo / "credentials.toml",
+        gradle / "gradle.properties",
+        tmp_path / "hist",
+        tmp_path / "auth.json",
+        tmp_path / "run" / "containers" / "auth.json",
+        xdg / "containers" / "auth.json",
+        xdg / "git" / "config",
+        xdg / "rclone" / "rclone.conf",
+    ):
+        assert f"Read(/{path})" in rules, path
+    assert f"Read(/{xdg / 'google-chrome'}/**)" in rules
+    assert f"Read(/{cargo})" not in rules and f"Read(/{cargo}/**)" not in rules  # builds work
+    guard = PathGuard(Castra(castra_dir), "vorenus", None)
+    assert guard.check_path(home / ".cargo" / "credentials.toml", write=False)
+    assert guard.check("Bash", {"command": "cat ~/.bash_history"}, str(home))
+
+
+def test_the_files_the_users_git_config_names_are_hidden(
+    castra_dir: Path, home: Path, tmp_path: Path
+) -> None:
+    """``credential.helper = store --file <path>`` (also per URL, any spelling), a cache
+    helper's ``--socket``, and every file ``include.path`` names: read by git from the
+    user's own config (its includes not followed), read again when it changes."""
+    elsewhere = tmp_path / "elsewhere"
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Caesar\n"
+        "[credential]\n\thelper = store --file ~/tokens/git.txt\n"
+        f'[credential "https://gitlab.com"]\n\thelper = "store --file={elsewhere}/gl"\n'
+        f"[credential]\n\thelper = cache --socket {elsewhere}/sock\n"
+        "\thelper = !f() { echo password=x; }; f\n"
+        "[include]\n\tpath = .gitconfig.local\n"
+    )
+    (home / ".gitconfig.local").write_text("[credential]\n\thelper = store --file /never/read\n")
+    before = hidden_now()
+    rules = deny_rules(protected_entries(Castra(castra_dir), "vorenus", None))
+    for path in (home / "tokens" / "git.txt", elsewhere / "gl", elsewhere / "sock"):
+        assert f"Read(/{path})" in rules, path
+    assert f"Read(/{home / '.gitconfig.local'})" in rules  # the user's config too
+    assert "Read(//never/read)" not in rules  # an included file is not read
+    guard = PathGuard(Castra(castra_dir), "vorenus", None)
+    assert guard.check_path(home / "tokens" / "git.txt", write=False)
+
+    (home / ".gitconfig").write_text("[credential]\n\thelper = store --file ~/other\n")
+    assert hidden_now() != before  # sessions restart to hide the new one
+    rules = deny_rules(protected_entries(Castra(castra_dir), "vorenus", None))
+    assert f"Read(/{home / 'other'})" in rules
+    assert f"Read(/{home / 'tokens' / 'git.txt'})" not in rules
 
 
 def test_agent_sockets_never_reach_a_cli_and_their_folders_are_hidden(
@@ -165,6 +243,33 @@ def test_check_lists_the_hidden_stores_and_warns_about_readable_keys(
     ]
     assert "[sandbox] hide" in lines[1][1]
     assert not looks_like_key("id_rsa.pub") and looks_like_key("Credentials.json")
+
+
+def test_check_walks_the_dot_folders_that_hold_stores(
+    castra_dir: Path, home: Path, write_config: Callable[[str], Path]
+) -> None:
+    """``~/.cargo``, ``~/.m2``, ``~/.gradle``, ``~/.local`` are walked (their big
+    generated trees are not): a store there is found, a stray token warned about."""
+    for rel in (
+        ".cargo/credentials.toml",
+        ".cargo/registry/cache/credentials.toml",  # crates' files: left out
+        ".m2/repository/credentials.txt",
+        ".gradle/secret.properties",
+        ".local/share/api_token",
+        ".local/lib/python3/token.txt",
+    ):
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text("k")
+    assert exposed_keys(home, []) == [
+        home / ".cargo" / "credentials.toml",
+        home / ".gradle" / "secret.properties",
+        home / ".local" / "share" / "api_token",
+    ]
+    config = load_config(write_config(""))
+    lines = keys_report(config, Castra(config.castra))
+    assert lines[0] == ("ok", f"hidden from agents (keys): {home}/.cargo/credentials.toml")
+    warned = [text.split(" ", 1)[0] for mark, text in lines if mark == "warn"]
+    assert warned == [f"{home}/.gradle/secret.properties", f"{home}/.local/share/api_token"]
 
 
 def test_a_search_over_a_folder_holding_a_key_store_is_refused(

@@ -1,7 +1,10 @@
 """Keys out of reach, for real: the bundled CLI (sandboxed Bash) on the fake Messages API.
 
 Canary credentials under the daemon's ``HOME`` (``~/.git-credentials``, ``~/.ssh/``,
-``~/.config/gh/hosts.yml``, and a ``~/.netrc`` made after the session started) and an
+``~/.config/gh/hosts.yml``, ``~/.cargo/credentials.toml``, ``~/.config/containers/
+auth.json``, ``~/.bash_history``, a token in ``~/.gitconfig`` and the file its
+``credential.helper = store --file`` names, and a ``~/.netrc`` made after the session
+started) and an
 SSH agent's socket in the environment: no agent's shell (``cat`` spelled so no word
 names the path, through a link, through ``/proc/self/root``, ``git credential fill``,
 ``find``) nor its ``Read`` and ``Grep`` gets a canary, and ``SSH_AUTH_SOCK`` never
@@ -24,8 +27,17 @@ CANARIES = {
     ".git-credentials": "https://caesar:CANARY-GIT@github.com\n",
     ".ssh/id_ed25519": "-----BEGIN OPENSSH PRIVATE KEY-----\nCANARY-SSH\n",
     ".config/gh/hosts.yml": "github.com:\n    oauth_token: CANARY-GH\n",
+    ".cargo/credentials.toml": '[registry]\ntoken = "CANARY-CARGO"\n',
+    ".config/containers/auth.json": '{"auths": {"quay.io": {"auth": "CANARY-PODMAN"}}}\n',
+    ".bash_history": "curl -H 'Authorization: Bearer CANARY-HISTORY' https://api.example\n",
+    ".gitconfig": '[url "https://caesar:CANARY-INSTEADOF@github.com/"]\n'
+    "\tinsteadOf = https://github.com/\n"
+    "[credential]\n\thelper = store --file ~/vault/git-store\n",
+    "vault/git-store": "https://caesar:CANARY-HELPER@gitlab.com\n",
 }
 NETRC = "machine github.com login caesar password CANARY-NETRC\n"
+CANARY_WORDS = ("CANARY-GIT", "CANARY-SSH", "CANARY-GH", "CANARY-NETRC", "CANARY-CARGO")
+CANARY_WORDS += ("CANARY-PODMAN", "CANARY-HISTORY", "CANARY-INSTEADOF", "CANARY-HELPER")
 
 
 @pytest.fixture
@@ -53,7 +65,7 @@ async def keyed(
 
 
 def leaked(text: str) -> list[str]:
-    return [c for c in ("CANARY-GIT", "CANARY-SSH", "CANARY-GH", "CANARY-NETRC") if c in text]
+    return [c for c in CANARY_WORDS if c in text]
 
 
 async def test_no_agent_reads_the_users_keys_however_it_asks(
@@ -72,6 +84,11 @@ async def test_no_agent_reads_the_users_keys_however_it_asks(
             "(cd /proc/self/cwd/../../../../../.. && cat .${HOME}/.s''sh/id_ed25519)",
             "printf 'protocol=https\\nhost=github.com\\n\\n' | GIT_TERMINAL_PROMPT=0 "
             "git -c credential.helper=store credential fill",
+            "c=~/.car; cat ${c}go/credentials.toml ${c}go/../.config/contai''ners/auth.json",
+            "b=~/.bash_hi; cat ${b}story; v=~/vau; cat ${v}lt/git-store",
+            "git config --global --list; git config --show-origin --get-all credential.helper",
+            "printf 'protocol=https\\nhost=gitlab.com\\n\\n' | GIT_TERMINAL_PROMPT=0 "
+            "git credential fill",
             "grep -r CANARY $HOME",
             "find $HOME -name 'id_ed*'",
             "env | grep -E '^(SSH_AUTH_SOCK|SSH_AGENT_PID)='",

@@ -1,10 +1,13 @@
 """The credential stores of the user running Legio: where they are, and which files look like keys.
 
-``key_stores`` lists every place a credential of the user lives (SSH keys, git and
-GitHub logins, ``.netrc``, registry and cloud tokens, kubeconfigs, GnuPG, keyrings,
-``pass``), where it is now or could be: ``~`` and ``$XDG_CONFIG_HOME`` /
-``$XDG_DATA_HOME`` variants, and the variables that move a store (``$PASSWORD_STORE_DIR``,
-``$GNUPGHOME``…). ``agent_sockets`` lists the sockets of SSH, GnuPG and keyring agents:
+``key_stores`` lists every place a credential of the user lives (SSH keys, git config
+and logins, GitHub and GitLab logins, ``.netrc``, package registries' and cloud tokens,
+container registries' logins, kubeconfigs, database passwords, shell histories, browser
+profiles, GnuPG, keyrings, ``pass``), where it is now or could be: ``~`` and
+``$XDG_CONFIG_HOME`` / ``$XDG_DATA_HOME`` / ``$XDG_CACHE_HOME`` variants, the variables
+that move a store (``$PASSWORD_STORE_DIR``, ``$CARGO_HOME``, ``$HISTFILE``…), and the
+files the user's git config names (``git_config_stores``: a credential helper's
+``--file``, included files). ``agent_sockets`` lists the sockets of SSH, GnuPG and keyring agents:
 the ones the environment named (``SSH_AUTH_SOCK``… are removed from the daemon's
 environment, their paths kept in ``LEGIO_AGENT_SOCKETS``), ``ssh-*`` folders in the temp
 folders, and the agents' places in ``$XDG_RUNTIME_DIR``. ``legio.policy`` turns both,
@@ -17,9 +20,12 @@ name looks like a key or token.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import pwd
+import shlex
 import stat
+import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -37,32 +43,99 @@ HOME_STORES = (
     (".ssh", True),
     (".git-credentials", False),
     (".config/git/credentials", False),
+    (".gitconfig", False),  # url.<https://user:TOKEN@host/>.insteadOf, http.extraheader
+    (".config/git/config", False),
+    (".git-credential-cache", True),  # git credential-cache's socket (old place)
+    (".cache/git/credential", True),  # … and its place now
+    (".gcm", True),  # Git Credential Manager's plaintext and GPG stores
     (".config/gh", True),
+    (".config/hub", False),
+    (".config/glab-cli", True),
     (".netrc", False),
     (".npmrc", False),
     (".pypirc", False),
+    (".gem/credentials", False),
+    (".local/share/gem/credentials", False),
+    (".cargo/credentials.toml", False),
+    (".cargo/credentials", False),
+    (".m2/settings.xml", False),
+    (".m2/settings-security.xml", False),
+    (".gradle/gradle.properties", False),
     (".docker/config.json", False),
+    (".config/containers/auth.json", False),
     (".aws", True),
+    (".azure", True),
     (".config/gcloud", True),
     (".kube", True),
+    (".terraform.d/credentials.tfrc.json", False),
+    (".terraformrc", False),
+    (".vault-token", False),
+    (".config/rclone/rclone.conf", False),
+    (".pgpass", False),
+    (".my.cnf", False),
+    (".mylogin.cnf", False),
     (".gnupg", True),
     (".local/share/keyrings", True),
     (".password-store", True),
+    (".mozilla", True),  # browsers' profiles: cookies, saved passwords
+    (".config/google-chrome", True),
+    (".config/chromium", True),
+    (".config/BraveSoftware", True),
+    (".config/microsoft-edge", True),
+    *(
+        (name, False)
+        for name in (
+            ".bash_history",  # shell and REPL histories: tokens typed on a command line
+            ".zsh_history",
+            ".zhistory",
+            ".histfile",
+            ".sh_history",
+            ".history",
+            ".local/share/fish/fish_history",
+            ".python_history",
+            ".node_repl_history",
+            ".psql_history",
+            ".mysql_history",
+            ".sqlite_history",
+            ".rediscli_history",
+        )
+    ),
 )
-CONFIG_STORES = (("git/credentials", False), ("gh", True), ("gcloud", True))  # $XDG_CONFIG_HOME
-DATA_STORES = (("keyrings", True),)  # $XDG_DATA_HOME
+# a base folder a variable moves: HOME_STORES under its default place are there too
+BASE_VARS = (
+    ("XDG_CONFIG_HOME", ".config"),
+    ("XDG_DATA_HOME", ".local/share"),
+    ("XDG_CACHE_HOME", ".cache"),
+)
 # variables naming a store's place: (name, is a folder); KUBECONFIG may list several
 STORE_VARS = (
     ("PASSWORD_STORE_DIR", True),
     ("GNUPGHOME", True),
     ("GH_CONFIG_DIR", True),
+    ("HUB_CONFIG", False),
+    ("GLAB_CONFIG_DIR", True),
     ("CLOUDSDK_CONFIG", True),
     ("DOCKER_CONFIG", True),
+    ("REGISTRY_AUTH_FILE", False),
     ("AWS_SHARED_CREDENTIALS_FILE", False),
     ("AWS_CONFIG_FILE", False),
+    ("AZURE_CONFIG_DIR", True),
+    ("TF_CLI_CONFIG_FILE", False),
     ("NETRC", False),
     ("NPM_CONFIG_USERCONFIG", False),
+    ("GIT_CONFIG_GLOBAL", False),
+    ("RCLONE_CONFIG", False),
+    ("PGPASSFILE", False),
+    ("MYSQL_TEST_LOGIN_FILE", False),
+    ("HISTFILE", False),
     ("KUBECONFIG", False),
+)
+# variables naming a folder that holds a store among other things: (name, store in it)
+IN_VAR_STORES = (
+    ("CARGO_HOME", "credentials.toml", False),
+    ("CARGO_HOME", "credentials", False),
+    ("GRADLE_USER_HOME", "gradle.properties", False),
+    ("XDG_RUNTIME_DIR", "containers/auth.json", False),  # podman, buildah, skopeo
 )
 
 # the agents' sockets: never passed to a CLI (``legio.policy.denied_env_names``)
@@ -109,24 +182,155 @@ def account_home() -> Path | None:
 
 
 def key_stores(environ: Mapping[str, str] | None = None) -> list[Store]:
-    """Every place a credential of the user lives or would live, there now or not."""
+    """Every place a credential of the user lives or would live, there now or not, and
+    the files the user's git config names (``git_config_stores``)."""
     environ = os.environ if environ is None else environ
     home = daemon_home(environ)
     homes = [home, *[h for h in [account_home()] if h is not None and h != home]]
     stores = [Store(h / rel, folder, f"~/{rel}") for h in homes for rel, folder in HOME_STORES]
-    for var, default, names in (
-        ("XDG_CONFIG_HOME", ".config", CONFIG_STORES),
-        ("XDG_DATA_HOME", ".local/share", DATA_STORES),
-    ):
+    for var, default in BASE_VARS:
         base = _absolute(environ.get(var, ""), home)
         if base is not None and base != home / default:
-            stores += [Store(base / rel, folder, f"${var}/{rel}") for rel, folder in names]
+            stores += [
+                Store(base / rel[len(default) + 1 :], folder, f"${var}/{rel[len(default) + 1 :]}")
+                for rel, folder in HOME_STORES
+                if rel.startswith(default + "/")
+            ]
     for var, folder in STORE_VARS:
         for text in environ.get(var, "").split(os.pathsep):
             path = _absolute(text, home) if text else None
             if path is not None:
                 stores.append(Store(path, folder, f"${var}"))
+    runtime = environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    for var, rel, folder in IN_VAR_STORES:
+        base = _absolute(runtime if var == "XDG_RUNTIME_DIR" else environ.get(var, ""), home)
+        if base is not None:
+            stores.append(Store(base / rel, folder, f"${var}/{rel}"))
+    stores += git_config_stores(environ, homes)
     return _unique(stores)
+
+
+# ------------------------------------------------------------------ the user's git config
+
+GIT_KEYS = r"^(credential\..*helper|include\.path|includeif\..*\.path)$"
+
+
+def git_config_files(environ: Mapping[str, str], homes: Sequence[Path]) -> list[Path]:
+    """The user's git config files, as git finds them (global, then system)."""
+    home = homes[0]
+    files: list[Path] = []
+    glob = _absolute(environ.get("GIT_CONFIG_GLOBAL", ""), home)
+    if glob is not None:
+        files.append(glob)
+    else:
+        xdg = _absolute(environ.get("XDG_CONFIG_HOME", ""), home) or home / ".config"
+        files += [xdg / "git" / "config", home / ".config" / "git" / "config"]
+        files += [h / ".gitconfig" for h in homes]
+    if not environ.get("GIT_CONFIG_NOSYSTEM"):
+        files.append(
+            _absolute(environ.get("GIT_CONFIG_SYSTEM", ""), home) or Path("/etc/gitconfig")
+        )
+    return list(dict.fromkeys(files))
+
+
+def git_config_stores(
+    environ: Mapping[str, str] | None = None, homes: Sequence[Path] | None = None
+) -> list[Store]:
+    """What the user's git config (global and system files, read by git itself, their
+    includes not followed) says holds a credential: the ``--file`` of a ``store``
+    credential helper (``credential.helper = store --file ~/x``, also per URL), the
+    ``--socket`` of a ``cache`` helper, and every file it includes (``include.path``,
+    ``includeIf.<cond>.path``: part of the user's config, tokens included). Read again
+    only when a config file changes."""
+    environ = os.environ if environ is None else environ
+    homes = [daemon_home(environ)] if homes is None else list(homes)
+    files = git_config_files(environ, homes)
+    return list(_git_config_stores(tuple((f, _signature(f)) for f in files), homes[0]))
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=8)
+def _git_config_stores(
+    files: tuple[tuple[Path, tuple[int, int, int] | None], ...], home: Path
+) -> tuple[Store, ...]:
+    stores: list[Store] = []
+    for path, signature in files:
+        if signature is None:
+            continue
+        for key, value in _git_config_values(path):
+            if key.endswith(".path"):  # an include: relative to the including file
+                target = _git_path(value, home, relative_to=path.parent)
+                if target is not None:
+                    stores.append(Store(target, False, f"a file {path} includes"))
+            else:
+                stores += [
+                    Store(target, folder, f"a credential helper's file ({path})")
+                    for target, folder in _helper_files(value, home)
+                ]
+    return tuple(stores)
+
+
+def _git_config_values(path: Path) -> list[tuple[str, str]]:
+    try:
+        done = subprocess.run(
+            ["git", "config", "--file", str(path), "--no-includes", "-z", "--get-regexp", GIT_KEYS],
+            capture_output=True,
+            timeout=10,
+            env={"PATH": os.environ.get("PATH", os.defpath), "GIT_CONFIG_NOSYSTEM": "1"},
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    found = []
+    for item in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        key, _, value = item.partition("\n")
+        if key:
+            found.append((key, value))
+    return found
+
+
+def _git_path(text: str, home: Path, relative_to: Path | None = None) -> Path | None:
+    if text.startswith("~/"):
+        return Path(os.path.normpath(home / text[2:]))
+    if relative_to is not None and text and not text.startswith("~"):
+        return Path(os.path.normpath(relative_to / text))
+    return _absolute(text, home)
+
+
+def _helper_files(helper: str, home: Path) -> list[tuple[Path, bool]]:
+    """The files a credential helper keeps credentials in, where its words say so
+    (``store --file <path>``, ``cache --socket <path>``); a shell helper (``!…``) is
+    not read."""
+    if helper.startswith("!"):
+        return []
+    try:
+        words = shlex.split(helper)
+    except ValueError:
+        return []
+    if not words or words[0].split("/")[-1].removeprefix("git-credential-") not in (
+        "store",
+        "cache",
+    ):
+        return []
+    found = []
+    for i, word in enumerate(words[1:], 1):
+        for option in ("--file", "--socket"):
+            value = None
+            if word == option and i + 1 < len(words):
+                value = words[i + 1]
+            elif word.startswith(option + "="):
+                value = word[len(option) + 1 :]
+            path = _git_path(value, home) if value else None
+            if path is not None:
+                found.append((path, False))
+    return found
 
 
 def _socket_of(var: str, value: str) -> str:
@@ -230,6 +434,14 @@ KEY_NAMES = (
     "*secret*",
     "credentials*",
     "*credentials.json",
+    "auth.json",
+    "*.tfrc.json",
+    "rclone.conf",
+    ".my.cnf",
+    ".mylogin.cnf",
+    ".git-credentials",
+    ".netrc",
+    ".vault-token",
     ".env",
     ".env.*",
     ".pgpass",
@@ -245,7 +457,6 @@ SKIP_DIRS = {
     "node_modules",
     ".cache",
     ".npm",
-    ".cargo",
     ".rustup",
     ".venv",
     "venv",
@@ -256,14 +467,26 @@ SKIP_DIRS = {
     ".ruff_cache",
     "go",
     "snap",
-    ".local",
     ".vscode-server",
     ".nvm",
     ".pyenv",
-    ".gradle",
-    ".m2",
     "Library",
 }
+# big generated trees inside folders that also hold stores (~/.cargo/credentials.toml…):
+# those folders are walked, these left out
+SKIP_UNDER_HOME = (
+    ".cargo/registry",
+    ".cargo/git",
+    ".m2/repository",
+    ".gradle/caches",
+    ".gradle/wrapper",
+    ".gradle/daemon",
+    ".local/lib",
+    ".local/share/Trash",
+    ".local/share/Steam",
+    ".local/share/containers",
+    ".local/share/flatpak",
+)
 MAX_DEPTH = 3
 MAX_ENTRIES = 20_000
 
@@ -281,6 +504,7 @@ def exposed_keys(home: Path, skip: Sequence[Path]) -> list[Path]:
     dependency trees and ``skip`` left out, at most 20,000 entries looked at) whose name
     looks like a key or token."""
     skipped = {Path(os.path.normpath(p)) for p in skip}
+    skipped |= {home / rel for rel in SKIP_UNDER_HOME}
     found: list[Path] = []
     for seen, (path, st) in enumerate(_walk(home, skipped, 1)):
         if seen >= MAX_ENTRIES:

@@ -43,7 +43,15 @@ from legio.castra import PROMPT_FILE, AgentPrompt, Castra
 from legio.cliconfig import daemon_config_dir, daemon_home, state_dir
 from legio.config import Config
 from legio.errors import LegioError
-from legio.keys import KEY_REASON, SOCKET_VARS, Store, agent_sockets, key_stores, remember_sockets
+from legio.keys import (
+    KEY_REASON,
+    SOCKET_VARS,
+    Store,
+    agent_sockets,
+    git_config_stores,
+    key_stores,
+    remember_sockets,
+)
 from legio.names import LEGATUS
 
 logger = logging.getLogger(__name__)
@@ -230,13 +238,15 @@ def home_claude_entries(home: Path | None = None) -> list[Path]:
 
 
 def hidden_now() -> tuple[str, ...]:
-    """The ``~/.claude*`` entries and agents' sockets there are now: a session whose
-    sandbox was built with others is restarted (and resumed) before its next turn. (The
-    key stores' rules name every place, there or not: the CLI masks what exists when a
+    """The ``~/.claude*`` entries, agents' sockets and the files the user's git config
+    names (a credential helper's ``--file``) there are now: a session whose sandbox was
+    built with others is restarted (and resumed) before its next turn. (The other key
+    stores' rules name every place, there or not: the CLI masks what exists when a
     command starts.)"""
     fixed = (".claude", ".claude.json")  # hidden by rules of their own, there or not
     names = [p.name for p in home_claude_entries() if p.name not in fixed]
-    return (*names, *(str(s.path) for s in agent_sockets()))
+    named = [*agent_sockets(), *git_config_stores()]
+    return (*names, *(str(s.path) for s in named))
 
 
 def key_entries(hide: Sequence[Path] = ()) -> list[Protected]:
