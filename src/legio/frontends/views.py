@@ -310,7 +310,11 @@ def diff_lines(report: DiffReport) -> list[str]:
 
 
 def _file(change: FileChange) -> str:
-    lines = "binary" if change.added < 0 else f"+{change.added} −{change.removed}"
+    lines = (
+        "binary or over 8 MB (no line diff)"
+        if change.added < 0
+        else f"+{change.added} −{change.removed}"
+    )
     return f"{visible_name(change.path)} {lines}"
 
 
