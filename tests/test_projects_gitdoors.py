@@ -64,3 +64,73 @@ async def test_a_huge_file_of_one_line_is_binary_to_the_diff(projects: Projects)
     text = "\n".join(diff_lines(report))
     assert "big.txt binary or over 8 MB (no line diff)" in text
     assert os.path.getsize(place.copy / "big.txt") > 8 * 1024 * 1024
+
+
+async def test_a_merge_with_two_bases_cannot_hide_a_revert(
+    projects: Projects, project: Path
+) -> None:
+    git(project, "add", "notes.txt")
+    git(project, "commit", "--quiet", "-m", "B0")
+    git(project, "switch", "--quiet", "-c", "fix")
+    (project / "app.py").write_text("def add(a, b):\n    return a + b\n")
+    git(project, "commit", "--quiet", "-am", "security fix")
+    b2 = git(project, "rev-parse", "HEAD").strip()
+    git(project, "switch", "--quiet", "main")
+    (project / "README.md").write_text("# app\n\nDocs.\n")
+    git(project, "commit", "--quiet", "-am", "docs")
+    b1 = git(project, "rev-parse", "HEAD").strip()
+    git(project, "merge", "--quiet", "--no-edit", "fix")
+    place = await projects.place("vorenus", "app")
+    git(place.copy, "fetch", "--quiet", "project", caesar=False)
+    git(place.copy, "reset", "--quiet", "--hard", b1, caesar=False)
+    (place.copy / "more.txt").write_text("notes\n")
+    git(place.copy, "add", "more.txt", caesar=False)
+    tree = git(place.copy, "write-tree", caesar=False).strip()
+    forged = git(
+        place.copy, "commit-tree", tree, "-p", b1, "-p", b2, "-m", "Merge fix; add notes",
+        caesar=False,
+    ).strip()  # fmt: skip
+    git(place.copy, "reset", "--quiet", "--hard", forged, caesar=False)
+
+    report = await diff(projects, place)
+    assert report.work is not None and report.work.merge_bases == 2
+    paths = {f.path: (f.added, f.removed) for f in report.work.files}
+    assert paths == {"app.py": (1, 1), "more.txt": (1, 0)}  # the fix undone, shown
+    assert "-    return a + b" in report.text and "+    return a - b" in report.text
+    assert [c.subject for c in report.work.commits] == ["Merge fix; add notes"]
+    text = "\n".join(diff_lines(report))
+    assert "It has 2 merge bases with main" in text
+    assert f"Tip {forged}: merge it by id" in text
+    assert not git(project, "status", "--porcelain")  # the project's checkout untouched
+
+
+async def test_a_conflicting_merge_is_said_and_shown_against_the_merge_base(
+    projects: Projects, project: Path
+) -> None:
+    place = await projects.place("vorenus", "app")
+    (place.copy / "app.py").write_text("mine\n")
+    commit_all(place.copy, "mine")
+    (project / "app.py").write_text("caesar's\n")
+    git(project, "commit", "--quiet", "-am", "caesar's")
+
+    report = await diff(projects, place)
+    assert report.work is not None and report.work.conflicts
+    assert "+mine" in report.text and "<<<<<<<" not in report.text
+    assert "Merging it into main conflicts" in "\n".join(diff_lines(report))
+
+
+async def test_a_submodule_change_is_a_file_change(projects: Projects) -> None:
+    place = await projects.place("vorenus", "app")
+    head = git(place.copy, "rev-parse", "HEAD").strip()
+    git(
+        place.copy, "update-index", "--add", "--cacheinfo", f"160000,{head},vendor/lib",
+        caesar=False,
+    )  # fmt: skip
+    git(place.copy, "commit", "--quiet", "-m", "vendor lib", caesar=False)
+
+    report = await diff(projects, place)
+    assert report.work is not None and report.work.file_count == 1
+    [change] = report.work.files
+    assert (change.path, change.gitlink, change.submodule) == ("vendor/lib", True, head)
+    assert f"+Subproject commit {head}" in report.text
+    assert f"submodule vendor/lib → {head}" in "\n".join(diff_lines(report))
