@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from legio.errors import ProjectError
 from legio.frontends.views import diff_lines
 from legio.projects import Projects
 from legio.projectview import diff
@@ -134,3 +135,44 @@ async def test_a_submodule_change_is_a_file_change(projects: Projects) -> None:
     assert (change.path, change.gitlink, change.submodule) == ("vendor/lib", True, head)
     assert f"+Subproject commit {head}" in report.text
     assert f"submodule vendor/lib → {head}" in "\n".join(diff_lines(report))
+
+
+def objects_size(repo: Path) -> int:
+    folder = repo / ".git" / "objects"
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+async def test_the_publish_cap_counts_what_the_project_keeps(
+    castra_dir: Path, project: Path
+) -> None:
+    projects = projects_with(castra_dir, project, "[projects]\nmax_publish_mb = 1\n")
+    place = await projects.place("vorenus", "app")
+    same = os.urandom(256 * 1024)
+    for i in range(40):  # under git's unpackLimit of 100 objects: unpacked, 40 × 256 KB
+        (place.copy / f"f{i:02d}.bin").write_bytes(same + str(i).encode())
+    tip = commit_all(place.copy, "small change")
+    git(place.copy, "repack", "-adq", "--window=50", caesar=False)
+    git(place.copy, "prune-packed", caesar=False)
+    measured = int(
+        git(place.copy, "rev-list", "--objects", "--disk-usage", tip, "^project/main").strip()
+    )
+    assert measured < 1024 * 1024  # the deltas are small: under the cap
+    before = objects_size(project)
+
+    assert await projects.publish(place) is True
+    grown = objects_size(project) - before
+    assert grown < 2 * measured + 64 * 1024, (grown, measured)  # not 40 × 256 KB
+
+
+async def test_a_fetch_git_drops_is_not_published(projects: Projects, project: Path) -> None:
+    place = await projects.place("vorenus", "app")
+    (place.copy / "b").write_text("b\n")
+    commit_all(place.copy, "x1")
+    (place.copy / "b").write_text("c\n")
+    tip = commit_all(place.copy, "x2")
+    (place.copy / ".git" / "shallow").write_text(tip + "\n")
+
+    with pytest.raises(ProjectError, match="legio/vorenus/main is not published"):
+        await projects.publish(place)
+    assert projects.unpublished("vorenus", "app")
+    assert "legio/vorenus" not in git(project, "branch", "--list", "legio/*")
