@@ -6,14 +6,15 @@ says done without the ref, the daemon's own folder steering git, branches left u
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from legio.errors import ProjectError
-from legio.frontends.views import diff_lines
+from legio.frontends.views import copy_line, diff_lines
 from legio.projects import Projects
-from legio.projectview import diff
+from legio.projectview import diff, overview
 from tests.gitrepo import git, make_project
 from tests.test_projects_doors import projects_with
 
@@ -176,3 +177,34 @@ async def test_a_fetch_git_drops_is_not_published(projects: Projects, project: P
         await projects.publish(place)
     assert projects.unpublished("vorenus", "app")
     assert "legio/vorenus" not in git(project, "branch", "--list", "legio/*")
+
+
+@pytest.mark.parametrize("swapped", ["copy", "projects folder"])
+async def test_a_copy_swapped_for_a_link_is_refused(
+    projects: Projects, tmp_path: Path, swapped: str
+) -> None:
+    place = await projects.place("vorenus", "app")
+    dotfiles = make_project(tmp_path / "dotfiles")
+    if swapped == "copy":
+        shutil.rmtree(place.copy)
+        place.copy.symlink_to(dotfiles)
+        link = place.copy
+    else:
+        link = place.copy.parent
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        shutil.rmtree(link)
+        (elsewhere / "app").symlink_to(dotfiles)
+        link.symlink_to(elsewhere)
+
+    with pytest.raises(ProjectError, match=f"{link} is a link: Legio does not follow it"):
+        await projects.place("vorenus", "app")
+    [state] = await overview(projects)
+    assert f"{link} is a link" in copy_line(state.copies[0])
+    if swapped == "copy":
+        assert await projects.drop("vorenus", "app") is True  # the link goes, nothing else
+        assert not place.copy.is_symlink() and (dotfiles / "app.py").exists()
+    else:
+        with pytest.raises(ProjectError, match=f"{link} is a link"):
+            await projects.drop("vorenus", "app")
+    assert (dotfiles / "app.py").exists() and (dotfiles / ".git").is_dir()
