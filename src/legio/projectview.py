@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from legio import gitsafe
-from legio.branchwork import BranchWork, branch_work
+from legio.branchwork import BranchWork, agent_branches, branch_work
 from legio.castra import Castra
 from legio.config import Config
 from legio.errors import ProjectError
@@ -67,6 +67,7 @@ class CopyState:
     head: str = ""  # the branch the copy is on
     published: bool = False  # the branch is in the project
     unpublished: str | None = None  # why its last publishing failed
+    others: list[tuple[str, int]] = field(default_factory=list)  # its other branches, ahead
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ async def copy_state(projects: Projects, place: Place) -> CopyState:
     except ProjectError as e:
         return CopyState(place.agent, place.branch, 0, 0, 0, "", problem=str(e), head=place.head)
     copy = await copy_work(place)
+    others = await agent_branches(place.repo, place.agent, place.base)
     return CopyState(
         agent=place.agent,
         branch=place.branch,
@@ -137,6 +139,7 @@ async def copy_state(projects: Projects, place: Place) -> CopyState:
         head=place.head,
         published=work is not None,
         unpublished=unpublished,
+        others=[(b, n) for b, n in others if b != place.branch],
     )
 
 

@@ -376,6 +376,8 @@ def copy_line(copy: CopyState) -> str:
     if copy.head != copy.branch:
         where = visible_name(copy.head) if copy.head else "no branch (detached)"
         parts.append(f"⚠️ the copy is on {where}, not {visible_name(copy.branch)}")
+    for other, ahead in copy.others:
+        parts.append(f"also in the project: {visible_name(other)}, {ahead} ahead")
     if copy.unpublished:
         parts.append(f"⚠️ not published: {visible_name(copy.unpublished)}")
     if copy.problem:
