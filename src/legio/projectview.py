@@ -1,11 +1,12 @@
 """What Caesar sees of the agents' work on projects: ``/diff``, ``/projects`` and ``legio check``.
 
 ``diff`` shows what Caesar would merge: the agent's branch as published in the project
-(brought over first, when it moved), against its merge base with the base branch, read
-in the project by ``legio.branchwork``; never the copy's HEAD or work tree, which the agent
+(brought over first, when it moved), what merging it brings into the base, read in the
+project by ``legio.branchwork``; never the copy's HEAD or work tree, which the agent
 can move anywhere. What the copy holds that is not committed is listed apart, as such, and
 a copy whose HEAD is on another branch says so. ``overview`` lists each project with each
-agent's branch the same way (ahead, behind, the last commit). Git on a copy goes through
+agent's branch the same way (ahead, behind, the last commit), and the agent's other
+``legio/<agent>/*`` branches in the project. Git on a copy goes through
 ``legio.gitsafe`` (checked first, a short timeout, nothing of the agent's run).
 """
 
@@ -113,7 +114,7 @@ async def _publish(projects: Projects, place: Place) -> str | None:
 
 
 async def diff(projects: Projects, place: Place) -> DiffReport:
-    """``/diff``: the agent's branch in the project against its merge base with the base
+    """``/diff``: what merging the agent's branch in the project brings into the base
     (published first), and the copy's uncommitted work apart."""
     unpublished = await _publish(projects, place)
     work = await branch_work(place.repo, place.branch, place.base)
