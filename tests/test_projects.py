@@ -246,8 +246,10 @@ async def test_a_copy_made_a_partial_clone_cannot_make_legio_fetch_with_its_comm
 async def test_a_huge_diff_is_cut_not_held_whole(projects: Projects) -> None:
     place = await projects.place("vorenus", "app")
     line = "x" * 99 + "\n"
-    (place.copy / "app.py").write_text(line * 260_000)  # 26 MB of changes
-    git(place.copy, "commit", "--quiet", "-am", "huge", caesar=False)
+    for i in range(4):  # 26 MB of changes, each file under core.bigFileThreshold (8 MB)
+        (place.copy / f"part{i}.py").write_text(line * 65_000)
+    git(place.copy, "add", ".", caesar=False)
+    git(place.copy, "commit", "--quiet", "-m", "huge", caesar=False)
     report = await diff(projects, place)
     assert report.work is not None and report.work.cut
     assert len(report.text.encode()) <= gitsafe.MAX_OUTPUT

@@ -24,6 +24,12 @@ looks (``lstat``) at what git would open first: ``HEAD``, ``config``, ``index``,
 ``packed-refs``, ``objects``, ``commondir``: a link, a FIFO or a device there is refused at
 once, with its name, instead of steering git elsewhere or stalling it; and git on a copy
 gets ``COPY_TIMEOUT_S``.
+
+Git never runs in the daemon's working folder: its ``cwd`` is a fresh empty folder, which is
+also the work tree of every command that looks at no files (``--git-dir`` alone would take
+the cwd as the work tree, and its ``.gitattributes`` — ``* -diff`` — would steer a diff), and
+``core.attributesFile`` is ``/dev/null``. A file over ``core.bigFileThreshold`` (8 MB) is
+diffed as binary: one repeated line packs to nothing and would take gigabytes to diff.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import asyncio
 import os
 import re
 import stat
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,11 +59,12 @@ SAFE_SETTINGS: tuple[tuple[str, str], ...] = (
     ("core.sshCommand", "false"),
     ("core.alternateRefsCommand", ""),
     ("core.untrackedCache", "false"),
+    ("core.attributesFile", "/dev/null"),
+    ("core.bigFileThreshold", "8m"),  # bigger files are binary to diff: no line diff made
     ("core.commitGraph", "false"),
     ("core.multiPackIndex", "false"),
     ("fetch.writeCommitGraph", "false"),
     ("diff.external", ""),
-    ("diff.ignoreSubmodules", "all"),
     ("status.submoduleSummary", "false"),
     ("submodule.recurse", "false"),
     ("log.showSignature", "false"),
@@ -153,8 +161,11 @@ def _kind_of(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "something else")
 
 
-def _environment(settings: Sequence[tuple[str, str]]) -> dict[str, str]:
+def _environment(
+    settings: Sequence[tuple[str, str]], objects: Path | None = None
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+
     env.update(
         GIT_CONFIG_GLOBAL="/dev/null",
         GIT_CONFIG_NOSYSTEM="1",
@@ -177,6 +188,9 @@ async def _exec(
     settings: Sequence[tuple[str, str]],
     limit_s: float,
     given: bytes | None = None,
+    *,
+    cwd: Path,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, bytes, str]:
     try:
         process = await asyncio.create_subprocess_exec(
@@ -185,7 +199,8 @@ async def _exec(
             stdin=asyncio.subprocess.DEVNULL if given is None else asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=_environment(settings),
+            env={**_environment(settings), **(env or {})},
+            cwd=cwd,
         )
     except FileNotFoundError as e:
         raise ProjectError("git is not installed: install it (apt install git)") from e
@@ -197,7 +212,7 @@ async def _exec(
         process.kill()
         await process.wait()
         where = args[1] if args[:1] == ["--git-dir"] else ""
-        command = next((a for a in args[2:] if not a.startswith(("-", "/"))), "")
+        command = next((a for a in args[4:] if not a.startswith(("-", "/"))), "")
         raise ProjectError(
             f"git {command} took over {limit_s:.0f} s in {where or 'a repository'} and was "
             "stopped (a file there that never answers? see docs/projects.md)"
@@ -252,9 +267,13 @@ async def _drain(stream: asyncio.StreamReader, keep: int = 64 * 1024) -> bytes:
 async def drivers_of(git_dir: Path) -> list[tuple[str, str]]:
     """Settings that switch off every filter and diff driver ``git_dir``'s config names
     (its includes followed): nothing of what it says is run."""
-    code, out, _ = await _exec(
-        ["--git-dir", str(git_dir), "config", "--list", "-z"], SAFE_SETTINGS, COPY_TIMEOUT_S
-    )
+    with tempfile.TemporaryDirectory(prefix="legio-git-") as empty:
+        code, out, _ = await _exec(
+            ["--git-dir", str(git_dir), "--work-tree", empty, "config", "--list", "-z"],
+            SAFE_SETTINGS,
+            COPY_TIMEOUT_S,
+            cwd=Path(empty),
+        )
     off: list[tuple[str, str]] = []
     if code != 0:
         raise ProjectError(f"cannot read the git config of {git_dir}: it is broken")
@@ -279,6 +298,8 @@ async def run(
     limit_s: float | None = None,
     local_transport: bool = False,
     given: bytes | None = None,
+    settings: Sequence[tuple[str, str]] = (),
+    objects: Path | None = None,
 ) -> str:
     """``git <args>`` in ``repo`` (its output), safely; see the module docstring.
 
@@ -286,7 +307,9 @@ async def run(
     ``checked`` first and git gets ``COPY_TIMEOUT_S`` (else ``TIMEOUT_S``), unless
     ``limit_s`` says otherwise. ``check``: a failing command raises ``ProjectError`` with
     git's own words. ``work_tree=False`` for commands that do not look at the files (log,
-    rev-list, fetch). ``given``: the command's input."""
+    rev-list, fetch): their work tree is an empty folder. ``given``: the command's input.
+    ``settings``: more config for this command. ``objects``: a folder that receives the
+    objects git writes (the repository's own are read, never written)."""
     code, out, err = await run_raw(
         repo,
         *args,
@@ -295,6 +318,8 @@ async def run(
         limit_s=limit_s,
         local_transport=local_transport,
         given=given,
+        settings=settings,
+        objects=objects,
     )
     if check and code != 0:
         raise ProjectError(f"git {args[0]} failed in {repo}: {err or f'exit code {code}'}")
@@ -309,20 +334,33 @@ async def run_raw(
     limit_s: float | None = None,
     local_transport: bool = False,
     given: bytes | None = None,
+    settings: Sequence[tuple[str, str]] = (),
+    objects: Path | None = None,
 ) -> tuple[int, bytes, str]:
     """As ``run``, returning (exit code, stdout bytes, stderr) and never raising for a
     failing command."""
     git_dir = git_dir_of(repo)
-    settings = list(SAFE_SETTINGS)
+    config = list(SAFE_SETTINGS)
     if hostile:
         checked(git_dir, index=work_tree)
-        settings += await drivers_of(git_dir)
+        config += await drivers_of(git_dir)
     if limit_s is None:
         limit_s = COPY_TIMEOUT_S if hostile else TIMEOUT_S
     if local_transport:  # fetching from a path (an agent's copy into the project)
-        settings += LOCAL_TRANSPORT
-    where = ["--git-dir", str(git_dir)] + (["--work-tree", str(repo)] if work_tree else [])
-    code, out, err = await _exec([*where, *args], settings, limit_s, given)
+        config += LOCAL_TRANSPORT
+    config += settings
+    env = None
+    if objects is not None:
+        env = {
+            "GIT_OBJECT_DIRECTORY": str(objects),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(git_dir / "objects"),
+        }
+    with tempfile.TemporaryDirectory(prefix="legio-git-") as empty:
+        tree = str(repo) if work_tree else empty  # never the daemon's working folder
+        where = ["--git-dir", str(git_dir), "--work-tree", tree]
+        code, out, err = await _exec(
+            [*where, *args], config, limit_s, given, cwd=Path(empty), env=env
+        )
     return code, out[:MAX_OUTPUT], err
 
 
@@ -330,8 +368,12 @@ async def clone_shared(source: Path, target: Path, origin: str) -> None:
     """``git clone --shared --no-checkout``: ``target`` borrows ``source``'s objects (read
     only, through ``objects/info/alternates``) and has ``source`` as remote ``origin``."""
     clone = ["clone", "--quiet", "--shared", "--no-checkout", "--origin", origin]
-    code, _, err = await _exec(
-        [*clone, "--", str(source), str(target)], [*SAFE_SETTINGS, *LOCAL_TRANSPORT], TIMEOUT_S * 5
-    )
+    with tempfile.TemporaryDirectory(prefix="legio-git-") as empty:
+        code, _, err = await _exec(
+            [*clone, "--", str(source), str(target)],
+            [*SAFE_SETTINGS, *LOCAL_TRANSPORT],
+            TIMEOUT_S * 5,
+            cwd=Path(empty),
+        )
     if code != 0:
         raise ProjectError(f"cloning {source} failed: {err or f'exit code {code}'}")

@@ -184,6 +184,26 @@ class Projects:
     def copy_dir(self, agent: str, name: str) -> Path:
         return self.castra.centurio_dir(agent).resolve() / COPIES / name
 
+    def unlinked(self, agent: str, name: str) -> Path:
+        """``copy_dir``, each part of it below the centurio's folder looked at (``lstat``):
+        ``ProjectError`` naming one that is a link (the agent swapped its copy for a link to
+        another repository) or not a folder."""
+        copy = self.copy_dir(agent, name)
+        for part in (copy.parent, copy):
+            try:
+                mode = os.lstat(part).st_mode
+            except FileNotFoundError:
+                break
+            except OSError as e:
+                raise ProjectError(f"{part} cannot be read ({e.strerror})") from e
+            if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
+                what = "a link" if stat.S_ISLNK(mode) else "not a folder"
+                raise ProjectError(
+                    f"{part} is {what}: Legio does not follow it (a copy is a folder in the "
+                    f"agent's own; remove it, or /drop {agent} {name})"
+                )
+        return copy
+
     def copies(self, name: str) -> list[tuple[str, Path]]:
         """(agent, copy) of every copy of project ``name`` there is."""
         found = []
@@ -245,7 +265,7 @@ class Projects:
         """Agent ``agent``'s copy of project ``name``, made if it has none yet."""
         async with self._locks[agent, name]:
             repo, base = await self.repository(name)
-            copy = self.copy_dir(agent, name)
+            copy = self.unlinked(agent, name)
             if copy.exists():
                 gitsafe.git_dir_of(copy)  # a broken copy says so (and /drop starts over)
                 head = head_of(copy)
@@ -338,6 +358,15 @@ class Projects:
         self.settings(name)
         async with self._locks[agent, name]:
             copy = self.copy_dir(agent, name)
+            if copy.is_symlink():  # the link goes, never what it points at
+                try:
+                    self.unlinked(agent, name)
+                except ProjectError as e:
+                    if not str(e).startswith(f"{copy} is a link"):
+                        raise  # its projects folder is a link too: touch nothing
+                copy.unlink()
+                return True
+            self.unlinked(agent, name)  # never a folder reached through a link
             if not copy.exists():
                 return False
             trash = copy.parent / f".{name}.part-drop-{uuid.uuid4().hex[:8]}"

@@ -1,11 +1,12 @@
 """What Caesar sees of the agents' work on projects: ``/diff``, ``/projects`` and ``legio check``.
 
 ``diff`` shows what Caesar would merge: the agent's branch as published in the project
-(brought over first, when it moved), against its merge base with the base branch, read
-in the project by ``legio.branchwork``; never the copy's HEAD or work tree, which the agent
+(brought over first, when it moved), what merging it brings into the base, read in the
+project by ``legio.branchwork``; never the copy's HEAD or work tree, which the agent
 can move anywhere. What the copy holds that is not committed is listed apart, as such, and
 a copy whose HEAD is on another branch says so. ``overview`` lists each project with each
-agent's branch the same way (ahead, behind, the last commit). Git on a copy goes through
+agent's branch the same way (ahead, behind, the last commit), and the agent's other
+``legio/<agent>/*`` branches in the project. Git on a copy goes through
 ``legio.gitsafe`` (checked first, a short timeout, nothing of the agent's run).
 """
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from legio import gitsafe
-from legio.branchwork import BranchWork, branch_work
+from legio.branchwork import BranchWork, agent_branches, branch_work
 from legio.castra import Castra
 from legio.config import Config
 from legio.errors import ProjectError
@@ -67,6 +68,7 @@ class CopyState:
     head: str = ""  # the branch the copy is on
     published: bool = False  # the branch is in the project
     unpublished: str | None = None  # why its last publishing failed
+    others: list[tuple[str, int]] = field(default_factory=list)  # its other branches, ahead
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ async def _publish(projects: Projects, place: Place) -> str | None:
 
 
 async def diff(projects: Projects, place: Place) -> DiffReport:
-    """``/diff``: the agent's branch in the project against its merge base with the base
+    """``/diff``: what merging the agent's branch in the project brings into the base
     (published first), and the copy's uncommitted work apart."""
     unpublished = await _publish(projects, place)
     work = await branch_work(place.repo, place.branch, place.base)
@@ -126,6 +128,7 @@ async def copy_state(projects: Projects, place: Place) -> CopyState:
     except ProjectError as e:
         return CopyState(place.agent, place.branch, 0, 0, 0, "", problem=str(e), head=place.head)
     copy = await copy_work(place)
+    others = await agent_branches(place.repo, place.agent, place.base)
     return CopyState(
         agent=place.agent,
         branch=place.branch,
@@ -137,6 +140,7 @@ async def copy_state(projects: Projects, place: Place) -> CopyState:
         head=place.head,
         published=work is not None,
         unpublished=unpublished,
+        others=[(b, n) for b, n in others if b != place.branch],
     )
 
 

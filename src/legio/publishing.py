@@ -8,7 +8,10 @@ project, never the copy's ``refs/remotes``, which the agent writes). Over ``[pro
 max_publish_mb`` the branch is not published and the error says so. The fetch then asks
 for that very commit (``+<id>:refs/heads/<branch>``), so the branch cannot be moved to a
 bigger commit between the measure and the fetch. Both run with no commit-graph (a forged
-one names other trees, and would make the measure small) and ``COPY_TIMEOUT_S``.
+one names other trees, and would make the measure small) and ``COPY_TIMEOUT_S``. The pack
+is kept as received (``fetch.unpackLimit=1``): unpacked, 95 deltas of one 1 MB file would
+take 95 MB. After the fetch, the project's branch must name the measured commit (a
+``shallow`` file in the copy makes git drop the ref and exit 0): else it is not published.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ UPLOAD_PACK = (
     "-c core.commitGraph=false -c core.multiPackIndex=false -c uploadpack.allowFilter=false "
     "-c uploadpack.allowAnySHA1InWant=true upload-pack"
 )
+# Keep the pack as it came: loose objects are each stored whole (a delta undone).
+KEEP_PACK = (("fetch.unpackLimit", "1"), ("transfer.unpackLimit", "1"))
 BRANCH = re.compile(r"legio/[a-z][a-z0-9_-]{0,31}/[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
 
 
@@ -117,6 +122,13 @@ async def publish(
         work_tree=False,
         local_transport=True,
         limit_s=gitsafe.COPY_TIMEOUT_S,
+        settings=KEEP_PACK,
     )
+    now = await tip_of(repo, branch)
+    if now != mine:
+        raise ProjectError(
+            f"{branch} is not published: git fetched {mine[:12]} from {copy} but "
+            f"{repo} names {now[:12] or 'nothing'} (a shallow or broken copy?)"
+        )
     logger.info("%s: %s is now in %s (%d bytes brought)", agent, branch, repo, size)
     return True

@@ -278,9 +278,24 @@ def diff_lines(report: DiffReport) -> list[str]:
     if report.unpublished:
         lines.append(f"⚠️ Not published: {visible_name(report.unpublished)}")
     if work is not None:
+        lines.append(f"Tip {work.tip}: merge it by id (git merge {work.tip[:12]}…), not by name")
+        if work.conflicts:
+            lines.append(
+                f"⚠️ Merging it into {base} conflicts: the files and diff below are the "
+                "branch against its merge base, not what a merge would leave"
+            )
+        if work.merge_bases > 1:
+            lines.append(
+                f"⚠️ It has {work.merge_bases} merge bases with {base} (a merge of the base's "
+                "own history): the diff is what merging brings, not its merge-base diff"
+            )
         lines.append(
             f"{_plural(work.file_count, 'file')} changed, +{work.added} −{work.removed} "
-            f"(what merging {branch} would bring)"
+            + (
+                "(against its merge base)"
+                if work.conflicts
+                else f"(what merging {branch} would bring)"
+            )
         )
         lines += [
             f"  {c.short} {visible_name(c.subject)} — {visible_name(c.author)}"
@@ -310,7 +325,14 @@ def diff_lines(report: DiffReport) -> list[str]:
 
 
 def _file(change: FileChange) -> str:
-    lines = "binary" if change.added < 0 else f"+{change.added} −{change.removed}"
+    if change.gitlink:
+        now = change.submodule or "removed"
+        return f"submodule {visible_name(change.path)} → {now}"
+    lines = (
+        "binary or over 8 MB (no line diff)"
+        if change.added < 0
+        else f"+{change.added} −{change.removed}"
+    )
     return f"{visible_name(change.path)} {lines}"
 
 
@@ -354,6 +376,8 @@ def copy_line(copy: CopyState) -> str:
     if copy.head != copy.branch:
         where = visible_name(copy.head) if copy.head else "no branch (detached)"
         parts.append(f"⚠️ the copy is on {where}, not {visible_name(copy.branch)}")
+    for other, ahead in copy.others:
+        parts.append(f"also in the project: {visible_name(other)}, {ahead} ahead")
     if copy.unpublished:
         parts.append(f"⚠️ not published: {visible_name(copy.unpublished)}")
     if copy.problem:
