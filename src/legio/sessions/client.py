@@ -171,7 +171,14 @@ async def ask(
     session.last_active = time.monotonic()
     started = time.monotonic()
     result: ResultMessage | None = None
-    written = False
+    written = answered = False
+
+    def observe(message: object) -> None:
+        nonlocal answered
+        answered = answered or isinstance(message, ResultMessage)  # its turn's end was read
+        if session.observe is not None:
+            session.observe(message)
+
     try:
         await session.client.query(
             one_message(user_message(message, images)) if images else message
@@ -186,7 +193,7 @@ async def ask(
             on_status,
             agent=name,
             on_text=on_text,
-            observe=session.observe,
+            observe=observe,
         )
     except (AgentError, ProcessError, CLIJSONDecodeError, CLIConnectionError) as e:
         if session.closed_because:  # we closed it: /reset, /stop, shutdown
@@ -199,7 +206,7 @@ async def ask(
     finally:
         session.last_active = time.monotonic()
         record(_turn(session, seq, result, started))
-        if written and result is None and not session.closed_because:
+        if written and not answered and not session.closed_because:
             session.broken = True  # its result may still come: the next turn must not read it
     return text, result
 
