@@ -33,13 +33,22 @@ from legio.legatus.conversations import Dispatched
 from legio.legatus.intake import Fetch, Intake, take_local_file
 from legio.legatus.jobs import JobRun, Presenter, attach_scheduler, job_lines
 from legio.legatus.listening import Listener
-from legio.legatus.orchestrator import Legatus, Reply, ReplyCallback
+from legio.legatus.orchestrator import Legatus
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
 from legio.plan import PlanHealth
 from legio.policy import scrub_environment
 from legio.projectview import CopyState, DiffReport, ProjectState
-from legio.request import UNWATCHED, PendingFile, Pointer, Request, Watch
+from legio.request import (
+    UNWATCHED,
+    PendingFile,
+    Pointer,
+    Reply,
+    ReplyCallback,
+    Request,
+    SentFile,
+    Watch,
+)
 from legio.sandbox import sandbox_status_lines
 from legio.schedule import zone
 from legio.scheduler import Clock, Scheduler
@@ -49,7 +58,6 @@ from legio.sessions.errands import Stopped
 from legio.sessions.gate import Gatekeeper
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.manager import SessionManager
-from legio.sessions.outbox import SentFile
 from legio.sessions.slot import AgentStatus
 from legio.sessions.turn import StatusCallback, TextCallback, is_text_preview
 from legio.store.approvals import ApprovalStore, Grant

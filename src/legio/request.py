@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import Literal, Protocol
 
-if TYPE_CHECKING:
-    from legio.legatus.orchestrator import Reply
-
+PHOTO_LIMIT = 10 * 1024 * 1024  # Bot API sendPhoto
 StatusCallback = Callable[[str, str], Awaitable[None]]  # (agent, "⏳ …" line)
 TextCallback = Callable[[str, str], Awaitable[None]]  # (agent, its message's text so far)
 
@@ -66,6 +65,39 @@ class Request:
     receipt: int | None = None  # when it arrived (``LegioApp.receive``); None: when handed over
 
 
+@dataclass(frozen=True)
+class SentFile:
+    """An outgoing file stored in the castra, ready for the front-end."""
+
+    path: Path
+    name: str
+    caption: str
+    mime_type: str
+    size: int
+    source: Path
+    sender: str = ""  # the centurio that sent it, when another agent's reply carries it
+
+    @property
+    def is_photo(self) -> bool:
+        return (
+            self.mime_type in ("image/jpeg", "image/png", "image/webp") and self.size <= PHOTO_LIMIT
+        )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One message for Caesar: who says it, what, and whether it is an answer."""
+
+    agent: str
+    text: str
+    kind: Literal["answer", "error", "interrupted", "notice", "held"] = "answer"
+    files: tuple[SentFile, ...] = ()  # sent with send_file: to deliver after the text
+    seq: int | None = None  # the answer's nuntius (a reply to its message points at it)
+
+
+ReplyCallback = Callable[[Reply], Awaitable[None]]
+
+
 class Watch(Protocol):
     """How the engine talks back to the front-end about one request."""
 
@@ -85,7 +117,7 @@ class Callbacks:
 
     on_status: StatusCallback | None = None
     on_text: TextCallback | None = None
-    on_reply: Callable[[Reply], Awaitable[None]] | None = None
+    on_reply: ReplyCallback | None = None
 
     async def status(self, agent: str, line: str) -> None:
         if self.on_status is not None:

@@ -20,10 +20,10 @@ from typing import Any
 
 from claude_agent_sdk import SdkMcpTool, tool
 
-from legio.legatus.orchestrator import Legatus, Reply
+from legio.legatus.orchestrator import Legatus
 from legio.memoria.tools import tool_result as _text
 from legio.names import CAESAR, LEGATUS
-from legio.request import UNWATCHED, Watch
+from legio.request import UNWATCHED, Reply, Watch
 from legio.schedule import (
     ScheduleError,
     check_cron,

@@ -22,9 +22,9 @@ import hashlib
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_server
 
@@ -36,11 +36,11 @@ from legio.legatus.tools import legatus_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
 from legio.names import BROADCAST, CAESAR, LEGATUS, SCHEDULER
-from legio.request import UNWATCHED, PendingFile, Request, Watch
+from legio.request import UNWATCHED, PendingFile, Reply, ReplyCallback, Request, SentFile, Watch
 from legio.sessions.errands import Errand
 from legio.sessions.history import format_roster_xml, format_status_xml
 from legio.sessions.manager import SessionManager
-from legio.sessions.outbox import SentFile, record_outgoing
+from legio.sessions.outbox import record_outgoing
 from legio.sessions.spec import AgentSpec, spec_from_prompt
 from legio.sessions.turn import Outcome, StatusCallback, TextCallback
 from legio.store.praetorium import Nuntius, Praetorium
@@ -52,20 +52,6 @@ TOOLS_KEY = "legatus_tools"
 RULE = "━━━━━━━━━━━━"
 # @name not glued to a word before it (e-mail addresses) nor followed by more of a name
 MENTION = re.compile(r"(?<![\w.@+-])@([A-Za-z][A-Za-z0-9_-]{0,31})(?![\w-]|\.\w)")
-
-
-@dataclass(frozen=True)
-class Reply:
-    """One message for Caesar: who says it, what, and whether it is an answer."""
-
-    agent: str
-    text: str
-    kind: Literal["answer", "error", "interrupted", "notice", "held"] = "answer"
-    files: tuple[SentFile, ...] = ()  # sent with send_file: to deliver after the text
-    seq: int | None = None  # the answer's nuntius (a reply to its message points at it)
-
-
-ReplyCallback = Callable[["Reply"], Awaitable[None]]
 
 
 class _Emitter:

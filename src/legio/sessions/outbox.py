@@ -30,9 +30,9 @@ from legio.errors import AttachmentError
 from legio.folders import granted_dirs
 from legio.guard import PathGuard
 from legio.policy import _within, working_dir
+from legio.request import SentFile
 from legio.store.attachments import AttachmentStore
 from legio.store.files import (
-    PHOTO_LIMIT,
     UPLOAD_LIMIT,
     FileStore,
     StoredFile,
@@ -57,25 +57,6 @@ class OutgoingFile:
     mime_type: str
     size: int
     stored: StoredFile
-
-
-@dataclass(frozen=True)
-class SentFile:
-    """An outgoing file stored in the castra, ready for the front-end."""
-
-    path: Path
-    name: str
-    caption: str
-    mime_type: str
-    size: int
-    source: Path
-    sender: str = ""  # the centurio that sent it, when another agent's reply carries it
-
-    @property
-    def is_photo(self) -> bool:
-        return (
-            self.mime_type in ("image/jpeg", "image/png", "image/webp") and self.size <= PHOTO_LIMIT
-        )
 
 
 class Outbox:

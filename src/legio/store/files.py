@@ -23,7 +23,6 @@ from legio.castra import Castra
 
 DOWNLOAD_LIMIT = 20 * 1024 * 1024  # Bot API getFile
 UPLOAD_LIMIT = 50 * 1024 * 1024  # Bot API sendDocument
-PHOTO_LIMIT = 10 * 1024 * 1024  # Bot API sendPhoto
 MAX_NAME = 120
 IMAGE_KINDS = ("photo", "image")  # shown to the model as image blocks
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f/\\]+")
