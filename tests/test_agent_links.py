@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from legio import safefs
+from legio.fence import safefs
 from tests.botbench import Running, running_bot
 from tests.conftest import FakeCli
 from tests.legion import processes_of

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from legio.fence.policy import tmp_dir
+from legio.fence.sandbox import detect_sandbox
 from legio.memoria import MemoriaStore
-from legio.policy import tmp_dir
-from legio.sandbox import detect_sandbox
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.legion import Legion

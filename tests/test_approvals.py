@@ -16,8 +16,8 @@ from legio.approvals import DEFAULT_ASK, Decision, Rule, matching, parse_rules, 
 from legio.castra import Castra
 from legio.config import load_config
 from legio.errors import CastraError, ConfigError
+from legio.fence.guard import PathGuard
 from legio.frontends.admin import Admin
-from legio.guard import PathGuard
 from legio.sessions.gate import Gatekeeper
 from legio.store.approvals import ApprovalStore
 from legio.store.praetorium import Praetorium

@@ -15,11 +15,11 @@ import pytest
 
 from legio.castra import Castra
 from legio.cli import check_config
-from legio.cliconfig import adopt_transcript, copy_credentials, prepare_config_dir
 from legio.config import load_config
-from legio.guard import PathGuard
-from legio.policy import case_insensitive, denied_env_names, deny_rules, protected_entries
-from legio.sandbox import SandboxSupport, announce_sandbox
+from legio.fence.cliconfig import adopt_transcript, copy_credentials, prepare_config_dir
+from legio.fence.guard import PathGuard
+from legio.fence.policy import case_insensitive, denied_env_names, deny_rules, protected_entries
+from legio.fence.sandbox import SandboxSupport, announce_sandbox
 from tests.conftest import FakeCli
 from tests.legion import fake_cli_config
 
@@ -181,7 +181,7 @@ def test_check_and_start_up_name_the_agents_with_unsandboxed_bash(
     warning = 'Bash runs UNSANDBOXED ([sandbox] mode = "off") for pullo, vorenus'
     assert any(line.lstrip().startswith("!") and warning in line for line in lines), lines
     assert any("/state/ (every agent's Claude CLI config dir)" in line for line in lines)
-    with caplog.at_level(logging.INFO, logger="legio.sandbox"):
+    with caplog.at_level(logging.INFO, logger="legio.fence.sandbox"):
         announce_sandbox(config, castra)
     assert warning in caplog.text
 
@@ -191,7 +191,7 @@ def test_check_and_start_up_name_the_agents_with_unsandboxed_bash(
     caplog.clear()
     lines = check_config(load_config(config.path), is_root=False).lines
     assert not any("UNSANDBOXED" in line for line in lines), lines
-    with caplog.at_level(logging.INFO, logger="legio.sandbox"):
+    with caplog.at_level(logging.INFO, logger="legio.fence.sandbox"):
         announce_sandbox(config, castra, BUBBLEWRAP)
     assert "UNSANDBOXED" not in caplog.text
     assert "no agent has Bash" in caplog.text
@@ -199,7 +199,7 @@ def test_check_and_start_up_name_the_agents_with_unsandboxed_bash(
 
 def test_the_daemon_can_make_itself_non_dumpable() -> None:
     code = (
-        "from legio.launch import is_dumpable, set_non_dumpable;"
+        "from legio.fence.launch import is_dumpable, set_non_dumpable;"
         "print(is_dumpable(), set_non_dumpable(), is_dumpable())"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -247,7 +247,7 @@ def test_every_claude_entry_and_other_agents_scratch_get_a_concrete_rule(
     would break bubblewrap), and every other agent's ``TMPDIR``; a home Legio cannot
     list is an error, never an unprotected start."""
     from legio.errors import LegioError
-    from legio.policy import home_claude_entries, tmp_dir
+    from legio.fence.policy import home_claude_entries, tmp_dir
 
     home = tmp_path / "home"
     home.mkdir()

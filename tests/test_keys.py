@@ -14,16 +14,16 @@ import pytest
 from legio.castra import Castra
 from legio.config import load_config
 from legio.errors import ConfigError
-from legio.guard import PathGuard
-from legio.keys import SOCKETS_NOTE, exposed_keys, looks_like_key
-from legio.policy import (
+from legio.fence.guard import PathGuard
+from legio.fence.keys import SOCKETS_NOTE, exposed_keys, looks_like_key
+from legio.fence.policy import (
     denied_env_names,
     deny_rules,
     hidden_now,
     protected_entries,
     scrub_environment,
 )
-from legio.sandbox import keys_report
+from legio.fence.sandbox import keys_report
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setattr("legio.keys.account_home", lambda: Path("/nonexistent-account-home"))
+    monkeypatch.setattr("legio.fence.keys.account_home", lambda: Path("/nonexistent-account-home"))
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "PASSWORD_STORE_DIR"):
         monkeypatch.delenv(var, raising=False)
     for var in ("KUBECONFIG", "CARGO_HOME", "GRADLE_USER_HOME", "HISTFILE", "GIT_CONFIG_GLOBAL"):
@@ -204,7 +204,7 @@ def test_sandbox_hide_adds_paths_resolved_from_the_config_folder(
     guard = PathGuard(castra, "vorenus", config.path, hide=config.sandbox.hide)
     assert guard.check_path(home / "secrets" / "a", write=False)
     assert guard.check_path(tmp_path / "vault.txt", write=False)
-    from legio.sandbox import agent_options
+    from legio.fence.sandbox import agent_options
 
     rules = agent_options(castra, config, "vorenus", ["Read"])["settings"]
     assert f"Read(/{home / 'secrets'}/**)" in rules

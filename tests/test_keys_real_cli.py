@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from legio.policy import scrub_environment
+from legio.fence.policy import scrub_environment
 from tests.conftest import FakeCli
 from tests.test_agent_reach_real_cli import Reach, _reach, refused
 

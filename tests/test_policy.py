@@ -14,17 +14,17 @@ import pytest
 from legio.app import LegioApp
 from legio.castra import Castra
 from legio.errors import LegioError
-from legio.folders import workspace_problem
-from legio.frontends.admin import Admin
-from legio.guard import PathGuard
-from legio.memoria import MemoriaStore
-from legio.policy import (
+from legio.fence.folders import workspace_problem
+from legio.fence.guard import PathGuard
+from legio.fence.policy import (
     denied_env_names,
     deny_rules,
     protected_entries,
     working_dir,
 )
-from legio.sandbox import SandboxSupport, agent_options, effective_tools, sandbox_status_lines
+from legio.fence.sandbox import SandboxSupport, agent_options, effective_tools, sandbox_status_lines
+from legio.frontends.admin import Admin
+from legio.memoria import MemoriaStore
 from tests.conftest import FakeCli
 from tests.legion import fake_cli_config, processes_of
 
@@ -145,7 +145,7 @@ async def test_bash_reading_the_praetorium_is_denied(app: LegioApp) -> None:
 async def test_protected_files_and_tricks(
     app: LegioApp, castra_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="legio.policy")
+    caplog.set_level(logging.WARNING, logger="legio.fence.policy")
     castra = castra_dir.resolve()
     cases = [
         ("Read", {"file_path": str(castra / "praetorium.db-wal")}, "the praetorium"),

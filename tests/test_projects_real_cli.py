@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from legio.approvals import Decision
-from legio.policy import scrub_environment
-from legio.sandbox import detect_sandbox
+from legio.fence.policy import scrub_environment
+from legio.fence.sandbox import detect_sandbox
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.gitrepo import git, make_project, snapshot

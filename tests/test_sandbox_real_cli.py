@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from legio.fence.policy import scrub_environment
+from legio.fence.sandbox import detect_sandbox
 from legio.memoria import MemoriaStore
-from legio.policy import scrub_environment
-from legio.sandbox import detect_sandbox
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.legion import Legion

@@ -386,7 +386,7 @@ def test_a_command_too_deep_to_read_asks_and_never_breaks_the_hooks(
     import asyncio
 
     from legio.castra import Castra
-    from legio.guard import PathGuard, path_guard_hook
+    from legio.fence.guard import PathGuard, path_guard_hook
 
     deep = "$(" * 3000 + "git push" + ")" * 3000
     assert PUSH.matches("Bash", {"command": deep})

@@ -29,6 +29,8 @@ from legio.budget import Budget, Notifier, UsageReport
 from legio.castra import Castra, Roster
 from legio.config import Config
 from legio.errors import LegioError
+from legio.fence.policy import scrub_environment
+from legio.fence.sandbox import sandbox_status_lines
 from legio.legatus.conversations import Dispatched
 from legio.legatus.intake import Fetch, Intake, take_local_file
 from legio.legatus.jobs import JobRun, Presenter, attach_scheduler, job_lines
@@ -37,7 +39,6 @@ from legio.legatus.orchestrator import Legatus
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
 from legio.plan import PlanHealth
-from legio.policy import scrub_environment
 from legio.projectview import CopyState, DiffReport, ProjectState
 from legio.request import (
     UNWATCHED,
@@ -49,7 +50,6 @@ from legio.request import (
     SentFile,
     Watch,
 )
-from legio.sandbox import sandbox_status_lines
 from legio.schedule import zone
 from legio.scheduler import Clock, Scheduler
 from legio.sessions.context import ContextReport

@@ -30,14 +30,14 @@ from legio.config import (
     load_config,
 )
 from legio.errors import LegioError
-from legio.folders import policy_problems
-from legio.guard import PathGuard
-from legio.launch import TOKEN_FD_ENV, take_token
+from legio.fence.folders import policy_problems
+from legio.fence.guard import PathGuard
+from legio.fence.launch import TOKEN_FD_ENV, take_token
+from legio.fence.policy import denied_env_names
+from legio.fence.sandbox import announce_sandbox, keys_report, policy_report
 from legio.legatus.listening import voice_line
 from legio.plan import login_state
-from legio.policy import denied_env_names
 from legio.projectview import check_projects
-from legio.sandbox import announce_sandbox, keys_report, policy_report
 from legio.schedule import local_zone_name
 
 OK, BAD, WARN = "✓", "✗", "!"

@@ -34,7 +34,7 @@ from legio import gitsafe, publishing
 from legio.castra import Castra
 from legio.config import Config, ProjectSettings
 from legio.errors import ProjectError
-from legio.policy import Protected
+from legio.fence.policy import Protected
 
 logger = logging.getLogger(__name__)
 

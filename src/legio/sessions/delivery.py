@@ -20,7 +20,7 @@ from typing import Any
 
 from lxml import etree
 
-from legio import safefs
+from legio.fence import safefs
 from legio.images import PictureTooLarge, image_source
 from legio.sessions.history import xml_safe
 from legio.store.attachments import Attachment
@@ -54,7 +54,7 @@ def inbox_names(attachments: Sequence[Attachment]) -> list[str]:
 def copy_to_inbox(source: Path, workspace: Path, seq: int, name: str) -> Path:
     """Copy a stored file into the agent's ``inbox/`` (atomically; once), never through a
     link the agent made: ``inbox`` is reached by descriptor (a link in its place is
-    replaced by a real folder) and the copy renamed over its name (``legio.safefs``)."""
+    replaced by a real folder) and the copy renamed over its name (``legio.fence.safefs``)."""
     target = inbox_path(workspace, seq, name)
     dir_fd = safefs.open_dir(workspace, [INBOX], create=True)
     try:

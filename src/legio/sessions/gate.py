@@ -44,7 +44,7 @@ from legio.approvals import (
     shorten,
 )
 from legio.config import Config
-from legio.guard import PathGuard
+from legio.fence.guard import PathGuard
 from legio.store.approvals import ApprovalStore, Grant
 
 logger = logging.getLogger(__name__)

@@ -29,9 +29,9 @@ from claude_agent_sdk import SdkMcpTool
 
 from legio.budget import Budget
 from legio.castra import AgentPrompt, Castra
-from legio.cliconfig import LoginSync
 from legio.config import Config
 from legio.errors import AgentError, AgentInterrupted, ContextOverflow, TurnHeld
+from legio.fence.cliconfig import LoginSync
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, SCHEDULER
 from legio.plan import PlanHealth

@@ -1,6 +1,6 @@
 """Starting one agent's Claude CLI: its own config dir, its options, its accounts.
 
-``open_session`` prepares the agent's CLI config dir (``legio.cliconfig``: its own
+``open_session`` prepares the agent's CLI config dir (``legio.fence.cliconfig``: its own
 transcripts, a copy of the login), builds its ``ClaudeAgentOptions`` (the sandbox, the
 path guard and, with a gatekeeper, the approval hook; the per-turn budget backstop),
 connects a new session or resumes ``resume``, and hooks the session's messages to the
@@ -22,11 +22,11 @@ from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError
 
 from legio.budget import Budget
 from legio.castra import Castra
-from legio.cliconfig import daemon_config_dir, prepare_config_dir
 from legio.config import Config
 from legio.errors import AgentError
+from legio.fence.cliconfig import daemon_config_dir, prepare_config_dir
+from legio.fence.policy import hidden_now, tmp_dir
 from legio.plan import PlanHealth, watch_turns
-from legio.policy import hidden_now, tmp_dir
 from legio.sessions.client import AgentSession, connect
 from legio.sessions.gate import Gatekeeper
 from legio.sessions.spec import AgentSpec, build_options

@@ -3,9 +3,9 @@
 ``send_file(path, caption)`` (a tool of every agent: in each centurio's memoria server
 and among the Legatus's tools) checks the path against the agent's policy: inside its
 workspace or a granted folder (``add_dirs``), symlinks resolved, never a path the path
-guard refuses (``legio.guard.PathGuard``, the same rules as its file tools); then the
+guard refuses (``legio.fence.guard.PathGuard``, the same rules as its file tools); then the
 size (Telegram's 50 MB). The file is opened once, by descriptor, without following a
-link (``legio.safefs``), and copied into the castra from that descriptor at once (the
+link (``legio.fence.safefs``), and copied into the castra from that descriptor at once (the
 agent may delete or swap its own afterwards: what was checked is what is sent); it is
 queued on the agent's running turn (``Outbox``), recorded on the answer's nuntius
 (``record_outgoing``) and handed to the front-end, which sends it after the text.
@@ -23,13 +23,13 @@ from typing import Any
 
 from claude_agent_sdk import SdkMcpTool, tool
 
-from legio import safefs
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
 from legio.errors import AttachmentError
-from legio.folders import granted_dirs
-from legio.guard import PathGuard
-from legio.policy import _within, working_dir
+from legio.fence import safefs
+from legio.fence.folders import granted_dirs
+from legio.fence.guard import PathGuard
+from legio.fence.policy import _within, working_dir
 from legio.request import SentFile
 from legio.store.attachments import AttachmentStore
 from legio.store.files import (
@@ -81,7 +81,7 @@ def take_outgoing(raw: str, guard: PathGuard, files: FileStore) -> OutgoingFile:
 
     It must be in the guard's workspace or granted folders (``raw`` may be relative to
     the workspace) and pass the guard's read check. It is opened once, without following
-    a link at any component below its folder (``legio.safefs``), checked through that
+    a link at any component below its folder (``legio.fence.safefs``), checked through that
     descriptor (a regular file, the very file the guard checked, within the limits) and
     copied from it: a link or a swap made after the check sends nothing else."""
     if not raw.strip():

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from legio.policy import hidden_now
+from legio.fence.policy import hidden_now
 from legio.projects import Place
 from legio.sessions.client import AgentSession, close
 from legio.sessions.spec import AgentSpec

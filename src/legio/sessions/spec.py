@@ -3,9 +3,9 @@
 A spec is read anew for every request (an edited prompt takes effect on the next
 message): the system prompt, the key whose change rebuilds the session, history
 settings (frontmatter, else ``legio.toml``), the model, the built-in tools and the
-workspace (``legio.policy``), and the in-process MCP servers. ``build_options`` turns
+workspace (``legio.fence.policy``), and the in-process MCP servers. ``build_options`` turns
 a spec into ``ClaudeAgentOptions``: explicit tools, the path-guard hook, the sandbox and
-``permissions.deny`` rules (``legio.policy.agent_options``), granted folders, no user
+``permissions.deny`` rules (``legio.fence.policy.agent_options``), granted folders, no user
 or project settings, the agents' environment.
 """
 
@@ -24,14 +24,14 @@ from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, McpSdkServerConfig
 
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
-from legio.folders import granted_dirs
-from legio.guard import PathGuard, path_guard_hook
+from legio.fence.folders import granted_dirs
+from legio.fence.guard import PathGuard, path_guard_hook
+from legio.fence.policy import Protected, working_dir
+from legio.fence.sandbox import agent_options, effective_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
 from legio.names import LEGATUS
-from legio.policy import Protected, working_dir
 from legio.projects import Place, Projects, checkout_fence
-from legio.sandbox import agent_options, effective_tools
 from legio.sessions.gate import QUESTION_TOOL, Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for
 from legio.sessions.turn import StatusCallback

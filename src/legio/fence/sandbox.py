@@ -6,7 +6,7 @@ whether agents' shell commands run sandboxed, unsandboxed (only with ``mode = "o
 or not at all (Bash removed from every agent, said once in the log and in ``/status``).
 ``agent_options`` returns the ``ClaudeAgentOptions`` keywords for one agent: the
 sandbox settings with its network allow-list, the ``permissions.deny`` rules built by
-``legio.policy``, and its granted folders. ``policy_report`` is ``legio check``'s view.
+``legio.fence.policy``, and its granted folders. ``policy_report`` is ``legio check``'s view.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from legio.castra import AgentPrompt, Castra
-from legio.cliconfig import daemon_home
 from legio.config import Config
 from legio.errors import CastraError, LegioError
-from legio.folders import granted_dirs
-from legio.keys import exposed_keys
-from legio.policy import (
+from legio.fence.cliconfig import daemon_home
+from legio.fence.folders import granted_dirs
+from legio.fence.keys import exposed_keys
+from legio.fence.policy import (
     Protected,
     builtin_tools,
     deny_rules,

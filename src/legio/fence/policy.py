@@ -10,7 +10,7 @@
   CLI's default set, CLI 2.1.330 defers SDK MCP tools behind ``ToolSearch``.
 - **Folders.** Frontmatter ``cwd`` (relative to the agent's folder), else a
   ``workspace/`` of its own; frontmatter ``add_dirs`` grants more folders, outside
-  the castra only (both checked by ``legio.folders``). Writes go there and nowhere else.
+  the castra only (both checked by ``legio.fence.folders``). Writes go there and nowhere else.
 - **Protected paths.** ``protected_entries`` lists, for one agent, what it may not read
   (the praetorium, the config, the lock, other agents' folders; the file store
   ``attachments/``, which only the Legatus may read) or not write (prompts, edicta,
@@ -40,10 +40,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from legio.castra import PROMPT_FILE, AgentPrompt, Castra
-from legio.cliconfig import daemon_config_dir, daemon_home, state_dir
 from legio.config import Config
 from legio.errors import LegioError
-from legio.keys import (
+from legio.fence.cliconfig import daemon_config_dir, daemon_home, state_dir
+from legio.fence.keys import (
     KEY_REASON,
     SOCKET_VARS,
     Store,
@@ -80,7 +80,7 @@ def denied_env_names(config: Config, environ: dict[str, str] | None = None) -> l
 def scrub_environment(config: Config) -> list[str]:
     """Remove secrets from this process's environment before any CLI inherits it."""
     removed = denied_env_names(config)
-    remember_sockets(os.environ)  # their paths stay hidden (legio.keys)
+    remember_sockets(os.environ)  # their paths stay hidden (legio.fence.keys)
     for name in removed:
         os.environ.pop(name, None)
     if removed:
@@ -250,7 +250,7 @@ def hidden_now() -> tuple[str, ...]:
 
 
 def key_entries(hide: Sequence[Path] = ()) -> list[Protected]:
-    """The user's credential stores (there or not) and agents' sockets (``legio.keys``),
+    """The user's credential stores (there or not) and agents' sockets (``legio.fence.keys``),
     and ``[sandbox] hide``: no agent may read them, each by its own rule (and the guard),
     also where a link leads."""
     stores = [*key_stores(), *agent_sockets(), *(Store(p, True, "hide") for p in hide)]

@@ -2,7 +2,7 @@
 
 ``granted_dirs`` resolves frontmatter ``add_dirs`` (absolute, existing, outside the
 castra) after ``workspace_problem`` has made sure the workspace (frontmatter ``cwd``)
-neither holds the castra nor sits in a place ``legio.policy.protected_entries``
+neither holds the castra nor sits in a place ``legio.fence.policy.protected_entries``
 protects. ``policy_problems`` lists every agent's problems (start-up, ``legio check``).
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
 from legio.errors import CastraError, LegioError
-from legio.policy import _within, identity, protected_entries, working_dir
+from legio.fence.policy import _within, identity, protected_entries, working_dir
 
 
 def granted_dirs(castra: Castra, prompt: AgentPrompt) -> list[Path]:

@@ -12,7 +12,7 @@ CLI that refreshed the login, and perhaps rotated its refresh token, wrote the n
 ``ANTHROPIC_API_KEY`` / ``CLAUDE_CODE_OAUTH_TOKEN`` in the environment need nothing:
 every CLI inherits them.
 
-Agents may not read any of these dirs, their own included (``legio.policy``).
+Agents may not read any of these dirs, their own included (``legio.fence.policy``).
 """
 
 from __future__ import annotations

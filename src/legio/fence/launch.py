@@ -22,8 +22,8 @@ import sys
 
 from legio.config import Config
 from legio.errors import LegioError
-from legio.keys import remember_sockets
-from legio.policy import denied_env_names
+from legio.fence.keys import remember_sockets
+from legio.fence.policy import denied_env_names
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The ``PreToolUse`` path guard: every built-in tool call checked against the agent's policy.
 
-``PathGuard`` decides from ``legio.policy.protected_entries`` (the same list the CLI's
+``PathGuard`` decides from ``legio.fence.policy.protected_entries`` (the same list the CLI's
 ``permissions.deny`` rules come from) which paths one agent's file tools may read or
 write: protected places are refused, writes must land in the workspace or a granted
 folder, searches may not sweep the castra. Every path-bearing field is checked (glob
@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from legio.castra import Castra
-from legio.names import LEGATUS
-from legio.policy import (
+from legio.fence.policy import (
     PATH_KEYS,
     READ_TOOLS,
     SEARCH_TOOLS,
@@ -35,6 +34,7 @@ from legio.policy import (
     identity,
     protected_entries,
 )
+from legio.names import LEGATUS
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ files the user's git config names (``git_config_stores``: a credential helper's
 ``--file``, included files). ``agent_sockets`` lists the sockets of SSH, GnuPG and keyring agents:
 the ones the environment named (``SSH_AUTH_SOCK``… are removed from the daemon's
 environment, their paths kept in ``LEGIO_AGENT_SOCKETS``), ``ssh-*`` folders in the temp
-folders, and the agents' places in ``$XDG_RUNTIME_DIR``. ``legio.policy`` turns both,
+folders, and the agents' places in ``$XDG_RUNTIME_DIR``. ``legio.fence.policy`` turns both,
 and ``[sandbox] hide``, into entries of the protected set (deny rules and the path guard).
 
 ``exposed_keys`` is ``legio check``'s bounded walk of ``$HOME`` for readable files whose
@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from legio.cliconfig import daemon_home
+from legio.fence.cliconfig import daemon_home
 
 KEY_REASON = (
     "the credentials of Legio's user (SSH keys, git and GitHub logins, tokens, keyrings) "
@@ -138,7 +138,7 @@ IN_VAR_STORES = (
     ("XDG_RUNTIME_DIR", "containers/auth.json", False),  # podman, buildah, skopeo
 )
 
-# the agents' sockets: never passed to a CLI (``legio.policy.denied_env_names``)
+# the agents' sockets: never passed to a CLI (``legio.fence.policy.denied_env_names``)
 SOCKET_VARS = (
     "SSH_AUTH_SOCK",
     "SSH_AGENT_PID",
@@ -359,7 +359,7 @@ def remember_sockets(environ: MutableMapping[str, str]) -> None:
 def agent_sockets(environ: Mapping[str, str] | None = None) -> list[Store]:
     """The sockets of SSH, GnuPG and keyring agents there are now (and those the
     environment names): each hidden by its own rule, so the set changes as agents come
-    and go (``legio.policy.hidden_now``)."""
+    and go (``legio.fence.policy.hidden_now``)."""
     environ = os.environ if environ is None else environ
     named = [p for p in environ.get(SOCKETS_NOTE, "").split(os.pathsep) if p]
     named += [_socket_of(var, environ.get(var, "")) for var in SOCKET_VARS]
