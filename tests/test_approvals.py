@@ -12,13 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from legio.app import LegioApp
-from legio.approvals import DEFAULT_ASK, Decision, Rule, matching, parse_rules, shorten
 from legio.castra import Castra
 from legio.config import load_config
 from legio.errors import CastraError, ConfigError
 from legio.fence.guard import PathGuard
 from legio.frontends.admin import Admin
 from legio.sessions.gate import Gatekeeper
+from legio.shell.rules import DEFAULT_ASK, Decision, Rule, matching, parse_rules, shorten
 from legio.store.approvals import ApprovalStore
 from legio.store.praetorium import Praetorium
 

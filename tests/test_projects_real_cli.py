@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from legio.approvals import Decision
 from legio.fence.policy import scrub_environment
 from legio.fence.sandbox import detect_sandbox
+from legio.shell.rules import Decision
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.gitrepo import git, make_project, snapshot

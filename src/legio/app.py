@@ -17,14 +17,6 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from legio.approvals import (
-    SHOWN_MAX,
-    ApprovalRequest,
-    Asker,
-    Decision,
-    QuestionRequest,
-    shorten_middle,
-)
 from legio.budget import Budget, Notifier, UsageReport
 from legio.castra import Castra, Roster
 from legio.config import Config
@@ -60,6 +52,14 @@ from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.manager import SessionManager
 from legio.sessions.slot import AgentStatus
 from legio.sessions.turn import StatusCallback, TextCallback, is_text_preview
+from legio.shell.rules import (
+    SHOWN_MAX,
+    ApprovalRequest,
+    Asker,
+    Decision,
+    QuestionRequest,
+    shorten_middle,
+)
 from legio.store.approvals import ApprovalStore, Grant
 from legio.store.attachments import Attachment
 from legio.store.files import DOWNLOAD_LIMIT, guess_mime, kind_of, safe_name

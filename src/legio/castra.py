@@ -31,9 +31,9 @@ import frontmatter
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from legio.approvals import rule_problems
 from legio.errors import CastraError
 from legio.names import LEGATUS, NAME, NAME_RULE, RESERVED_NAMES
+from legio.shell.rules import rule_problems
 
 PROMPT_FILE = "prompt.md"
 DESCRIPTION_MAX = 200

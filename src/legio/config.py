@@ -25,10 +25,10 @@ from pydantic import (
     model_validator,
 )
 
-from legio.approvals import DEFAULT_ASK, rule_problems
 from legio.errors import ConfigError
 from legio.names import NAME, NAME_RULE
 from legio.schedule import zone_name_error
+from legio.shell.rules import DEFAULT_ASK, rule_problems
 
 CONFIG_ENV = "LEGIO_CONFIG"
 DEFAULT_CONFIG_NAME = "legio.toml"

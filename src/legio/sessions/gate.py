@@ -2,7 +2,7 @@
 
 Mechanism (PROTOCOLS.md, "Approvals, questions, budget and plan limits"): the agents
 keep ``bypassPermissions``; a second ``PreToolUse`` hook, beside the path guard,
-answers ``ask`` for a call that matches an ask rule (``legio.approvals``) and is not
+answers ``ask`` for a call that matches an ask rule (``legio.shell.rules``) and is not
 granted yet; the CLI then calls ``can_use_tool``, which asks Caesar through the
 front-end's ``Asker`` and answers allow or deny. A call the path guard refuses is
 never asked about (the guard's deny stands: an approval never widens it).
@@ -31,7 +31,9 @@ from claude_agent_sdk import (
     ToolPermissionContext,
 )
 
-from legio.approvals import (
+from legio.config import Config
+from legio.fence.guard import PathGuard
+from legio.shell.rules import (
     ApprovalRequest,
     Asker,
     Decision,
@@ -43,8 +45,6 @@ from legio.approvals import (
     parse_rules,
     shorten,
 )
-from legio.config import Config
-from legio.fence.guard import PathGuard
 from legio.store.approvals import ApprovalStore, Grant
 
 logger = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""What ``legio.shell`` knows of git: the commands the installed git has (asked once,
+"""What ``legio.shell.reader`` knows of git: the commands the installed git has (asked once,
 with no configuration of the daemon's, else a built-in list), its global options, the
 options whose value is a command git runs, the commands that push under another name,
 and which variables a line that runs git may set. ``read_git`` reads one git command's
@@ -13,7 +13,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 
-from legio.shellwords import HARMLESS_VALUES, Word, command_variable, skip_options
+from legio.shell.words import HARMLESS_VALUES, Word, command_variable, skip_options
 
 # used only when git cannot be asked (not installed, or it failed)
 _STATIC_NAMES = """

@@ -17,7 +17,7 @@ doc'ed or here-string'ed into a shell or interpreter; ``eval``, ``source``, ``al
 ``perl -e``…) or a shell a script that is not literal; git aliases given on the command
 line (``-c alias.*``, ``--config-env``), a git command the installed git does not have
 (an alias from a config file), a git option whose value is a command git runs
-(``legio.gitwords``), or a variable git reads (``HOME``, ``GIT_DIR``…) set on a line that
+(``legio.shell.gitwords``), or a variable git reads (``HOME``, ``GIT_DIR``…) set on a line that
 runs git; and anything that does not parse. git's other ways to push (``send-pack``…) are
 also read as ``git push`` followed by any words.
 A backslash-newline is read both as the shell joins it and as written.
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from legio.gitwords import NAME, git_variable, read_git
-from legio.shelltree import (
+from legio.shell.gitwords import NAME, git_variable, read_git
+from legio.shell.tree import (
     descendants,
     literal,
     misread_redirect,
@@ -41,7 +41,7 @@ from legio.shelltree import (
     numeric_index,
     variants,
 )
-from legio.shellwords import (
+from legio.shell.words import (
     AWKS,
     COMPOUND,
     FLOCK_VALUES,

@@ -7,7 +7,7 @@ call's URL or path), ``mcp__memoria_vorenus__*`` (a glob on the tool's name). Th
 from ``[approvals] ask`` in ``legio.toml`` and ``ask:`` in an agent's frontmatter.
 
 The CLI's own rules are fooled by ``bash -c '…'``, ``git -C dir push`` or ``if true; then
-git push; fi``; this matcher reads the command with a real shell grammar (``legio.shell``,
+git push; fi``; this matcher reads the command with a real shell grammar (``legio.shell.reader``,
 tree-sitter-bash): every simple command the line runs, wrappers (``env``, ``sudo``,
 ``timeout``, ``xargs``, ``find -exec``…) and git's global options taken off, is compared
 word by word, and a line that cannot be read so (a compound command, a program name only
@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from legio import shell
+from legio.shell import reader as shell
 from legio.visible import visible
 
 DEFAULT_ASK = (
@@ -134,7 +134,7 @@ def _runs(command: tuple[str | None, ...], words: list[str], *, prefix: bool) ->
 
 def command_matches(command: str, words: list[str], *, prefix: bool) -> bool:
     """Whether ``command`` runs a simple command that starts with (or is) ``words``;
-    always true for a command that cannot be read word by word (``legio.shell``)."""
+    always true for a command that cannot be read word by word (``legio.shell.reader``)."""
     if not words:
         return True
     reading = shell.read(command)

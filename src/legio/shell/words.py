@@ -1,9 +1,9 @@
-"""What ``legio.shell`` knows of programs: the ones that only start another program
+"""What ``legio.shell.reader`` knows of programs: the ones that only start another program
 (wrappers and their options), shells and interpreters (and the options that give them
 inline code), programs that run a command given as an option, the shell builtins that
 make a line unreadable word by word, the variables that make programs run commands; and
 the helpers that read such programs' options (``skip_options``, ``option_value``…). What
-it knows of git is in ``legio.gitwords``."""
+it knows of git is in ``legio.shell.gitwords``."""
 
 from __future__ import annotations
 
