@@ -4,7 +4,7 @@ Voice: a 10 s and a 60 s OGG/Opus note (encoded with libopus, as Telegram's) tra
 by the real faster-whisper path on the tiny random model the tests build (no download:
 the figures show Legio's own cost — decoding, the worker thread, the lock — not a real
 model's; `base` on a laptop CPU is roughly real time / 10). Diff: ``/diff``'s data for a
-copy with 200 changed files and a 26 MB change (cut at 20 MB), through ``legio.gitsafe``.
+copy with 200 changed files and a 26 MB change (cut at 20 MB), through ``legio.projects.gitsafe``.
 Each case in a fresh process; peak RSS from ``getrusage``.
 Target: a 60 s note's overhead under 1 s; the 26 MB diff's peak RSS under 150 MB.
 """
@@ -50,8 +50,8 @@ import asyncio, json, resource, sys, time
 from pathlib import Path
 from legio.castra import Castra
 from legio.config import load_config
-from legio.projects import Projects
-from legio.projectview import diff
+from legio.projects.copies import Projects
+from legio.projects.overview import diff
 from tests.gitrepo import git, make_project
 
 async def main(folder, files, size):

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from legio import gitsafe
 from legio.castra import Castra
 from legio.config import load_config
 from legio.errors import ConfigError, ProjectError
-from legio.projects import Projects, find_tags
-from legio.projectview import check_projects, diff, overview
+from legio.projects import gitsafe
+from legio.projects.copies import Projects, find_tags
+from legio.projects.overview import check_projects, diff, overview
 from tests.gitrepo import git, make_project, snapshot
 
 

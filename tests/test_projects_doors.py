@@ -20,8 +20,8 @@ from legio.castra import Castra
 from legio.config import load_config
 from legio.errors import ConfigError, ProjectError
 from legio.frontends.views import copy_line, diff_lines, projects_lines
-from legio.projects import Projects
-from legio.projectview import diff, overview
+from legio.projects.copies import Projects
+from legio.projects.overview import diff, overview
 from tests.gitrepo import git, make_project
 
 T = TypeVar("T")

@@ -13,8 +13,8 @@ import pytest
 
 from legio.errors import ProjectError
 from legio.frontends.views import copy_line, diff_lines
-from legio.projects import Projects
-from legio.projectview import diff, overview
+from legio.projects.copies import Projects
+from legio.projects.overview import diff, overview
 from tests.gitrepo import git, make_project
 from tests.test_projects_doors import projects_with
 

@@ -31,7 +31,7 @@ from legio.legatus.orchestrator import Legatus
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
 from legio.plan import PlanHealth
-from legio.projectview import CopyState, DiffReport, ProjectState
+from legio.projects.overview import CopyState, DiffReport, ProjectState
 from legio.request import (
     UNWATCHED,
     PendingFile,

@@ -37,7 +37,7 @@ from legio.fence.policy import denied_env_names
 from legio.fence.sandbox import announce_sandbox, keys_report, policy_report
 from legio.legatus.listening import voice_line
 from legio.plan import login_state
-from legio.projectview import check_projects
+from legio.projects.overview import check_projects
 from legio.schedule import local_zone_name
 
 OK, BAD, WARN = "✓", "✗", "!"

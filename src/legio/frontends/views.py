@@ -22,7 +22,7 @@ from legio.app import (
     estimate_tokens,
     format_line,
 )
-from legio.branchwork import FileChange
+from legio.projects.branchwork import FileChange
 from legio.visible import visible_name
 
 PAGE_LIMIT = 4000  # under Telegram's 4096, with room for a page marker

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from legio.errors import ProjectError
-from legio.projects import Projects
-from legio.projectview import DiffReport, ProjectState, copy_work, diff, overview
+from legio.projects.copies import Projects
+from legio.projects.overview import DiffReport, ProjectState, copy_work, diff, overview
 from legio.sessions.manager import SessionManager
 
 

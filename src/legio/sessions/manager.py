@@ -13,7 +13,7 @@ passes ``max_input_tokens`` (after a summary: ``legio.sessions.compaction``), wh
 model refuses a query as too long (compaction, then the query once more), or on
 ``reset``. An idle session is closed by the reaper and resumed on its next request (a
 fresh session with history if that fails); so is a crashed CLI, and one whose request
-is on a project (``legio.projects``: it works in its copy; the branch is published after).
+is on a project (``legio.projects.copies``: it works in its copy; the branch is published after).
 Centuriones are built in; other agents (the Legatus) register a spec factory.
 """
 
@@ -35,7 +35,7 @@ from legio.fence.cliconfig import LoginSync
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, SCHEDULER
 from legio.plan import PlanHealth
-from legio.projects import Projects
+from legio.projects.copies import Projects
 from legio.sessions.client import AgentSession, ask, stale_result, store_turns
 from legio.sessions.compaction import compact_now, compact_or_fall_back
 from legio.sessions.context import ContextReport, context_report

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from legio.fence.policy import hidden_now
-from legio.projects import Place
+from legio.projects.copies import Place
 from legio.sessions.client import AgentSession, close
 from legio.sessions.spec import AgentSpec
 from legio.sessions.turn import StatusCallback

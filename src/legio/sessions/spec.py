@@ -31,7 +31,7 @@ from legio.fence.sandbox import agent_options, effective_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
 from legio.names import LEGATUS
-from legio.projects import Place, Projects, checkout_fence
+from legio.projects.copies import Place, Projects, checkout_fence
 from legio.sessions.gate import QUESTION_TOOL, Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for
 from legio.sessions.turn import StatusCallback

@@ -19,8 +19,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from legio import gitsafe
 from legio.errors import ProjectError
+from legio.projects import gitsafe
 
 MAX_COMMITS = 20
 MAX_FILES = 200

@@ -20,9 +20,9 @@ import logging
 import re
 from pathlib import Path
 
-from legio import gitsafe
-from legio.branchwork import tip_of
 from legio.errors import ProjectError
+from legio.projects import gitsafe
+from legio.projects.branchwork import tip_of
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ place, so a full disk or a kill leaves nothing half-made. After each turn, ``pub
 fetches the agent's branch into the project (``git fetch`` run in the project; the
 copy's side runs with its own code switched off): Caesar sees it with his own tools.
 
-Every git command here goes through ``legio.gitsafe`` (the copy is the agent's: nothing
+Every git command here goes through ``legio.projects.gitsafe`` (the copy is the agent's: nothing
 its config names is ever run). See docs/projects.md and docs/security.md.
 """
 
@@ -30,11 +30,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from legio import gitsafe, publishing
 from legio.castra import Castra
 from legio.config import Config, ProjectSettings
 from legio.errors import ProjectError
 from legio.fence.policy import Protected
+from legio.projects import gitsafe, publishing
 
 logger = logging.getLogger(__name__)
 
@@ -325,7 +325,7 @@ class Projects:
 
     async def publish(self, place: Place) -> bool:
         """Bring the agent's branch into the project when it moved (a turn committed);
-        whether it did (``legio.publishing``). The copy's branch is the agent's own: a
+        whether it did (``legio.projects.publishing``). The copy's branch is the agent's own: a
         rewritten history replaces the project's copy of that branch, never any other
         branch. ``ProjectError`` (kept for ``unpublished``) when it cannot be, or is too big."""
         key = place.agent, place.project

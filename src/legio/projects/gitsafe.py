@@ -1,6 +1,6 @@
 """Git as Legio runs it itself: never running code an agent could have planted.
 
-An agent's copy of a project (``legio.projects``) is a repository the agent writes, its
+An agent's copy of a project (``legio.projects.copies``) is a repository the agent writes, its
 ``.git`` included: its config can name an fsmonitor, a pager, an external diff or a
 textconv command, a clean/smudge filter (with a ``.gitattributes`` to use it), hooks,
 ``log.showSignature`` with a ``gpg.program``, submodules with configs of their own. Any of

@@ -2,12 +2,12 @@
 
 ``diff`` shows what Caesar would merge: the agent's branch as published in the project
 (brought over first, when it moved), what merging it brings into the base, read in the
-project by ``legio.branchwork``; never the copy's HEAD or work tree, which the agent
+project by ``legio.projects.branchwork``; never the copy's HEAD or work tree, which the agent
 can move anywhere. What the copy holds that is not committed is listed apart, as such, and
 a copy whose HEAD is on another branch says so. ``overview`` lists each project with each
 agent's branch the same way (ahead, behind, the last commit), and the agent's other
 ``legio/<agent>/*`` branches in the project. Git on a copy goes through
-``legio.gitsafe`` (checked first, a short timeout, nothing of the agent's run).
+``legio.projects.gitsafe`` (checked first, a short timeout, nothing of the agent's run).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from legio import gitsafe
-from legio.branchwork import BranchWork, agent_branches, branch_work
 from legio.castra import Castra
 from legio.config import Config
 from legio.errors import ProjectError
 from legio.names import NAME
-from legio.projects import Place, Projects
+from legio.projects import gitsafe
+from legio.projects.branchwork import BranchWork, agent_branches, branch_work
+from legio.projects.copies import Place, Projects
 from legio.visible import visible_name
 
 MAX_LISTED = 20  # uncommitted entries named
