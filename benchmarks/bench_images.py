@@ -24,7 +24,7 @@ from _report import machine, table, update_section
 CHILD = """
 import asyncio, json, resource, sys, time
 from pathlib import Path
-from legio.images import check_image
+from legio.media.images import check_image
 from legio.sessions.delivery import Pictures
 from legio.store.files import FileStore
 
@@ -59,7 +59,7 @@ def make(folder: Path) -> list[tuple[str, Path]]:
 
 
 def baseline() -> float:
-    code = "import resource, legio.images, PIL.Image; "
+    code = "import resource, legio.media.images, PIL.Image; "
     code += "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True).stdout)
 

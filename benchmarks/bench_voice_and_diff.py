@@ -26,7 +26,7 @@ VOICE = """
 import asyncio, json, os, resource, sys, time
 from pathlib import Path
 os.environ["HF_HUB_OFFLINE"] = "1"
-from legio.voice import Transcriber
+from legio.media.voice import Transcriber
 from tests.fixtures.whisper_tiny import build_tiny_model, encode_ogg_opus
 
 async def main(folder, seconds):

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from legio.errors import AttachmentError, DuplicateOrigin
-from legio.images import MAX_IMAGE_BASE64, check_image, image_source
+from legio.media.images import MAX_IMAGE_BASE64, check_image, image_source
 from legio.request import PendingFile
 from legio.store.attachments import AttachmentStore
 from legio.store.files import FileStore

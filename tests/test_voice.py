@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from legio import voice
 from legio.config import load_config
 from legio.errors import ConfigError, VoiceError
-from legio.voice import Transcriber, Transcript, model_status
+from legio.media import voice
+from legio.media.voice import Transcriber, Transcript, model_status
 from tests.fixtures.whisper_tiny import build_tiny_model, encode_ogg_opus
 
 

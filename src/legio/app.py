@@ -26,8 +26,8 @@ from legio.fence.sandbox import sandbox_status_lines
 from legio.legatus.conversations import Dispatched
 from legio.legatus.intake import Fetch, Intake, take_local_file
 from legio.legatus.jobs import JobRun, Presenter, attach_scheduler, job_lines
-from legio.legatus.listening import Listener
 from legio.legatus.orchestrator import Legatus
+from legio.media.listening import Listener
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
 from legio.plan import PlanHealth

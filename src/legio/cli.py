@@ -35,7 +35,7 @@ from legio.fence.guard import PathGuard
 from legio.fence.launch import TOKEN_FD_ENV, take_token
 from legio.fence.policy import denied_env_names
 from legio.fence.sandbox import announce_sandbox, keys_report, policy_report
-from legio.legatus.listening import voice_line
+from legio.media.listening import voice_line
 from legio.plan import login_state
 from legio.projects.overview import check_projects
 from legio.schedule import local_zone_name

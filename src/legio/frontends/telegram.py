@@ -59,8 +59,8 @@ from legio.frontends.sending import (
     send_with_retries,
 )
 from legio.frontends.status import StatusBoard, Typing
+from legio.frontends.telegram_hearing import hear
 from legio.frontends.views import interruption_notice
-from legio.frontends.voice import hear
 from legio.names import LEGATUS
 from legio.request import UNWATCHED, Callbacks, Request, Watch
 from legio.timing import begin

@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from legio.errors import AttachmentError, DownloadLater
-from legio.images import check_image
+from legio.media.images import check_image
 from legio.request import PendingFile
 from legio.store.attachments import AttachmentStore
 from legio.store.files import (

@@ -3,7 +3,7 @@
 For each file of the nuntius: a copy in the agent's workspace (``inbox/<seq>-<name>``,
 readable by its Read tool and its sandbox) named in the message as
 ``<attachment kind=… name=… path=…/>``; for an image also an image content block in
-that query, once (``legio.images`` fits it to the Messages API). History windows show
+that query, once (``legio.media.images`` fits it to the Messages API). History windows show
 the element only, never the bytes.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 from lxml import etree
 
 from legio.fence import safefs
-from legio.images import PictureTooLarge, image_source
+from legio.media.images import PictureTooLarge, image_source
 from legio.sessions.history import xml_safe
 from legio.store.attachments import Attachment
 from legio.store.files import IMAGE_KINDS, FileStore

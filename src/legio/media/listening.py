@@ -1,4 +1,4 @@
-"""Caesar's voice notes and audio, heard: the stored file transcribed (``legio.voice``).
+"""Caesar's voice notes and audio, heard: the stored file transcribed (``legio.media.voice``).
 
 ``Listener.hears(file)`` says whether a file is one to transcribe (a voice note or audio,
 with ``[voice] enabled``); ``transcribe`` runs the transcriber on the file as stored in
@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from legio.config import Config
+from legio.media.voice import Progress, Transcriber, Transcript, model_status
 from legio.request import PendingFile
 from legio.store.files import FileStore
-from legio.voice import Progress, Transcriber, Transcript, model_status
 
 SPOKEN = ("voice", "audio")
 
