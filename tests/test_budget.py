@@ -11,9 +11,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from legio.app import LegioApp
-from legio.budget import Budget
 from legio.config import load_config
 from legio.frontends.admin import Admin
+from legio.limits.budget import Budget
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.legion import fake_cli_config

@@ -8,7 +8,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from legio.store.jobs import NewJob
+from legio.store.jobstore import NewJob
 from tests.botbench import CAESAR, Running, is_status, running_bot
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import Call, FakeBotApi

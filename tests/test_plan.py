@@ -12,7 +12,7 @@ import pytest
 from legio.app import LegioApp
 from legio.config import load_config
 from legio.frontends.admin import Admin
-from legio.plan import PlanHealth, login_state
+from legio.limits.plan import PlanHealth, login_state
 from legio.request import Callbacks
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi

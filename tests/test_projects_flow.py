@@ -13,7 +13,7 @@ import pytest
 
 from legio.app import LegioApp, Reply
 from legio.frontends.admin import Admin
-from legio.legatus.jobs import job_runner
+from legio.legatus.scheduling import job_runner
 from legio.request import Callbacks
 from tests.conftest import FakeCli
 from tests.gitrepo import git, make_project

@@ -21,10 +21,10 @@ from legio.config import Config
 from legio.errors import ConfigError
 from legio.frontends.admin import Admin
 from legio.frontends.views import interruption_notice
+from legio.jobs.schedule import ScheduleError, check_cron, next_crons, parse_at
+from legio.jobs.scheduler import Scheduler, SystemClock
 from legio.request import Callbacks
-from legio.schedule import ScheduleError, check_cron, next_crons, parse_at
-from legio.scheduler import Scheduler, SystemClock
-from legio.store.jobs import Job, JobStore, NewJob
+from legio.store.jobstore import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.store.records import Turn
 from tests.botbench import CAESAR, running_bot

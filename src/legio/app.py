@@ -17,20 +17,22 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from legio.budget import Budget, Notifier, UsageReport
 from legio.castra import Castra, Roster
 from legio.config import Config
 from legio.errors import LegioError
 from legio.fence.policy import scrub_environment
 from legio.fence.sandbox import sandbox_status_lines
+from legio.jobs.schedule import zone
+from legio.jobs.scheduler import Clock, Scheduler
 from legio.legatus.conversations import Dispatched
 from legio.legatus.intake import Fetch, Intake, take_local_file
-from legio.legatus.jobs import JobRun, Presenter, attach_scheduler, job_lines
 from legio.legatus.orchestrator import Legatus
+from legio.legatus.scheduling import JobRun, Presenter, attach_scheduler, job_lines
+from legio.limits.budget import Budget, Notifier, UsageReport
+from legio.limits.plan import PlanHealth
 from legio.media.listening import Listener
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
-from legio.plan import PlanHealth
 from legio.projects.overview import CopyState, DiffReport, ProjectState
 from legio.request import (
     UNWATCHED,
@@ -42,8 +44,6 @@ from legio.request import (
     SentFile,
     Watch,
 )
-from legio.schedule import zone
-from legio.scheduler import Clock, Scheduler
 from legio.sessions.context import ContextReport
 from legio.sessions.desk import ProjectDesk, Target
 from legio.sessions.errands import Stopped
@@ -63,7 +63,7 @@ from legio.shell.rules import (
 from legio.store.approvals import ApprovalStore, Grant
 from legio.store.attachments import Attachment
 from legio.store.files import DOWNLOAD_LIMIT, guess_mime, kind_of, safe_name
-from legio.store.jobs import Job, JobStore
+from legio.store.jobstore import Job, JobStore
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit
 from legio.store.records import Compaction, UsageRow, UsageTotals

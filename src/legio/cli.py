@@ -35,10 +35,10 @@ from legio.fence.guard import PathGuard
 from legio.fence.launch import TOKEN_FD_ENV, take_token
 from legio.fence.policy import denied_env_names
 from legio.fence.sandbox import announce_sandbox, keys_report, policy_report
+from legio.jobs.schedule import local_zone_name
+from legio.limits.plan import login_state
 from legio.media.listening import voice_line
-from legio.plan import login_state
 from legio.projects.overview import check_projects
-from legio.schedule import local_zone_name
 
 OK, BAD, WARN = "✓", "✗", "!"
 
@@ -216,7 +216,7 @@ def check_config(config: Config, *, is_root: bool | None = None, console: bool =
         report.bad(refusal)
     for problem in policy_problems(config, castra):
         report.bad(problem)
-    login_ok, login = login_state(dict(os.environ))  # legio.plan
+    login_ok, login = login_state(dict(os.environ))  # legio.limits.plan
     (report.ok if login_ok else report.warn)(login)
     asks = ", ".join(config.approvals.ask) or "nothing (approvals off)"
     report.ok(f"approvals: agents ask Caesar before {asks}")

@@ -26,8 +26,8 @@ from pydantic import (
 )
 
 from legio.errors import ConfigError
+from legio.jobs.schedule import zone_name_error
 from legio.names import NAME, NAME_RULE
-from legio.schedule import zone_name_error
 from legio.shell.rules import DEFAULT_ASK, rule_problems
 
 CONFIG_ENV = "LEGIO_CONFIG"

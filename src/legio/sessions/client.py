@@ -69,7 +69,7 @@ class AgentSession:
     broken: bool = False
     closed_because: str | None = None
     model: str | None = None
-    observe: Callable[[object], None] | None = None  # sees every message (legio.plan)
+    observe: Callable[[object], None] | None = None  # sees every message (legio.limits.plan)
     hidden: tuple[str, ...] = ()  # the ~/.claude* entries its sandbox hides, one rule each
     cwd: Path | None = None  # its CLI's working directory (a project copy, or the workspace)
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))

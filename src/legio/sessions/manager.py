@@ -27,14 +27,14 @@ from typing import Any
 
 from claude_agent_sdk import SdkMcpTool
 
-from legio.budget import Budget
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
 from legio.errors import AgentError, AgentInterrupted, ContextOverflow, TurnHeld
 from legio.fence.cliconfig import LoginSync
+from legio.limits.budget import Budget
+from legio.limits.plan import PlanHealth
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, SCHEDULER
-from legio.plan import PlanHealth
 from legio.projects.copies import Projects
 from legio.sessions.client import AgentSession, ask, stale_result, store_turns
 from legio.sessions.compaction import compact_now, compact_or_fall_back
@@ -84,8 +84,8 @@ class SessionManager:
     ) -> None:
         self.config = config
         self.approvals = approvals
-        self.budget = budget  # legio.budget: checked before every turn
-        self.health = health  # legio.plan: plan limits and logins
+        self.budget = budget  # legio.limits.budget: checked before every turn
+        self.health = health  # legio.limits.plan: plan limits and logins
         if approvals is not None:
             approvals.status_of = self.current_status
         self.castra = Castra(config.castra)

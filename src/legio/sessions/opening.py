@@ -20,13 +20,13 @@ from typing import Any
 
 from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError
 
-from legio.budget import Budget
 from legio.castra import Castra
 from legio.config import Config
 from legio.errors import AgentError
 from legio.fence.cliconfig import daemon_config_dir, prepare_config_dir
 from legio.fence.policy import hidden_now, tmp_dir
-from legio.plan import PlanHealth, watch_turns
+from legio.limits.budget import Budget
+from legio.limits.plan import PlanHealth, watch_turns
 from legio.sessions.client import AgentSession, connect
 from legio.sessions.gate import Gatekeeper
 from legio.sessions.spec import AgentSpec, build_options

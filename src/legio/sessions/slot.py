@@ -75,7 +75,7 @@ class AgentSlot:
     on_status: StatusCallback | None = None
     compaction_failure: str | None = None
     unrecorded: list[Turn] = field(default_factory=list)  # usage not stored yet
-    reservation: Any = None  # its running turn's share of the daily budget (legio.budget)
+    reservation: Any = None  # its running turn's share of the daily budget (legio.limits.budget)
     to_publish: Place | None = None  # the project copy its turn worked in, to publish
 
     async def close(self, why: str) -> None:

@@ -239,7 +239,7 @@ async def collect_response(
     while True:
         try:
             async for message in client.receive_response():
-                if observe is not None:  # legio.plan: limits and logins
+                if observe is not None:  # legio.limits.plan: limits and logins
                     observe(message)
                 if first and isinstance(message, StreamEvent | AssistantMessage):
                     first = False

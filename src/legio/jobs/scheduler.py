@@ -30,9 +30,9 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from legio.errors import DuplicateOrigin
+from legio.jobs.schedule import format_local, next_cron
 from legio.names import SCHEDULER
-from legio.schedule import format_local, next_cron
-from legio.store.jobs import Job, JobStore
+from legio.store.jobstore import Job, JobStore
 from legio.store.praetorium import Nuntius
 
 logger = logging.getLogger(__name__)

@@ -20,11 +20,7 @@ from typing import Any
 
 from claude_agent_sdk import SdkMcpTool, tool
 
-from legio.legatus.orchestrator import Legatus
-from legio.memoria.tools import tool_result as _text
-from legio.names import CAESAR, LEGATUS
-from legio.request import UNWATCHED, Reply, Watch
-from legio.schedule import (
+from legio.jobs.schedule import (
     ScheduleError,
     check_cron,
     check_future,
@@ -35,8 +31,12 @@ from legio.schedule import (
     zone,
     zone_key,
 )
-from legio.scheduler import Clock, JobRunner, Scheduler
-from legio.store.jobs import Job, JobStore, NewJob
+from legio.jobs.scheduler import Clock, JobRunner, Scheduler
+from legio.legatus.orchestrator import Legatus
+from legio.memoria.tools import tool_result as _text
+from legio.names import CAESAR, LEGATUS
+from legio.request import UNWATCHED, Reply, Watch
+from legio.store.jobstore import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
 
 Result = dict[str, Any]
