@@ -12,9 +12,9 @@ from typing import Any
 
 from legio.config import Config, load_config
 from legio.memoria import MemoriaStore
-from legio.sessions.gate import Gatekeeper
+from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.manager import SessionManager
-from legio.store.approvals import ApprovalStore
+from legio.store.grants import ApprovalStore
 from legio.store.praetorium import Nuntius, Praetorium
 from tests.conftest import FakeCli
 from tests.fakes.cli_log import CliProcess

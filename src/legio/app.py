@@ -47,7 +47,7 @@ from legio.request import (
 from legio.sessions.context import ContextReport
 from legio.sessions.desk import ProjectDesk, Target
 from legio.sessions.errands import Stopped
-from legio.sessions.gate import Gatekeeper
+from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.manager import SessionManager
 from legio.sessions.slot import AgentStatus
@@ -60,9 +60,9 @@ from legio.shell.rules import (
     QuestionRequest,
     shorten_middle,
 )
-from legio.store.approvals import ApprovalStore, Grant
 from legio.store.attachments import Attachment
 from legio.store.files import DOWNLOAD_LIMIT, guess_mime, kind_of, safe_name
+from legio.store.grants import ApprovalStore, Grant
 from legio.store.jobstore import Job, JobStore
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.store.praetorium import Nuntius, Praetorium, SearchHit

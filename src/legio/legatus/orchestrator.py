@@ -32,7 +32,7 @@ from legio.castra import Castra, Roster
 from legio.config import Config
 from legio.errors import DuplicateOrigin
 from legio.legatus.conversations import Conversations
-from legio.legatus.tools import legatus_tools
+from legio.legatus.toolbox import legatus_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
 from legio.names import BROADCAST, CAESAR, LEGATUS, SCHEDULER

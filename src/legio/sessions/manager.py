@@ -41,7 +41,7 @@ from legio.sessions.compaction import compact_now, compact_or_fall_back
 from legio.sessions.context import ContextReport, context_report
 from legio.sessions.delivery import Pictures
 from legio.sessions.errands import AgentErrands, Errand, Receipts, Stopped
-from legio.sessions.gate import Gatekeeper
+from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.opening import open_session
 from legio.sessions.outbox import Outbox, send_file_for
 from legio.sessions.query import prepare_query

@@ -28,7 +28,7 @@ from legio.fence.policy import hidden_now, tmp_dir
 from legio.limits.budget import Budget
 from legio.limits.plan import PlanHealth, watch_turns
 from legio.sessions.client import AgentSession, connect
-from legio.sessions.gate import Gatekeeper
+from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.spec import AgentSpec, build_options
 from legio.store.praetorium import Praetorium
 

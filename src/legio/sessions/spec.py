@@ -32,7 +32,7 @@ from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
 from legio.names import LEGATUS
 from legio.projects.copies import Place, Projects, checkout_fence
-from legio.sessions.gate import QUESTION_TOOL, Gatekeeper
+from legio.sessions.gatekeeper import QUESTION_TOOL, Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for
 from legio.sessions.turn import StatusCallback
 
@@ -182,7 +182,7 @@ def build_options(
         "PreToolUse": [HookMatcher(matcher=None, hooks=[path_guard_hook(guard)])]  # type: ignore[list-item]
     }
     tools = list(spec.tools)
-    if approvals is not None:  # legio.sessions.gate: ask Caesar (after the path guard)
+    if approvals is not None:  # legio.sessions.gatekeeper: ask Caesar (after the path guard)
         rules = approvals.agent_rules(spec.ask)
         ask_hook = approvals.hook(spec.name, rules, guard)
         hooks["PreToolUse"].append(HookMatcher(matcher=None, hooks=[ask_hook]))  # type: ignore[list-item]

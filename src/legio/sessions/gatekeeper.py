@@ -45,7 +45,7 @@ from legio.shell.rules import (
     parse_rules,
     shorten,
 )
-from legio.store.approvals import ApprovalStore, Grant
+from legio.store.grants import ApprovalStore, Grant
 
 logger = logging.getLogger(__name__)
 
