@@ -31,7 +31,7 @@ from _report import table, update_section
 
 from legio import timing
 from legio.app import LegioApp
-from legio.frontends.console import run_console
+from legio.frontends.console.terminal import run_console
 from tests.botbench import CAESAR, running_bot
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import Call

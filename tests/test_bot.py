@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from telegramify_markdown import convert
 
-from legio.frontends.sending import render
+from legio.frontends.telegram.sending import render
 from tests.botbench import CAESAR, Running, running_bot
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import utf16_len
@@ -138,7 +138,7 @@ async def test_history_search_and_reset_after_a_conversation(bot: Running) -> No
 async def test_a_stranger_is_ignored_and_logged_once(
     bot: Running, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="legio.frontends.telegram")
+    caplog.set_level(logging.WARNING, logger="legio.frontends.telegram.bot")
     bot.api.add_message("let me in", user_id=666)
     bot.api.add_message("/status", user_id=666)
     bot.api.add_message("hello from a group", user_id=667, chat_id=-100, chat_type="group")

@@ -101,7 +101,7 @@ def test_status_mid_stream_answers_at_once_and_the_answer_arrives_whole(
 def test_the_status_line_says_who_does_what_and_for_how_long() -> None:
     from claude_agent_sdk import ToolUseBlock
 
-    from legio.frontends.console_prompt import Board
+    from legio.frontends.console.prompt import Board
     from legio.sessions.turn import status_line
 
     bash = ToolUseBlock(

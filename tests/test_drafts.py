@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
 
-from legio.frontends.drafts import draft_chunk
-from legio.frontends.sending import render
+from legio.frontends.telegram.drafts import draft_chunk
+from legio.frontends.telegram.sending import render
 from legio.sessions.turn import collect_response
 from tests.botbench import CAESAR, Running, running_bot
 from tests.conftest import FakeCli
@@ -90,7 +90,7 @@ async def test_a_long_streamed_answer_has_its_stop_button_while_it_streams(bot: 
 async def test_a_refused_draft_falls_back_to_the_status_message(
     bot: Running, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="legio.frontends.drafts")
+    caplog.set_level(logging.WARNING, logger="legio.frontends.telegram.drafts")
     bot.api.fail("sendMessageDraft", 400, "Bad Request: method not available", times=100)
     start = await bot.ask("THINK about it\nSLEEP 1.5\nREPLY done")
     await bot.answer(start, lambda t: t == "done")

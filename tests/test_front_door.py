@@ -16,7 +16,7 @@ from lxml import etree
 from telegram import Chat, Message, Update, User
 
 from legio.cli import default_castra_source
-from legio.frontends.gate import BoundedSet, Gate
+from legio.frontends.telegram.admission import BoundedSet, Gate
 from tests.botbench import CAESAR, running_bot
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import Call, FakeBotApi
@@ -32,7 +32,7 @@ def chats_written_to(calls: list[Call]) -> set[int]:
 async def test_caesar_in_a_group_gets_nothing_and_nothing_starts(
     castra_dir: Path, fake_cli: FakeCli, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="legio.frontends.telegram")
+    caplog.set_level(logging.WARNING, logger="legio.frontends.telegram.bot")
     async with running_bot(castra_dir, fake_cli) as bot:
         bot.api.add_message("REPLY secret plans", user_id=CAESAR, chat_id=GROUP, chat_type="group")
         bot.api.add_message("/history", user_id=CAESAR, chat_id=GROUP, chat_type="group")
@@ -117,7 +117,7 @@ def _update(user_id: int, chat_id: int, chat_type: str = "private") -> Update:
 
 
 def test_a_stranger_flood_keeps_a_bounded_memory(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="legio.frontends.telegram")
+    caplog.set_level(logging.WARNING, logger="legio.frontends.telegram.bot")
     gate = Gate([CAESAR], [], remember=100)
     for stranger in range(10_000, 15_000):
         assert not gate.admits(_update(stranger, stranger))

@@ -320,7 +320,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     announce_sandbox(config, Castra(config.castra))
 
     from legio.app import LegioApp
-    from legio.frontends.telegram import serve
+    from legio.frontends.telegram.bot import serve
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -351,7 +351,7 @@ def cmd_console(args: argparse.Namespace) -> int:
     announce_sandbox(config, Castra(config.castra))
 
     from legio.app import LegioApp
-    from legio.frontends.console import run_console
+    from legio.frontends.console.terminal import run_console
 
     with contextlib.suppress(KeyboardInterrupt):  # the console says it closed, once
         asyncio.run(run_console(lambda: LegioApp.open(config), note=note))

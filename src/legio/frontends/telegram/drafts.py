@@ -38,10 +38,10 @@ from telegram import Bot, MessageEntity
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
 from legio.app import is_text_preview
-from legio.frontends.lanes import LANE, Lane
+from legio.frontends.telegram.lanes import LANE, Lane
 
 if TYPE_CHECKING:
-    from legio.frontends.status import StatusBoard
+    from legio.frontends.telegram.status import StatusBoard
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@
   praetorium), made again when Telegram says it is gone and it is needed; a centurio added
   later gets one the next time topics are checked (each request). A message in an agent's
   topic goes to that agent (``lane``); one in any other topic to the Legatus, answered
-  there. Every send of the request follows it there (``legio.frontends.lanes``).
+  there. Every send of the request follows it there (``legio.frontends.telegram.lanes``).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
 from legio.app import LegioApp, Pointer, Reply, Topic
-from legio.frontends.lanes import Lane, in_lane
-from legio.frontends.sending import (
+from legio.frontends.telegram.lanes import Lane, in_lane
+from legio.frontends.telegram.sending import (
     origin_of,
     render,
     send_files,

@@ -18,7 +18,7 @@ from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, TelegramError
 
-from legio.frontends.sending import MAX_UTF16, NO_PREVIEW
+from legio.frontends.telegram.sending import MAX_UTF16, NO_PREVIEW
 
 logger = logging.getLogger(__name__)
 

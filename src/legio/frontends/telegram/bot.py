@@ -1,16 +1,21 @@
 """The Telegram front-end (python-telegram-bot): Caesar only, answers rendered, never blocked.
 
+The modules of this package are named relative to it (``admission`` is
+``legio.frontends.telegram.admission``):
+
 - Only ``telegram.caesar_ids`` are served, in their private chats (and the groups of
   ``telegram.allowed_chats``; admin commands stay private): every other update is dropped
-  before any handler runs (``legio.frontends.gate``), nothing stored, the refusal logged
-  once. A command for another bot is ignored. No message shows a link preview.
+  before any handler runs (``admission``), nothing stored, the refusal logged once. A
+  command for another bot is ignored. No message shows a link preview.
+- Every update is stamped in arrival order before its handler runs (``LegioApp.receive``),
+  so a ``/stop`` ends what came before it even if that message's handler has not started.
 - Text, ``/retry``, ``/compact``, ``/context`` and the project commands run as
   non-blocking handlers, so other admin commands answer at once while agents work.
-- Files (``legio.frontends.files``) are stored, then routed like text (the caption is
-  the message); agents' files follow their answer. Replies, quotes, edits and a topic per
-  agent: ``legio.frontends.conversation``; the topic a request's messages go to:
-  ``legio.frontends.lanes``. While agents work: ``legio.frontends.status``, drafts.
-- Answers: rendered and split by ``legio.frontends.sending``; voice notes: ``…voice``.
+- Files (``downloads``) are stored, then routed like text (the caption is the message);
+  agents' files follow their answer. Replies, quotes, edits and a topic per agent:
+  ``conversation``; the topic a request's messages go to: ``lanes``. While agents work:
+  ``status``, ``drafts``.
+- Answers: rendered and split by ``sending``; voice notes heard first: ``hearing``.
 - ``serve`` runs the bot and stops it in order: polling, grace period, interrupt, engine.
 """
 
@@ -43,13 +48,14 @@ from telegram.ext import (
 from legio.app import Job, JobRun, LegioApp, Reply
 from legio.config import Config
 from legio.frontends.admin import COMMANDS, Admin, parse_retry
-from legio.frontends.approvals import TelegramAsker
-from legio.frontends.conversation import Conversation
-from legio.frontends.drafts import DraftSupport, LiveView
-from legio.frontends.files import UNSUPPORTED, Albums, accept, fetch, resume_pending
-from legio.frontends.gate import Gate, addressed_elsewhere, forwarded_from
-from legio.frontends.lanes import LaneBot, in_lane
-from legio.frontends.sending import (
+from legio.frontends.telegram.admission import Gate, addressed_elsewhere, forwarded_from
+from legio.frontends.telegram.asking import TelegramAsker
+from legio.frontends.telegram.conversation import Conversation
+from legio.frontends.telegram.downloads import UNSUPPORTED, Albums, accept, fetch, resume_pending
+from legio.frontends.telegram.drafts import DraftSupport, LiveView
+from legio.frontends.telegram.hearing import hear
+from legio.frontends.telegram.lanes import LaneBot, in_lane
+from legio.frontends.telegram.sending import (
     NO_PREVIEW,
     SendChains,
     chat_of,
@@ -58,8 +64,7 @@ from legio.frontends.sending import (
     send_pages,
     send_with_retries,
 )
-from legio.frontends.status import StatusBoard, Typing
-from legio.frontends.telegram_hearing import hear
+from legio.frontends.telegram.status import StatusBoard, Typing
 from legio.frontends.views import interruption_notice
 from legio.names import LEGATUS
 from legio.request import UNWATCHED, Callbacks, Request, Watch
@@ -180,7 +185,7 @@ class LegioBot:
     # ---------------------------------------------------------- gate
 
     async def gate(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """Drop every update but Caesar's in his chats (``legio.frontends.gate``)."""
+        """Drop every update but Caesar's in his chats (``legio.frontends.telegram.admission``)."""
         if not self.doors.admits(update):
             if isinstance(update, Update) and update.callback_query is not None:
                 with contextlib.suppress(TelegramError):  # a tap on Caesar's buttons

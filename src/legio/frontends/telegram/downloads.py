@@ -8,7 +8,7 @@ refused before anything is stored or fetched); ``fetch`` downloads a request's f
 (``LegioApp.fetch_files``, with getFile), and a restart mid-way is finished at the next
 start (``resume_pending``). ``Albums`` makes the messages of one Telegram album
 (photos or files sent together) one request. Sending agents' files back is
-``legio.frontends.sending.send_files``.
+``legio.frontends.telegram.sending.send_files``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from telegram.error import TelegramError
 
 from legio.app import Fetch, LegioApp, PendingFile, guess_mime, kind_of, safe_name
 from legio.errors import AttachmentError, DownloadLater
-from legio.frontends.gate import forwarded_from
-from legio.frontends.sending import chat_of, is_transient, origin_of, send_with_retries
+from legio.frontends.telegram.admission import forwarded_from
+from legio.frontends.telegram.sending import chat_of, is_transient, origin_of, send_with_retries
 
 UNSUPPORTED = (
     "I can take text, photos, documents, audio, voice notes and videos; "

@@ -1,10 +1,10 @@
 """The terminal front-end: the same ``LegioApp`` and admin commands, without Telegram.
 
-On a terminal the prompt always answers (``legio.frontends.console_prompt``): messages
+On a terminal the prompt always answers (``legio.frontends.console.prompt``): messages
 run while Caesar types, commands answer at once, Ctrl-C stops the running turns. With
 piped input it reads one line at a time, each answered before the next (scripts stay
 deterministic). Either way: the agents' status lines, an answer printed as it is written
-(one agent at a time; see ``legio.frontends.console_stream``) or else when ready,
+(one agent at a time; see ``legio.frontends.console.stream``) or else when ready,
 scheduled jobs in the same terminal, and a clean close on end of input (Ctrl-D): the
 scheduler stopped, sessions disconnected, the praetorium closed, "Legio console closed."
 said once. ``/attach PATH [text]`` (a path with spaces in quotes) gives a file of this
@@ -21,8 +21,8 @@ from typing import TextIO
 from legio.app import DOWNLOAD_LIMIT, Job, JobRun, LegioApp, PendingFile, Reply, visible
 from legio.errors import AttachmentError
 from legio.frontends.admin import Admin, is_command
-from legio.frontends.console_asker import ConsoleAsker
-from legio.frontends.console_stream import StreamPrinter
+from legio.frontends.console.asker import ConsoleAsker
+from legio.frontends.console.stream import StreamPrinter
 from legio.frontends.views import interruption_notice
 from legio.names import LEGATUS
 from legio.request import Callbacks, Request
@@ -66,7 +66,7 @@ async def run_console(
     note: str = "",
 ) -> None:
     """Chat until end of input; always close the engine."""
-    from legio.frontends.console_prompt import Board, run_prompt
+    from legio.frontends.console.prompt import Board, run_prompt
 
     app = await app_factory()
     admin = Admin(app)

@@ -35,7 +35,7 @@ from telegram.constants import ChatType
 
 from legio.frontends.admin import command_target
 
-logger = logging.getLogger("legio.frontends.telegram")
+logger = logging.getLogger("legio.frontends.telegram.bot")
 
 REMEMBERED = 4096
 GROUPS = (ChatType.GROUP, ChatType.SUPERGROUP)

@@ -26,7 +26,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 
 from legio.app import LegioApp
 from legio.frontends.admin import COMMANDS, is_command
-from legio.frontends.console_asker import PromptAsker
+from legio.frontends.console.asker import PromptAsker
 from legio.frontends.views import stop_text
 
 Send = Callable[[str, int], Awaitable[None]]  # a line, and when it arrived

@@ -18,7 +18,7 @@ from telegram.error import TelegramError
 
 from legio.app import LegioApp, PendingFile
 from legio.errors import VoiceError
-from legio.frontends.sending import send_with_retries
+from legio.frontends.telegram.sending import send_with_retries
 
 logger = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from legio.app import (
     shorten_middle,
     visible,
 )
-from legio.frontends.lanes import Lane, in_lane
+from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.views import stop_text
 
 logger = logging.getLogger(__name__)
@@ -121,7 +121,9 @@ class TelegramAsker:
         self._approvals: dict[int, _Pending] = {}
         self._decided: dict[int, str] = {}
         self._questions: dict[int, _Question] = {}
-        self.lanes: dict[str, Lane] = {}  # each agent's request's topic (legio.frontends.lanes)
+        self.lanes: dict[
+            str, Lane
+        ] = {}  # each agent's request's topic (legio.frontends.telegram.lanes)
 
     # ---------------------------------------------------------- approvals
 
