@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from legio.castra import Castra, Roster
 from legio.config import Config
@@ -31,6 +32,7 @@ from legio.legatus.scheduling import JobRun, Presenter, attach_scheduler, job_li
 from legio.limits.budget import Budget, Notifier, UsageReport
 from legio.limits.plan import PlanHealth
 from legio.media.listening import Listener
+from legio.media.voice import Progress, Transcript
 from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
 from legio.projects.overview import CopyState, DiffReport, ProjectState
@@ -418,6 +420,86 @@ class LegioApp:
         if gate is None or gate.store is None:
             return None
         return await gate.store.request_status(request_id)
+
+    # ---------------------------------------------------------- Telegram's gestures
+
+    async def carried(self, seq: int, chat_id: int, message_ids: list[int]) -> None:
+        """The Telegram messages ``message_ids`` of ``chat_id`` carry nuntius ``seq``."""
+        await self.threads.carried(seq, chat_id, message_ids)
+
+    async def seq_of_message(self, chat_id: int, message_id: int) -> int | None:
+        """The nuntius a message Legio sent carries (an answer's part), if known."""
+        return await self.threads.seq_of_message(chat_id, message_id)
+
+    async def seq_of_origin(self, origin: str) -> int | None:
+        """The nuntius Caesar's message ``origin`` became, if it is stored."""
+        found = await self.praetorium.get_by_origin(origin)
+        return found.seq if found is not None else None
+
+    async def topics(self, chat_id: int | None = None) -> list[Topic]:
+        """The agents' topics (of one chat)."""
+        return await self.threads.topics(chat_id)
+
+    async def set_topic(self, topic: Topic) -> None:
+        await self.threads.set_topic(topic)
+
+    async def forget_topic(self, chat_id: int, thread_id: int) -> None:
+        """A topic Caesar deleted: made again when next needed."""
+        await self.threads.forget_topic(chat_id, thread_id)
+
+    async def project_of_topic(self, chat_id: int, thread_id: int) -> str | None:
+        return await self.threads.project_of_topic(chat_id, thread_id)
+
+    async def bind_project(self, chat_id: int, thread_id: int, project: str | None) -> None:
+        """``/project <name>|off`` in a topic: every request there is on it (or not)."""
+        await self.threads.bind_project(chat_id, thread_id, project)
+
+    async def edits_of(self, seqs: list[int]) -> tuple[dict[int, str], dict[int, int]]:
+        """For ``/history``: the words each edited request replaced, and which requests
+        are corrections of which."""
+        return await self.threads.edited(seqs), await self.threads.corrections_of(seqs)
+
+    # ---------------------------------------------------------- projects and media
+
+    def project_names(self) -> list[str]:
+        return self.projects.names()
+
+    async def project_overview(self) -> list[ProjectState]:
+        """``/projects``: every agent's copy of every project."""
+        return await self.projects.overview()
+
+    def project_target(self, words: str, usage: str) -> Target:
+        """The agent and project ``words`` name (``ProjectError`` with ``usage`` if not)."""
+        return self.projects.resolve(words, usage)
+
+    async def project_diff(self, target: Target) -> DiffReport | None:
+        """``/diff``: what Caesar would merge of the agent's branch; None without a copy."""
+        return await self.projects.diff(target)
+
+    async def drop_copy(self, target: Target) -> int | None:
+        """``/drop``: the copy removed (its branch published first); see ``ProjectDesk``."""
+        return await self.projects.drop(target)
+
+    def hears(self, file: PendingFile) -> bool:
+        """Whether ``file`` is a voice note or audio Legio transcribes."""
+        return self.voice.hears(file)
+
+    async def transcribe(self, file: PendingFile, progress: Progress | None = None) -> Transcript:
+        """``file``'s words (``VoiceError`` with a line for Caesar when it cannot)."""
+        return await self.voice.transcribe(file, progress)
+
+    # ---------------------------------------------------------- settings front-ends show
+
+    def max_input_tokens(self) -> int:
+        return self.config.max_input_tokens
+
+    def ask_rules(self) -> list[str]:
+        """``[approvals] ask``: the rules every agent's tool calls are asked by."""
+        return list(self.config.approvals.ask)
+
+    def console_history_path(self) -> Path:
+        """Where the console keeps the lines Caesar typed."""
+        return self.castra.root / "state" / "console_history"
 
     # ---------------------------------------------------------- spending and limits
 

@@ -155,7 +155,7 @@ class Admin:
         return paginate(lines)
 
     async def cmd_projects(self, args: str) -> list[str]:
-        return paginate(projects_lines(await self.app.projects.overview()))
+        return paginate(projects_lines(await self.app.project_overview()))
 
     async def cmd_project(self, args: str) -> list[str]:
         return ["/project works inside a Telegram topic: write #name in a message instead."]
@@ -163,8 +163,8 @@ class Admin:
     async def cmd_diff(self, args: str) -> list[str]:
         usage = "/diff <agent> <project>, e.g. /diff vorenus #app"
         try:
-            target = self.app.projects.resolve(args, usage)
-            report = await self.app.projects.diff(target)
+            target = self.app.project_target(args, usage)
+            report = await self.app.project_diff(target)
         except ProjectError as e:
             return [str(e)]
         if report is None:
@@ -179,8 +179,8 @@ class Admin:
     async def cmd_drop(self, args: str) -> list[str]:
         usage = "/drop <agent> <project>, e.g. /drop vorenus #app"
         try:
-            target = self.app.projects.resolve(args, usage)
-            dropped = await self.app.projects.drop(target)
+            target = self.app.project_target(args, usage)
+            dropped = await self.app.drop_copy(target)
         except ProjectError as e:
             return [str(e)]
         if dropped is None:
@@ -205,8 +205,7 @@ class Admin:
             return ["No messages yet."]
         files = await self.app.files_of(n.seq for n in nuntii)
         seqs = [n.seq for n in nuntii]
-        edited = await self.app.threads.edited(seqs)
-        corrections = await self.app.threads.corrections_of(seqs)
+        edited, corrections = await self.app.edits_of(seqs)
         return paginate(history_lines(nuntii, files, edited, corrections))
 
     async def cmd_search(self, args: str) -> list[str]:
@@ -227,7 +226,7 @@ class Admin:
 
     async def cmd_status(self, args: str) -> list[str]:
         rows = await self.app.status_rows()
-        limit = self.app.config.max_input_tokens
+        limit = self.app.max_input_tokens()
         lines = status_lines(rows, limit, self.app.roster().problems)
         return paginate(lines + self.app.sandbox_notes())
 
@@ -336,7 +335,7 @@ class Admin:
 
     async def cmd_approvals(self, args: str) -> list[str]:
         grants = await self.app.approval_grants()
-        rules = ", ".join(self.app.config.approvals.ask) or "none"
+        rules = ", ".join(self.app.ask_rules()) or "none"
         lines = [f"Calls that ask first, for every agent ([approvals] ask): {rules}."]
         lines += [
             f"…and for {name} (its own ask:): {', '.join(own)}."

@@ -138,7 +138,7 @@ async def run_console(
 
         app.set_notifier(notice)  # budget warnings, plan limits
         if stdin.isatty() and out.isatty():
-            history = app.castra.root / "state" / "console_history"
+            history = app.console_history_path()
             await run_prompt(app, history, board, send, command, show)
         else:
             reader = await _lines(stdin)

@@ -124,29 +124,29 @@ class LegioBot:
         assert self._admin is not None, "LegioBot.startup() was not called"
         return self._admin
 
-    async def startup(self, app: Application[Any, Any, Any, Any, Any, Any]) -> None:
+    async def startup(self, application: Application[Any, Any, Any, Any, Any, Any]) -> None:
         """Open the engine and show the command menu."""
         self._app = await self.app_factory()
         self._admin = Admin(self._app)
-        self._bot = app.bot
-        self.asker = TelegramAsker(app.bot, sorted(self.caesar_ids), self._app)
+        self._bot = application.bot
+        self.asker = TelegramAsker(application.bot, sorted(self.caesar_ids), self._app)
         self._app.set_asker(self.asker)  # approvals and questions as buttons
         self._app.set_notifier(self.asker.notify, self.talk.dispatched)  # limits; topics
-        if isinstance(app.bot, LaneBot):  # threaded mode: a topic per centurio
-            app.bot.watch(self.talk.lost_topic)
-            self.talk.notice_bot = app.bot
-            self.talk.topics_on = bool(app.bot.bot.has_topics_enabled)
-        await self.talk.setup_topics(app.bot)
+        if isinstance(application.bot, LaneBot):  # threaded mode: a topic per centurio
+            application.bot.watch(self.talk.lost_topic)
+            self.talk.notice_bot = application.bot
+            self.talk.topics_on = bool(application.bot.bot.has_topics_enabled)
+        await self.talk.setup_topics(application.bot)
         commands = [BotCommand(c.name, c.description[:256]) for c in COMMANDS]
         try:
-            await app.bot.set_my_commands(commands)
+            await application.bot.set_my_commands(commands)
         except TelegramError as e:
             logger.warning("could not set the command menu: %s", e)
         try:
-            await resume_pending(app.bot, self._app)  # files a restart cut off
+            await resume_pending(application.bot, self._app)  # files a restart cut off
         except Exception:
             logger.exception("could not finish the downloads a restart interrupted")
-        await self.tell_interruptions(app.bot)
+        await self.tell_interruptions(application.bot)
         await self.app.start_jobs(self.present_job)  # after the interruptions were noted
 
     async def present_job(self, job: Job, run: JobRun) -> None:
@@ -467,21 +467,21 @@ async def serve(
     the engine (sessions, then the praetorium).
     """
     bot = LegioBot(config, app_factory)
-    app = build_application(config, token, bot)
-    async with app:
-        await bot.startup(app)
+    application = build_application(config, token, bot)
+    async with application:
+        await bot.startup(application)
         try:
-            await app.start()
-            assert app.updater is not None
-            await app.updater.start_polling(
+            await application.start()
+            assert application.updater is not None
+            await application.updater.start_polling(
                 timeout=poll_timeout, drop_pending_updates=False, allowed_updates=Update.ALL_TYPES
             )
             logger.info("Legio is listening (Telegram long polling)")
             await stop.wait()
         finally:
             logger.info("Legio is stopping")
-            if app.updater is not None and app.updater.running:
-                await app.updater.stop()
+            if application.updater is not None and application.updater.running:
+                await application.updater.stop()
             if bot._app is not None:
                 await bot.app.pause_jobs()  # no new job runs; running ones are in_flight
             try:
@@ -493,6 +493,6 @@ async def serve(
                 await bot.stop_all()
                 for download in list(bot.downloads):  # its pending row is resumed at start
                     download.cancel()
-            if app.running:
-                await app.stop()
+            if application.running:
+                await application.stop()
             await bot.shutdown()

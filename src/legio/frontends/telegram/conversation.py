@@ -77,12 +77,12 @@ class Conversation:
         """Send an answer; record which messages carry it (a reply to one points at it)."""
         sent = await send_markdown(bot, chat_id, reply.text, reply_to)
         if reply.seq is not None and sent:
-            await self.app.threads.carried(reply.seq, chat_id, sent)
+            await self.app.carried(reply.seq, chat_id, sent)
 
     async def deliver_files(self, bot: Bot, chat_id: int, reply: Reply) -> None:
         sent = await send_files(bot, chat_id, reply.agent, reply.files)
         if reply.seq is not None and sent:
-            await self.app.threads.carried(reply.seq, chat_id, sent)
+            await self.app.carried(reply.seq, chat_id, sent)
 
     async def dispatched(self, agent: str, text: str) -> None:
         """A centurio's answer to the Legatus's dispatch, shown silently in its own topic
@@ -126,10 +126,9 @@ class Conversation:
         )):  # fmt: skip
             return None  # in a topic, Telegram makes every message a "reply" to its start
         chat = message.chat_id
-        seq = await self.app.threads.seq_of_message(chat, target.message_id)
+        seq = await self.app.seq_of_message(chat, target.message_id)
         if seq is None:  # Caesar's own earlier message: its nuntius came from it
-            found = await self.app.praetorium.get_by_origin(origin_of(chat, target.message_id))
-            seq = found.seq if found else None
+            seq = await self.app.seq_of_origin(origin_of(chat, target.message_id))
         if seq is not None:
             return Pointer(seq=seq, quote=quote)
         words = target.text or target.caption or ""
@@ -168,13 +167,13 @@ class Conversation:
         thread = message.message_thread_id if message.is_topic_message else None
         if thread is None:
             return Lane(message.chat_id)
-        project = await self.app.threads.project_of_topic(message.chat_id, thread)
+        project = await self.app.project_of_topic(message.chat_id, thread)
         start = message.reply_to_message  # in a topic: its creation, with its name
         made = start.forum_topic_created if start is not None else None
         name = made.name if made is not None else None
         if not private:
             return Lane(message.chat_id, thread, None, project, name)
-        topics = await self.app.threads.topics(message.chat_id)
+        topics = await self.app.topics(message.chat_id)
         agent = next((t.agent for t in topics if t.thread_id == thread), None)
         return Lane(message.chat_id, thread, agent, project, agent or name)
 
@@ -186,22 +185,22 @@ class Conversation:
             return
         words = message.text.split()[1:]
         thread = message.message_thread_id if message.is_topic_message else None
-        names = self.app.projects.names()
+        names = self.app.project_names()
         listing = ", ".join(f"#{n}" for n in names) or "none ([projects.<name>] in legio.toml)"
         if thread is None:
             text = f"/project works inside a topic: its requests are then on a project ({listing})."
         elif not words:
-            bound = await self.app.threads.project_of_topic(message.chat_id, thread)
+            bound = await self.app.project_of_topic(message.chat_id, thread)
             text = (
                 f"This topic is on #{bound}."
                 if bound
                 else f"This topic is on no project ({listing})."
             )
         elif words[0].lower() in ("off", "none"):
-            await self.app.threads.bind_project(message.chat_id, thread, None)
+            await self.app.bind_project(message.chat_id, thread, None)
             text = "This topic is on no project now."
         elif (name := words[0].lstrip("#").lower()) in names:
-            await self.app.threads.bind_project(message.chat_id, thread, name)
+            await self.app.bind_project(message.chat_id, thread, name)
             text = (
                 f"Every request in this topic is on #{name} now (a #name in a message still wins)."
             )
@@ -215,7 +214,7 @@ class Conversation:
         if not self.topics_on or agent == LEGATUS or chat_id not in self.caesar_ids:
             return Lane(chat_id)
         await self.setup_topics(bot, [chat_id])
-        for topic in await self.app.threads.topics(chat_id):
+        for topic in await self.app.topics(chat_id):
             if topic.agent == agent:
                 return Lane(chat_id, topic.thread_id, agent)
         return Lane(chat_id)
@@ -227,7 +226,7 @@ class Conversation:
         async with self._topic_lock:
             roster = self.app.roster()
             for chat_id in chats or sorted(self.caesar_ids):
-                have = {t.agent for t in await self.app.threads.topics(chat_id)}
+                have = {t.agent for t in await self.app.topics(chat_id)}
                 for name in roster.names:
                     if name not in have:
                         await self._make_topic(bot, chat_id, name)
@@ -239,7 +238,7 @@ class Conversation:
             logger.warning("could not make %s's topic in chat %s: %s", name, chat_id, e)
             return
         thread = topic.message_thread_id
-        await self.app.threads.set_topic(Topic(chat_id, name, thread, name))
+        await self.app.set_topic(Topic(chat_id, name, thread, name))
         prompt = self.app.roster().centuriones.get(name)
         description = f" — {prompt.description}" if prompt and prompt.description else ""
         intro = TOPIC_INTRO.format(name=name, description=description)
@@ -254,7 +253,7 @@ class Conversation:
         again when next needed) and say so, once per topic."""
         if lane.thread_id is None:
             return
-        await self.app.threads.forget_topic(lane.chat_id, lane.thread_id)
+        await self.app.forget_topic(lane.chat_id, lane.thread_id)
         key = (lane.chat_id, lane.thread_id)
         if key in self._told_lost:
             return

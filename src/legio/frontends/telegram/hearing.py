@@ -30,7 +30,7 @@ async def hear(bot: Bot, app: LegioApp, chat_id: int, files: list[PendingFile], 
     """The request's text with the transcripts of its spoken files after it."""
     words: list[str] = []
     for file in files:
-        if not app.voice.hears(file):
+        if not app.hears(file):
             continue
         shown: Message | None = None
         if file.size >= LONG_NOTE_BYTES:
@@ -45,7 +45,7 @@ async def hear(bot: Bot, app: LegioApp, chat_id: int, files: list[PendingFile], 
                     await shown.edit_text(f"🎤 Transcribing your voice note... {fraction:.0%}")
 
         try:
-            transcript = await app.voice.transcribe(file, progress)
+            transcript = await app.transcribe(file, progress)
         except VoiceError as e:
             logger.warning("voice note %s not transcribed: %s", file.name, e)
             line = f"🎤 {e}; it is delivered as a file."
