@@ -242,9 +242,13 @@ class Legatus:
                                 pending = dataclasses.replace(pending, origin=origin, part=part)
                             await self.sessions.attachments.stage(pending)
                     nuntius = await self.praetorium.post(
-                        CAESAR, text, audience, origin=origin, forwarded_from=forwarded_from,
+                        CAESAR,
+                        text,
+                        audience,
+                        origin=origin,
+                        forwarded_from=forwarded_from,
                         project=project,
-                    )  # fmt: skip
+                    )
                     if pointer is not None:  # before its turn can come: the agent reads the link
                         await self.conversations.link(nuntius, pointer)
                     tickets = {name: self.sessions.reserve(name, receipt) for name in names}
@@ -317,9 +321,13 @@ class Legatus:
         project, _ = (None, None) if forwarded else self.sessions.projects.pick(pending.text)
         try:
             await self.praetorium.post(
-                CAESAR, pending.text, audience, origin=pending.origin, forwarded_from=forwarded,
+                CAESAR,
+                pending.text,
+                audience,
+                origin=pending.origin,
+                forwarded_from=forwarded,
                 project=project,
-            )  # fmt: skip
+            )
         except DuplicateOrigin:
             return False
         return True

@@ -39,11 +39,15 @@ class Listener:
         self.files = files
         voice = config.voice
         self.transcriber = (
-            Transcriber(voice.model, models_dir(config), max_seconds=voice.max_minutes * 60,
-                        language=voice.language)
+            Transcriber(
+                voice.model,
+                models_dir(config),
+                max_seconds=voice.max_minutes * 60,
+                language=voice.language,
+            )
             if voice.enabled
             else None
-        )  # fmt: skip
+        )
 
     def hears(self, file: PendingFile) -> bool:
         return self.transcriber is not None and file.kind in SPOKEN and file.sha256 is not None

@@ -221,9 +221,14 @@ def granted_projects(castra: Castra, projects: Projects) -> list[tuple[str, str]
             for name in projects.names():
                 path = projects.settings(name).path
                 if granted == path or path in granted.parents or granted in path.parents:
-                    lines.append(("warn", f"{prompt.name}'s add_dirs {folder} holds project "
-                                          f"#{name}: read-only to agents; ask for work on it "
-                                          f"with #{name}"))  # fmt: skip
+                    lines.append(
+                        (
+                            "warn",
+                            f"{prompt.name}'s add_dirs {folder} holds project "
+                            f"#{name}: read-only to agents; ask for work on it "
+                            f"with #{name}",
+                        )
+                    )
     return lines
 
 

@@ -46,8 +46,9 @@ class ProjectDesk:
             name = word.lstrip("#@").lower()
             if word.startswith("#") or (name in self.projects.names() and not word.startswith("@")):
                 if name not in self.projects.names():
-                    raise ProjectError(f"#{name} is not a project; the projects: "
-                                       f"{self.projects.listing()}")  # fmt: skip
+                    raise ProjectError(
+                        f"#{name} is not a project; the projects: {self.projects.listing()}"
+                    )
                 project = name
             elif name in roster:
                 agent = name

@@ -217,9 +217,17 @@ class Praetorium(AgentRecords):
         if BROADCAST in members and len(members) > 1:
             raise PraetoriumError("the audience 'all' stands alone: it already includes everyone")
         nuntius = Nuntius(
-            str(uuid.uuid4()), 0, sender, text, members, _now(), reply_to, origin, forwarded_from,
+            str(uuid.uuid4()),
+            0,
+            sender,
+            text,
+            members,
+            _now(),
+            reply_to,
+            origin,
+            forwarded_from,
             project,
-        )  # fmt: skip
+        )
         if not self._pending and (self._writer is None or self._writer.done()):
             # Alone: queued on the database thread now. A post that comes meanwhile starts
             # a writer, whose INSERT the thread runs after this one (seq order holds).

@@ -37,7 +37,7 @@ from legio.frontends.telegram.sending import (
     send_files,
     send_markdown,
     send_with_retries,
-)  # fmt: skip
+)
 from legio.names import LEGATUS
 
 logger = logging.getLogger(__name__)
@@ -121,9 +121,9 @@ class Conversation:
         target = message.reply_to_message
         if target is None:
             return Pointer(text=quote) if quote and message.external_reply else None
-        if is_service(target) or (message.is_topic_message and (
-            target.message_id == message.message_thread_id
-        )):  # fmt: skip
+        if is_service(target) or (
+            message.is_topic_message and (target.message_id == message.message_thread_id)
+        ):
             return None  # in a topic, Telegram makes every message a "reply" to its start
         chat = message.chat_id
         seq = await self.app.seq_of_message(chat, target.message_id)

@@ -67,8 +67,9 @@ class LaneBot(ExtBot[Any]):
         with self._unfrozen():
             self.on_lost = on_lost
 
-    async def _lane(self, send: Callable[..., Awaitable[Any]], chat_id: Any, *args: Any,
-                    **kwargs: Any) -> Any:  # fmt: skip
+    async def _lane(
+        self, send: Callable[..., Awaitable[Any]], chat_id: Any, *args: Any, **kwargs: Any
+    ) -> Any:
         lane = LANE.get()
         if lane is None or lane.thread_id is None or "message_thread_id" in kwargs:
             return await send(chat_id, *args, **kwargs)
@@ -79,8 +80,9 @@ class LaneBot(ExtBot[Any]):
         except BadRequest as e:
             if LOST not in str(e).lower():
                 raise
-            logger.warning("topic %s in chat %s is gone; sending outside it", lane.thread_id,
-                           lane.chat_id)  # fmt: skip
+            logger.warning(
+                "topic %s in chat %s is gone; sending outside it", lane.thread_id, lane.chat_id
+            )
             LANE.set(Lane(lane.chat_id))  # this request's other messages too
             if self.on_lost is not None:
                 await self.on_lost(lane)
