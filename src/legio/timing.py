@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 
 @dataclass
@@ -62,3 +63,8 @@ def mark(stage: str) -> None:
     trace = _current.get()
     if trace is not None:
         trace.marks.append((stage, time.monotonic()))
+
+
+def now() -> datetime:
+    """The time now, in UTC: the one clock the stores write (``.isoformat()`` as text)."""
+    return datetime.now(UTC)

@@ -33,13 +33,14 @@ import unicodedata
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from lxml import etree
 
 from legio.castra import PROMPT_FILE, Castra, validate_centurio_name
 from legio.errors import MemoriaError
+from legio.timing import now
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z")
 DEFAULT_MAX_BYTES = 64 * 1024
@@ -79,10 +80,6 @@ class Listing:
 
     documents: list[Document] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def validate_name(name: object, what: str = "name") -> str:
@@ -311,15 +308,15 @@ class MemoriaStore:
     def _publish_locked(
         self, layer: str, path: Path, name: str, title: str, body: str, author: str
     ) -> Document:
-        now = _now()
+        stamp = now()
         previous = self._parse(layer, path) if path.is_file() else None
         doc = Document(
             layer=layer,
             name=name,
             title=title,
             author=previous.author if previous else author,
-            created=previous.created if previous else now,
-            updated=now,
+            created=previous.created if previous else stamp,
+            updated=stamp,
             body=body,
             updated_by=author if previous and previous.author != author else None,
         )
@@ -346,7 +343,7 @@ class MemoriaStore:
             doc = self.read_edictum(name)
             if doc.revoked:
                 raise MemoriaError(f"edictum {name!r} was already revoked by {doc.revoked_by}")
-            revoked = Document(**{**doc.__dict__, "revoked_by": by, "revoked_at": _now()})
+            revoked = Document(**{**doc.__dict__, "revoked_by": by, "revoked_at": now()})
             self._write(path, self._serialize(revoked), replace=True)
         return revoked
 
@@ -383,11 +380,11 @@ class MemoriaStore:
             )
 
     def _add_commentarium(self, centurio: str, title: str, body: str, author: str) -> Document:
-        now = _now()
-        base = f"{now:%Y%m%d-%H%M%S}-{slugify(title) or 'note'}"[:60].rstrip("-_")
+        stamp = now()
+        base = f"{stamp:%Y%m%d-%H%M%S}-{slugify(title) or 'note'}"[:60].rstrip("-_")
         for attempt in range(1, 1000):
             name = base if attempt == 1 else f"{base}-{attempt}"
-            doc = Document("commentarii", name, title, author, now, now, body)
+            doc = Document("commentarii", name, title, author, stamp, stamp, body)
             self._check_size(doc)
             try:
                 self._write(

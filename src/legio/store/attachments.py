@@ -19,11 +19,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from legio.request import PendingFile
 from legio.store.praetorium import Praetorium
+from legio.timing import now
 
 Direction = Literal["in", "out"]
 
@@ -75,10 +75,6 @@ def _pending(row: sqlite3.Row) -> PendingFile:
     )
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
 def _like(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
@@ -115,7 +111,7 @@ class AttachmentStore:
                 pending.size,
                 pending.sha256,
                 pending.file_unique_id,
-                _now(),
+                now().isoformat(),
                 pending.forwarded_from,
             ),
         )
@@ -161,7 +157,7 @@ class AttachmentStore:
         await self.praetorium.connection.execute(
             "INSERT INTO attachments (nuntius_seq, direction, kind, mime_type, name, size, "
             "sha256, source_path, created_at) VALUES (?, 'out', ?, ?, ?, ?, ?, ?, ?)",
-            (nuntius_seq, kind, mime_type, name, size, sha256, source_path, _now()),
+            (nuntius_seq, kind, mime_type, name, size, sha256, source_path, now().isoformat()),
         )
 
     # ---------------------------------------------------------- reading

@@ -9,15 +9,12 @@ can mark the ones left pending as expired and their old buttons can say so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 import aiosqlite
 
 from legio.store.praetorium import Praetorium
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
+from legio.timing import now
 
 
 @dataclass(frozen=True)
@@ -57,21 +54,21 @@ class ApprovalStore:
         for grant in await self.grants():
             if (grant.agent, grant.rule) == (agent, rule):
                 return grant
-        now = _now()
+        stamp = now().isoformat()
         async with self._db.execute(
             "INSERT INTO approval_grants (agent, rule, created_at) VALUES (?, ?, ?) RETURNING id",
-            (agent, rule, now),
+            (agent, rule, stamp),
         ) as cursor:
             row = await cursor.fetchone()
         assert row is not None
-        return Grant(int(row["id"]), agent, rule, datetime.fromisoformat(now))
+        return Grant(int(row["id"]), agent, rule, datetime.fromisoformat(stamp))
 
     async def revoke(self, grant_id: int) -> Grant | None:
         """End grant ``grant_id``; the grant, or None if there is no such live grant."""
         async with self._db.execute(
             "UPDATE approval_grants SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL "
             "RETURNING id, agent, rule, created_at",
-            (_now(), grant_id),
+            (now().isoformat(), grant_id),
         ) as cursor:
             row = await cursor.fetchone()
         if row is None:
@@ -85,7 +82,7 @@ class ApprovalStore:
         async with self._db.execute(
             "INSERT INTO approval_requests (agent, tool, target, created_at) "
             "VALUES (?, ?, ?, ?) RETURNING id",
-            (agent, tool, target[:500], _now()),
+            (agent, tool, target[:500], now().isoformat()),
         ) as cursor:
             row = await cursor.fetchone()
         assert row is not None
@@ -95,7 +92,7 @@ class ApprovalStore:
         """Record how a request ended (allowed, denied, timeout, cancelled…)."""
         await self._db.execute(
             "UPDATE approval_requests SET status = ?, decided_at = ? WHERE id = ?",
-            (status, _now(), request_id),
+            (status, now().isoformat(), request_id),
         )
 
     async def request_status(self, request_id: int) -> str | None:
@@ -111,6 +108,6 @@ class ApprovalStore:
         cursor = await self._db.execute(
             "UPDATE approval_requests SET status = 'expired', decided_at = ? "
             "WHERE status = 'pending'",
-            (_now(),),
+            (now().isoformat(),),
         )
         return cursor.rowcount

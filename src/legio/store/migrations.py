@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import UTC, datetime
 
 import aiosqlite
 
 from legio.errors import PraetoriumError
+from legio.timing import now
 
 logger = logging.getLogger(__name__)
 
@@ -403,10 +403,6 @@ async def m013_conversations(db: aiosqlite.Connection) -> None:
     )
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
 async def migrate(db: aiosqlite.Connection) -> None:
     """Apply the migrations this database has not had yet, each in one transaction."""
     await db.execute(
@@ -430,7 +426,7 @@ async def migrate(db: aiosqlite.Connection) -> None:
             await func(db)
             await db.execute(
                 "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
-                (name, _now()),
+                (name, now().isoformat()),
             )
             await db.execute(f"PRAGMA user_version = {number}")
             await db.execute("COMMIT")

@@ -37,7 +37,7 @@ import sqlite3
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -50,6 +50,7 @@ from legio.store.migrations import migrate
 from legio.store.records import (
     AgentRecords,
 )
+from legio.timing import now
 
 logger = logging.getLogger(__name__)
 
@@ -90,10 +91,6 @@ class SearchHit:
 
 
 # ------------------------------------------------------------------ the store
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _nuntius(row: sqlite3.Row) -> Nuntius:
@@ -222,7 +219,7 @@ class Praetorium(AgentRecords):
             sender,
             text,
             members,
-            _now(),
+            now(),
             reply_to,
             origin,
             forwarded_from,
@@ -425,7 +422,7 @@ class Praetorium(AgentRecords):
         """Record that Caesar was told nuntius ``seq`` went unanswered by ``agents``."""
         await self._db.execute(
             "INSERT OR IGNORE INTO interruptions (seq, agents, noticed_at) VALUES (?, ?, ?)",
-            (seq, json.dumps(list(agents)), _now().isoformat()),
+            (seq, json.dumps(list(agents)), now().isoformat()),
         )
 
     async def interruptions(self, *, pending_only: bool = True) -> list[tuple[Nuntius, list[str]]]:
@@ -441,7 +438,7 @@ class Praetorium(AgentRecords):
         """Mark an interrupted request as retried; False if it already was (or is unknown)."""
         async with self._db.execute(
             "UPDATE interruptions SET retried_at = ? WHERE seq = ? AND retried_at IS NULL",
-            (_now().isoformat(), seq),
+            (now().isoformat(), seq),
         ) as cursor:
             return cursor.rowcount == 1
 

@@ -14,14 +14,12 @@ from datetime import UTC, datetime
 
 import aiosqlite
 
+from legio.timing import now
+
 COMPACTION_COLUMNS = (
     "id, agent, summary, first_kept_seq, tokens_before, session_id, reason, instructions, "
     "created_at"
 )
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -142,7 +140,7 @@ class AgentRecords:
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (agent) DO UPDATE SET "
             "session_id = excluded.session_id, last_seq = excluded.last_seq, "
             "prompt_hash = excluded.prompt_hash, updated_at = excluded.updated_at",
-            (agent, session_id, last_seq, prompt_hash, _now().isoformat()),
+            (agent, session_id, last_seq, prompt_hash, now().isoformat()),
         )
 
     async def clear_checkpoint(self, agent: str) -> None:
@@ -175,7 +173,7 @@ class AgentRecords:
                 session_id,
                 reason,
                 instructions,
-                _now().isoformat(),
+                now().isoformat(),
             ),
         ) as cursor:
             row = await cursor.fetchone()
@@ -196,7 +194,7 @@ class AgentRecords:
         """Stop giving the agent its summaries (a reset); the records are kept."""
         cursor = await self._db.execute(
             "UPDATE compactions SET cleared_at = ? WHERE agent = ? AND cleared_at IS NULL",
-            (_now().isoformat(), agent),
+            (now().isoformat(), agent),
         )
         return cursor.rowcount
 
@@ -219,7 +217,7 @@ class AgentRecords:
                 turn.cost_usd,
                 turn.duration_ms,
                 int(turn.is_error),
-                _now().isoformat(),
+                now().isoformat(),
                 turn.model,
             ),
         )

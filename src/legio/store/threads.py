@@ -23,12 +23,12 @@ from __future__ import annotations
 import asyncio
 import weakref
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Literal
 
 import aiosqlite
 
 from legio.store.praetorium import Praetorium
+from legio.timing import now
 
 LinkKind = Literal["reply", "edit_of", "topic"]
 _LOCKS: weakref.WeakKeyDictionary[Praetorium, asyncio.Lock] = weakref.WeakKeyDictionary()
@@ -50,10 +50,6 @@ class Topic:
     agent: str
     thread_id: int
     name: str
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class ThreadStore:
@@ -112,7 +108,7 @@ class ThreadStore:
         words it replaced are kept."""
         await self._db.execute(
             "INSERT INTO nuntius_edits (seq, old_text, new_text, edited_at) VALUES (?, ?, ?, ?)",
-            (seq, old, new, _now()),
+            (seq, old, new, now().isoformat(timespec="seconds")),
         )
         await self._db.execute("UPDATE nuntii SET text = ? WHERE seq = ?", (new, seq))
 
@@ -163,7 +159,13 @@ class ThreadStore:
         await self._db.execute(
             "INSERT OR REPLACE INTO topics (chat_id, agent, thread_id, name, created_at) "
             "VALUES (?, ?, ?, ?, ?)",
-            (topic.chat_id, topic.agent, topic.thread_id, topic.name, _now()),
+            (
+                topic.chat_id,
+                topic.agent,
+                topic.thread_id,
+                topic.name,
+                now().isoformat(timespec="seconds"),
+            ),
         )
 
     async def bind_project(self, chat_id: int, thread_id: int, project: str | None) -> None:
