@@ -1,1 +1,18 @@
-"""fence."""
+"""Fences: what an agent may touch, built so a tricked agent cannot reach past them — its
+environment, tools and folders, the CLI's OS sandbox and deny rules, the path guard, the
+credential stores kept out of reach. Nothing here asks Caesar: a fence refuses.
+
+Modules:
+
+- ``cliconfig``: each agent's own Claude CLI config dir (`castra/state/claude/<agent>/`)
+- ``folders``: an agent's workspace and granted folders (`add_dirs`), checked for every
+  message (the verdict is…
+- ``guard``: the `PreToolUse` path guard built from the same protected set
+- ``keys``: the credential stores of the user running Legio (`~/.ssh/`, `~/.git-
+  credentials`, `~/.config/gh/`,…
+- ``launch``: `legio run`'s start
+- ``policy``: what each agent may touch
+- ``safefs``: reading and writing in folders an agent can change without following its
+  links
+- ``sandbox``: Bash inside the CLI's OS sandbox or not at all
+"""

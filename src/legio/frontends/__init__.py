@@ -1,2 +1,12 @@
-"""Front-ends: ``telegram`` and ``console`` talk to ``legio.app`` only; ``views`` renders
-admin answers as text, with no engine behind it."""
+"""Front-ends: they build ``Request`` values and talk to ``legio.app`` (the door) only;
+``admin``, ``views`` and ``usage`` are shared by both, ``telegram`` and ``console`` are
+the two front-ends.
+
+Modules:
+
+- ``admin``: admin commands for every front-end
+- ``usage``: pure text of `/usage`
+- ``views``: pure text rendering of admin answers
+- ``console/``: see its own docstring.
+- ``telegram/``: see its own docstring.
+"""

@@ -1,1 +1,14 @@
-"""projects."""
+"""Projects: each centurio's own clone of Caesar's repository, on its own branch, and what
+Caesar would merge of it. Every git Legio runs itself goes through ``gitsafe`` (no
+config, hook, filter or driver of an agent's choosing, no global config, bounded in time
+and output).
+
+Modules:
+
+- ``branchwork``: what merging a branch would bring, read in the project with Legio's
+  own git
+- ``copies``: projects (`[projects]`)
+- ``gitsafe``: every git command Legio runs itself
+- ``overview``: what Caesar sees of the work
+- ``publishing``: bringing an agent's branch into the project
+"""

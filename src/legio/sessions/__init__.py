@@ -1,4 +1,27 @@
-"""Agent sessions, one job per module: ``spec`` (what an agent is), ``history`` (the XML it
-reads), ``turn`` (one turn's answer and tokens), ``client`` (a live SDK session), ``slot``
-(per-agent state and the turn lock), ``compaction`` (summaries), ``context`` (what a query
-carries), ``manager`` (the ``SessionManager`` that runs them all)."""
+"""Agent sessions: one long-lived Claude CLI per agent, each request given once, each
+agent's turns in order and different agents in parallel.
+
+Modules:
+
+- ``client``: `AgentSession`
+- ``compaction``: the texts and steps of compaction (summaries before a rebuild,
+  `/compact`, after an overflow)
+- ``context``: what a query carries (`plan_context`
+- ``delivery``: what an agent gets of a message's files
+- ``desk``: `ProjectDesk`
+- ``errands``: each agent's requests from arrival to outcome and the stops that end them
+- ``gatekeeper``: the approval gate
+- ``history``: the XML agents read (`<praetorium>`, `<context_notice>`,
+  `<centurio_status>`, `<centuriones>`), the…
+- ``manager``: `SessionManager`
+- ``opening``: starting one agent's CLI: its own config dir, its options (sandbox,
+  guard, approval hook, budget…
+- ``outbox``: `send_file` (workspace and granted folders, the path guard's checks, 50
+  MB; opened once by a link-free…
+- ``pointers``: what the current message points at, for the agent answering it
+- ``query``: one query's message
+- ``reaper``: the idle reaper
+- ``slot``: `AgentSlot`
+- ``spec``: `AgentSpec` from a prompt file (frontmatter, else `legio.toml`)
+- ``turn``: one turn
+"""

@@ -1,1 +1,16 @@
-"""The praetorium and its sibling tables: SQLite through one aiosqlite connection."""
+"""The praetorium and its sibling tables: SQLite through one aiosqlite connection, and the
+castra's file store.
+
+Modules:
+
+- ``attachments``: `AttachmentStore`
+- ``files``: `FileStore`
+- ``grants``: Caesar's "always" grants and the approval requests (pending ones expire at
+  start-up)
+- ``jobstore``: `JobStore`
+- ``lifecycle``: one daemon per castra (lock file)
+- ``migrations``: the praetorium's schema
+- ``praetorium``: `Praetorium`
+- ``records``: per-agent records mixed into `Praetorium`
+- ``threads``: `ThreadStore`
+"""
