@@ -13,11 +13,13 @@ Modules:
 - ``gatekeeper``: the approval gate
 - ``history``: the XML agents read (`<praetorium>`, `<context_notice>`,
   `<centurio_status>`, `<centuriones>`), the…
-- ``manager``: `SessionManager`
+- ``manager``: `SessionManager`: every agent's CLI, its queue (``reserve``, ``turn_of``), the
+  turn handed to ``pipeline``, stops, resets, compaction, idle reaping, status
 - ``opening``: starting one agent's CLI: its own config dir, its options (sandbox,
   guard, approval hook, budget…
 - ``outbox``: `send_file` (workspace and granted folders, the path guard's checks, 50
   MB; opened once by a link-free…
+- ``pipeline``: `TurnPipeline`: what happens inside one agent's turn, step by step
 - ``pointers``: what the current message points at, for the agent answering it
 - ``query``: one query's message
 - ``reaper``: the idle reaper

@@ -29,14 +29,12 @@ from claude_agent_sdk import SdkMcpTool
 
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
-from legio.errors import AgentError, AgentInterrupted, ContextOverflow, TurnHeld
 from legio.fence.cliconfig import LoginSync
 from legio.limits.budget import Budget
 from legio.limits.plan import PlanHealth
 from legio.memoria import MemoriaStore
-from legio.names import CAESAR, SCHEDULER
 from legio.projects.copies import Projects
-from legio.sessions.client import AgentSession, ask, stale_result, store_turns
+from legio.sessions.client import AgentSession
 from legio.sessions.compaction import compact_now, compact_or_fall_back
 from legio.sessions.context import ContextReport, context_report
 from legio.sessions.delivery import Pictures
@@ -44,16 +42,14 @@ from legio.sessions.errands import AgentErrands, Errand, Receipts, Stopped
 from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.opening import open_session
 from legio.sessions.outbox import Outbox, send_file_for
-from legio.sessions.query import prepare_query
+from legio.sessions.pipeline import Deliver, Prefix, TurnPipeline
 from legio.sessions.reaper import Reaper
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure
-from legio.sessions.spec import AgentSpec, SpecFactory, centurio_spec, placed, tagged
+from legio.sessions.spec import AgentSpec, SpecFactory, centurio_spec
 from legio.sessions.turn import (
-    STOPPED_REPLY,
     Outcome,
     StatusCallback,
     TextCallback,
-    failure_outcome,
     notify,
 )
 from legio.store.attachments import AttachmentStore
@@ -62,9 +58,6 @@ from legio.store.praetorium import Nuntius, Praetorium
 from legio.store.records import Compaction
 
 logger = logging.getLogger(__name__)
-
-Deliver = Callable[[Outcome], Awaitable[None]]
-Prefix = str | Callable[[], str]  # text, or made when the agent's turn comes
 
 
 class SessionManager:
@@ -104,6 +97,18 @@ class SessionManager:
         self.projects = Projects(config, self.castra)  # agents' copies of Caesar's repositories
         self.receipts = Receipts()  # the order requests and stops arrived in
         self.errands = AgentErrands(self._close_for_stop)  # requests not ended, and stops
+        self.pipeline = TurnPipeline(  # what happens inside an agent's turn
+            praetorium,
+            self.attachments,
+            self.pictures,
+            self.logins,
+            self.projects,
+            self.errands,
+            self.spec,
+            self._ensure,
+            budget,
+            health,
+        )
 
     def _slot(self, name: str) -> AgentSlot:
         return self._slots.setdefault(name, AgentSlot(name))
@@ -212,7 +217,7 @@ class SessionManager:
         try:
             async with self.turn_of(name, errand, on_status) as slot:
                 try:
-                    return await self._answer(
+                    return await self.pipeline.run(
                         slot, errand, nuntius, on_status, prefix, deliver, on_text
                     )
                 finally:  # its cost is in the records now (or it never spent): free its share
@@ -221,52 +226,6 @@ class SessionManager:
                     slot.reservation = None
         finally:
             self.errands.end(errand)
-
-    async def _answer(
-        self,
-        slot: AgentSlot,
-        errand: Errand,
-        nuntius: Nuntius,
-        on_status: StatusCallback | None,
-        prefix: Prefix,
-        deliver: Deliver | None,
-        on_text: TextCallback | None,
-    ) -> Outcome:
-        """``answer`` inside the agent's turn: the outcome, delivered."""
-        name = slot.name
-        try:
-            if errand.stopped:  # a stop came while it waited in line: it never starts
-                raise AgentInterrupted(name, "stopped before it started")
-            await self.logins.refresh()  # `claude login` renewed it, or another CLI did
-            outcome = Outcome(await self._turn(slot, errand, nuntius, on_status, prefix, on_text))
-        except asyncio.CancelledError:
-            raise
-        except AgentInterrupted as e:
-            started = e.reason != "stopped before it started"
-            outcome = failure_outcome(name, nuntius.seq, e, *(() if started else (STOPPED_REPLY,)))
-        except TurnHeld as e:  # not started (budget, plan limit): /retry runs it later
-            logger.warning("%s: nuntius %s held: %s", name, nuntius.seq, e.reason)
-            if self.budget is not None and nuntius.sender in (CAESAR, SCHEDULER):
-                await self.budget.hold(nuntius.seq, name)
-            outcome = Outcome(e.reason, "held")
-        except BaseException as e:
-            outcome = failure_outcome(name, nuntius.seq, e)
-        if errand.stopped and outcome.kind != "interrupted":  # a stop came as it ended
-            outcome = failure_outcome(name, nuntius.seq, AgentInterrupted(name, "stopped"))
-        self.errands.end(errand)  # decided: a stop from now on does not count it
-        if outcome.kind == "error" and self.budget and nuntius.sender in (CAESAR, SCHEDULER):
-            await self.budget.hold(nuntius.seq, name)  # /retry runs it again
-        if deliver is not None:
-            try:
-                await deliver(outcome)
-            except Exception:
-                logger.exception("%s: delivering its answer to #%s failed", name, nuntius.seq)
-        await store_turns(self.praetorium, slot.unrecorded, name)
-        await self.logins.refresh()  # a refreshed login reaches every other CLI
-        place, slot.to_publish = slot.to_publish, None
-        if place is not None:  # in the project for Caesar to see; the answer never waits for git
-            await self.projects.publish_quietly(place)
-        return outcome
 
     async def dispatch_many(
         self,
@@ -299,117 +258,6 @@ class SessionManager:
             )
         )
         return dict(zip(names, results, strict=True))
-
-    async def _turn(
-        self,
-        slot: AgentSlot,
-        errand: Errand,
-        nuntius: Nuntius,
-        on_status: StatusCallback | None,
-        prefix: Prefix,
-        on_text: TextCallback | None = None,
-    ) -> str:
-        """One query, with the agent's turn held by the caller."""
-        if callable(prefix):
-            prefix = prefix()
-        name = slot.name
-        spec = await errand.until_stopped(
-            placed(await self.spec(name), nuntius.project, self.projects)
-        )
-        on_status = tagged(on_status, spec)
-        if self.health is not None:  # a plan limit: wait for its reset
-            await errand.until_stopped(self.health.wait_clear(name, on_status))
-        if self.budget is not None:
-            errand.check()
-            reconnect, slot.reservation = await self.budget.admit(
-                name, spec.daily_usd, slot.session
-            )
-            if reconnect:
-                await slot.close("per-turn budget")  # the CLI's count restarts on resume
-        slot.state, slot.on_status = "working", on_status
-        try:
-            session = await errand.until_stopped(self._ensure(slot, spec, on_status))
-            try:
-                text = await self._query(
-                    slot, errand, session, spec, nuntius, prefix, on_status, on_text
-                )
-            except ContextOverflow as e:
-                logger.warning(
-                    "%s: the model refused nuntius %s as too long (%s); compacting and "
-                    "trying once more in a new session",
-                    name,
-                    nuntius.seq,
-                    e.reason,
-                )
-                await notify(on_status, name, f"⏳ {name}'s context is full: compacting...")
-                await compact_or_fall_back(
-                    self.praetorium, slot, session, spec, "overflow", on_status
-                )
-                await slot.close("rebuild")
-                await self.praetorium.clear_checkpoint(name)
-                session = await errand.until_stopped(self._ensure(slot, spec, on_status))
-                text = await self._query(
-                    slot, errand, session, spec, nuntius, prefix, on_status, on_text
-                )
-        except AgentInterrupted:
-            slot.state = "idle"
-            raise
-        except AgentError as e:
-            slot.state = "error"
-            if self.budget is not None and self.budget.stopped(e, slot.session):
-                raise AgentError(name, self.budget.stopped_reason()) from e
-            raise
-        except BaseException:
-            slot.state = "error"
-            raise
-        finally:
-            slot.on_status = None
-            slot.to_publish = spec.place  # its commits: published once its answer is out
-        slot.state = "idle"
-        return text
-
-    async def _query(
-        self,
-        slot: AgentSlot,
-        errand: Errand,
-        session: AgentSession,
-        spec: AgentSpec,
-        nuntius: Nuntius,
-        prefix: str,
-        on_status: StatusCallback | None,
-        on_text: TextCallback | None,
-    ) -> str:
-        errand.check()  # stopped before its query was planned: its checkpoint stays
-        if stale_result(session.client):  # out of step: each request would get the one before's
-            logger.warning(
-                "%s: its CLI held an earlier turn's result; starting it again", slot.name
-            )
-            session.broken = True
-            session = await errand.until_stopped(self._ensure(slot, spec, on_status))
-        message, images = await prepare_query(
-            self.praetorium, self.attachments, self.pictures, session, spec, nuntius, prefix
-        )
-
-        async def send() -> str:  # planned, so sent: a stop from here on interrupts it
-            text, _ = await ask(
-                session,
-                message,
-                on_status,
-                record=slot.unrecorded.append,
-                seq=nuntius.seq,
-                on_text=on_text,
-                images=images,
-                on_sent=lambda: errand.sent(session.client.interrupt),
-            )
-            return text
-
-        try:
-            return await send()
-        except AgentError:
-            if self.health is None or not await self.health.limited(spec.name, on_status):
-                raise
-            errand.check()
-            return await send()  # after a plan limit's reset: the same message once more
 
     def current_status(self, name: str) -> StatusCallback | None:
         """The status callback of the query agent ``name`` is running now, if any."""

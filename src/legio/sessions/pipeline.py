@@ -1,0 +1,220 @@
+"""One request's turn for one agent, from its turn coming to its outcome delivered.
+
+``TurnPipeline.run`` is what happens inside an agent's turn lock (``SessionManager``
+holds it): the agent's spec read now (its project placed), a plan limit waited out, the
+budget admitted, its CLI made ready (live, rebuilt, resumed or new), the query planned and
+sent, the answer read; a failure becomes its error reply, a stop its interrupted reply
+(``legio.sessions.errands``); the outcome delivered, its usage stored, and then — never
+before the answer is out — its project branch published. It holds no state of its own:
+its collaborators are given explicitly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from legio.errors import AgentError, AgentInterrupted, ContextOverflow, TurnHeld
+from legio.fence.cliconfig import LoginSync
+from legio.limits.budget import Budget
+from legio.limits.plan import PlanHealth
+from legio.names import CAESAR, SCHEDULER
+from legio.projects.copies import Projects
+from legio.sessions.client import AgentSession, ask, stale_result, store_turns
+from legio.sessions.compaction import compact_or_fall_back
+from legio.sessions.delivery import Pictures
+from legio.sessions.errands import AgentErrands, Errand
+from legio.sessions.query import prepare_query
+from legio.sessions.slot import AgentSlot
+from legio.sessions.spec import AgentSpec, placed, tagged
+from legio.sessions.turn import (
+    STOPPED_REPLY,
+    Outcome,
+    StatusCallback,
+    TextCallback,
+    failure_outcome,
+    notify,
+)
+from legio.store.attachments import AttachmentStore
+from legio.store.praetorium import Nuntius, Praetorium
+
+logger = logging.getLogger(__name__)
+
+Deliver = Callable[[Outcome], Awaitable[None]]
+Prefix = str | Callable[[], str]  # text, or made when the agent's turn comes
+Ensure = Callable[[AgentSlot, AgentSpec, StatusCallback | None], Awaitable[AgentSession]]
+
+
+@dataclass
+class TurnPipeline:
+    """The steps of one turn; see the module docstring."""
+
+    praetorium: Praetorium
+    attachments: AttachmentStore
+    pictures: Pictures
+    logins: LoginSync
+    projects: Projects
+    errands: AgentErrands
+    spec: Callable[[str], Awaitable[AgentSpec]]
+    ensure: Ensure  # the slot's session, fit for the next query
+    budget: Budget | None = None
+    health: PlanHealth | None = None
+
+    async def run(
+        self,
+        slot: AgentSlot,
+        errand: Errand,
+        nuntius: Nuntius,
+        on_status: StatusCallback | None,
+        prefix: Prefix,
+        deliver: Deliver | None,
+        on_text: TextCallback | None,
+    ) -> Outcome:
+        """``answer`` inside the agent's turn: the outcome, delivered."""
+        name = slot.name
+        try:
+            if errand.stopped:  # a stop came while it waited in line: it never starts
+                raise AgentInterrupted(name, "stopped before it started")
+            await self.logins.refresh()  # `claude login` renewed it, or another CLI did
+            outcome = Outcome(await self._turn(slot, errand, nuntius, on_status, prefix, on_text))
+        except asyncio.CancelledError:
+            raise
+        except AgentInterrupted as e:
+            started = e.reason != "stopped before it started"
+            outcome = failure_outcome(name, nuntius.seq, e, *(() if started else (STOPPED_REPLY,)))
+        except TurnHeld as e:  # not started (budget, plan limit): /retry runs it later
+            logger.warning("%s: nuntius %s held: %s", name, nuntius.seq, e.reason)
+            if self.budget is not None and nuntius.sender in (CAESAR, SCHEDULER):
+                await self.budget.hold(nuntius.seq, name)
+            outcome = Outcome(e.reason, "held")
+        except BaseException as e:
+            outcome = failure_outcome(name, nuntius.seq, e)
+        if errand.stopped and outcome.kind != "interrupted":  # a stop came as it ended
+            outcome = failure_outcome(name, nuntius.seq, AgentInterrupted(name, "stopped"))
+        self.errands.end(errand)  # decided: a stop from now on does not count it
+        if outcome.kind == "error" and self.budget and nuntius.sender in (CAESAR, SCHEDULER):
+            await self.budget.hold(nuntius.seq, name)  # /retry runs it again
+        if deliver is not None:
+            try:
+                await deliver(outcome)
+            except Exception:
+                logger.exception("%s: delivering its answer to #%s failed", name, nuntius.seq)
+        await store_turns(self.praetorium, slot.unrecorded, name)
+        await self.logins.refresh()  # a refreshed login reaches every other CLI
+        place, slot.to_publish = slot.to_publish, None
+        if place is not None:  # in the project for Caesar to see; the answer never waits for git
+            await self.projects.publish_quietly(place)
+        return outcome
+
+    async def _turn(
+        self,
+        slot: AgentSlot,
+        errand: Errand,
+        nuntius: Nuntius,
+        on_status: StatusCallback | None,
+        prefix: Prefix,
+        on_text: TextCallback | None = None,
+    ) -> str:
+        """One query, with the agent's turn held by the caller."""
+        if callable(prefix):
+            prefix = prefix()
+        name = slot.name
+        spec = await errand.until_stopped(
+            placed(await self.spec(name), nuntius.project, self.projects)
+        )
+        on_status = tagged(on_status, spec)
+        if self.health is not None:  # a plan limit: wait for its reset
+            await errand.until_stopped(self.health.wait_clear(name, on_status))
+        if self.budget is not None:
+            errand.check()
+            reconnect, slot.reservation = await self.budget.admit(
+                name, spec.daily_usd, slot.session
+            )
+            if reconnect:
+                await slot.close("per-turn budget")  # the CLI's count restarts on resume
+        slot.state, slot.on_status = "working", on_status
+        try:
+            session = await errand.until_stopped(self.ensure(slot, spec, on_status))
+            try:
+                text = await self._query(
+                    slot, errand, session, spec, nuntius, prefix, on_status, on_text
+                )
+            except ContextOverflow as e:
+                logger.warning(
+                    "%s: the model refused nuntius %s as too long (%s); compacting and "
+                    "trying once more in a new session",
+                    name,
+                    nuntius.seq,
+                    e.reason,
+                )
+                await notify(on_status, name, f"⏳ {name}'s context is full: compacting...")
+                await compact_or_fall_back(
+                    self.praetorium, slot, session, spec, "overflow", on_status
+                )
+                await slot.close("rebuild")
+                await self.praetorium.clear_checkpoint(name)
+                session = await errand.until_stopped(self.ensure(slot, spec, on_status))
+                text = await self._query(
+                    slot, errand, session, spec, nuntius, prefix, on_status, on_text
+                )
+        except AgentInterrupted:
+            slot.state = "idle"
+            raise
+        except AgentError as e:
+            slot.state = "error"
+            if self.budget is not None and self.budget.stopped(e, slot.session):
+                raise AgentError(name, self.budget.stopped_reason()) from e
+            raise
+        except BaseException:
+            slot.state = "error"
+            raise
+        finally:
+            slot.on_status = None
+            slot.to_publish = spec.place  # its commits: published once its answer is out
+        slot.state = "idle"
+        return text
+
+    async def _query(
+        self,
+        slot: AgentSlot,
+        errand: Errand,
+        session: AgentSession,
+        spec: AgentSpec,
+        nuntius: Nuntius,
+        prefix: str,
+        on_status: StatusCallback | None,
+        on_text: TextCallback | None,
+    ) -> str:
+        errand.check()  # stopped before its query was planned: its checkpoint stays
+        if stale_result(session.client):  # out of step: each request would get the one before's
+            logger.warning(
+                "%s: its CLI held an earlier turn's result; starting it again", slot.name
+            )
+            session.broken = True
+            session = await errand.until_stopped(self.ensure(slot, spec, on_status))
+        message, images = await prepare_query(
+            self.praetorium, self.attachments, self.pictures, session, spec, nuntius, prefix
+        )
+
+        async def send() -> str:  # planned, so sent: a stop from here on interrupts it
+            text, _ = await ask(
+                session,
+                message,
+                on_status,
+                record=slot.unrecorded.append,
+                seq=nuntius.seq,
+                on_text=on_text,
+                images=images,
+                on_sent=lambda: errand.sent(session.client.interrupt),
+            )
+            return text
+
+        try:
+            return await send()
+        except AgentError:
+            if self.health is None or not await self.health.limited(spec.name, on_status):
+                raise
+            errand.check()
+            return await send()  # after a plan limit's reset: the same message once more
