@@ -13,7 +13,7 @@ import pytest
 
 from legio.app import LegioApp
 from legio.castra import Castra
-from legio.legatus.orchestrator import parse_mentions
+from legio.legatus.mentions import parse_mentions
 from legio.request import Callbacks
 from tests.conftest import FakeCli
 from tests.legion import fake_cli_config, history_ids, processes_of

@@ -6,6 +6,7 @@ Modules:
 - ``conversations``: `Pointer` (what a message replies to, as plain data), replies
   routed to the replied-to agent and linked,…
 - ``intake``: files from Caesar
+- ``mentions``: who a message addresses: its @mentions of centuriones
 - ``orchestrator``: `Legatus`
 - ``scheduling``: the Legatus's `schedule_job`, `list_jobs`, `cancel_job`
 - ``toolbox``: the Legatus's six tools, given the praetorium, castra, sessions and

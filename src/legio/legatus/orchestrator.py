@@ -20,10 +20,8 @@ import asyncio
 import dataclasses
 import hashlib
 import logging
-import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_server
@@ -32,6 +30,7 @@ from legio.castra import Castra, Roster
 from legio.config import Config
 from legio.errors import DuplicateOrigin
 from legio.legatus.conversations import Conversations
+from legio.legatus.mentions import NO_MENTIONS, parse_mentions, strip_mentions
 from legio.legatus.toolbox import legatus_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
@@ -50,8 +49,6 @@ logger = logging.getLogger(__name__)
 
 TOOLS_KEY = "legatus_tools"
 RULE = "━━━━━━━━━━━━"
-# @name not glued to a word before it (e-mail addresses) nor followed by more of a name
-MENTION = re.compile(r"(?<![\w.@+-])@([A-Za-z][A-Za-z0-9_-]{0,31})(?![\w-]|\.\w)")
 
 
 class _Emitter:
@@ -69,43 +66,6 @@ class _Emitter:
     async def notice(self, text: str) -> list[Reply]:
         await self.reply(Reply(LEGATUS, text, "notice"))
         return self.replies
-
-
-@dataclass(frozen=True)
-class Mentions:
-    names: list[str]
-    broadcast: bool
-    unusable: list[str]
-
-
-NO_MENTIONS = Mentions([], False, [])
-
-
-def parse_mentions(text: str, roster: Roster) -> Mentions:
-    """The centuriones ``text`` @mentions (roster order of first mention, no repeats).
-
-    ``@all`` means every centurio. Unknown names are plain text, except folders the
-    roster could not use, which are returned in ``unusable`` with the reason.
-    """
-    names: list[str] = []
-    broadcast = False
-    unusable: list[str] = []
-    problems = {p.split(":", 1)[0].removeprefix("centuriones/"): p for p in roster.problems}
-    for match in MENTION.finditer(text):
-        name = match.group(1).lower()
-        if name == BROADCAST:
-            broadcast = True
-        elif name in roster.centuriones and name not in names:
-            names.append(name)
-        elif name in problems and problems[name] not in unusable:
-            unusable.append(problems[name])
-    if broadcast:
-        names = roster.names
-    return Mentions(names, broadcast, unusable)
-
-
-def strip_mentions(text: str) -> str:
-    return MENTION.sub("", text).strip()
 
 
 class Legatus:
