@@ -10,8 +10,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from legio.app import LegioApp
 from legio.config import Config, load_config
+from legio.frontends.views import reply_text
 from legio.memoria import MemoriaStore
+from legio.request import Reply
 from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.manager import SessionManager
 from legio.store.grants import ApprovalStore
@@ -112,3 +115,8 @@ def fake_cli_config(castra_dir: Path, fake_cli: FakeCli, extra: str = "") -> Con
 def history_ids(prompt: str) -> list[str]:
     """Ids of the nuntii a prompt's <praetorium> block carried."""
     return NUNTIUS_ID.findall(prompt)
+
+
+def rendered(app: LegioApp, reply: Reply) -> str:
+    """A reply as every front-end shows it: its ⏰ mark and the agent's header, then its words."""
+    return reply_text(reply, app.header(reply.agent, reply.project))

@@ -16,7 +16,7 @@ from legio.castra import Castra
 from legio.legatus.mentions import parse_mentions
 from legio.request import Callbacks
 from tests.conftest import FakeCli
-from tests.legion import fake_cli_config, history_ids, processes_of
+from tests.legion import fake_cli_config, history_ids, processes_of, rendered
 
 HEADER_VORENUS = "⚔️ vorenus — Code reviewer and software engineer\n━━━━━━━━━━━━\n"
 
@@ -44,7 +44,8 @@ async def test_flow_a_the_legatus_answers(app: LegioApp) -> None:
 async def test_flow_b_a_centurio_answers_under_its_header(app: LegioApp) -> None:
     [reply] = await app.handle_message("@vorenus review this code")
     assert reply.agent == "vorenus"
-    assert reply.text == HEADER_VORENUS + "ECHO: @vorenus review this code"
+    assert reply.text == "ECHO: @vorenus review this code"  # data: the front-end adds the header
+    assert rendered(app, reply) == HEADER_VORENUS + "ECHO: @vorenus review this code"
     rows = await stored(app)
     caesar_id = (await app.praetorium.get_history(10))[-1].id
     assert rows == [("caesar", ("vorenus",), None), ("vorenus", ("caesar",), caesar_id)]
@@ -54,7 +55,7 @@ async def test_several_mentions_answer_in_parallel_each_stored(app: LegioApp) ->
     replies = await app.handle_message("@vorenus @pullo compare")
     by_agent = {r.agent: r for r in replies}  # in the order they finished
     assert sorted(by_agent) == ["pullo", "vorenus"]
-    assert by_agent["pullo"].text.startswith(
+    assert rendered(app, by_agent["pullo"]).startswith(
         "⚔️ pullo — Researcher who finds, checks and summarizes facts\n"
     )
     rows = await stored(app)

@@ -17,7 +17,7 @@ from legio.legatus.scheduling import job_runner
 from legio.request import Callbacks
 from tests.conftest import FakeCli
 from tests.gitrepo import git, make_project
-from tests.legion import fake_cli_config, processes_of
+from tests.legion import fake_cli_config, processes_of, rendered
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ async def test_a_hashtag_puts_the_request_on_the_project_in_the_agents_copy(
 ) -> None:
     app, _ = project_app
     [reply] = await app.handle_message("@vorenus #app fix the failing test")
-    assert reply.text.startswith("⚔️ vorenus #app — ")
+    assert reply.project == "app" and rendered(app, reply).startswith("⚔️ vorenus #app — ")
     copy = (castra_dir / "centuriones" / "vorenus" / "projects" / "app").resolve()
     [process] = processes_of(fake_cli, "vorenus")
     assert Path(process.cwd).resolve() == copy  # relative paths and commands start there
@@ -51,7 +51,7 @@ async def test_a_hashtag_puts_the_request_on_the_project_in_the_agents_copy(
 
     # the next request without a #name: back in its workspace (the CLI restarts, resumed)
     [reply] = await app.handle_message("@vorenus and now something else")
-    assert not reply.text.startswith("⚔️ vorenus #app")
+    assert reply.project is None and not rendered(app, reply).startswith("⚔️ vorenus #app")
     last = processes_of(fake_cli, "vorenus")[-1]
     assert Path(last.cwd).resolve() == (castra_dir / "centuriones" / "vorenus" / "workspace")
     assert last.resumed  # the same conversation, in its other place

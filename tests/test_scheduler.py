@@ -20,7 +20,7 @@ from legio.castra import Castra
 from legio.config import Config
 from legio.errors import ConfigError
 from legio.frontends.admin import Admin
-from legio.frontends.views import interruption_notice
+from legio.frontends.views import interruption_notice, reply_text
 from legio.jobs.schedule import ScheduleError, check_cron, next_crons, parse_at
 from legio.jobs.scheduler import Scheduler, SystemClock
 from legio.request import Callbacks
@@ -29,7 +29,7 @@ from legio.store.praetorium import Nuntius, Praetorium
 from legio.store.records import Turn
 from tests.botbench import CAESAR, running_bot
 from tests.conftest import FakeCli
-from tests.legion import fake_cli_config, processes_of
+from tests.legion import fake_cli_config, processes_of, rendered
 from tests.test_console import run_console
 
 ROME = ZoneInfo("Europe/Rome")
@@ -135,7 +135,8 @@ class Shown:
         await run(Callbacks(on_status, None, on_reply))
 
     def texts(self) -> list[str]:
-        return [r.text for r in self.replies]
+        """As the front-ends show them (the Legatus's answers: no header)."""
+        return [reply_text(r, "") for r in self.replies]
 
 
 def config(castra_dir: Path, fake_cli: FakeCli, extra: str = "") -> Config:
@@ -354,7 +355,7 @@ async def test_jobs_for_two_agents_run_in_parallel_and_for_one_agent_in_turn(
     await asyncio.wait_for(shown.arrived.wait(), 20)
     # pullo answered while vorenus is still on its first job; vorenus's second one waits
     assert [r.agent for r in shown.replies] == ["pullo"]
-    assert shown.replies[0].text.startswith("⏰ quick\n⚔️ pullo — ")
+    assert rendered(app, shown.replies[0]).startswith("⏰ quick\n⚔️ pullo — ")
     assert app.sessions.state("vorenus") == "working"
     assert "vorenus: ⏳ Queued: vorenus is finishing an earlier request..." in shown.status
     await until_asked(fake_cli, "vorenus")
@@ -365,7 +366,7 @@ async def test_jobs_for_two_agents_run_in_parallel_and_for_one_agent_in_turn(
         ("vorenus", "interrupted"),
         ("vorenus", "answer"),
     ]
-    assert shown.replies[2].text.endswith("━━━━━━━━━━━━\nsecond")
+    assert rendered(app, shown.replies[2]).endswith("━━━━━━━━━━━━\nsecond")
     # a job's nuntius is visible to its target and to Caesar, not to the other centurio
     [to_pullo] = [n for n in await stored(app) if n.audience == ("pullo",)]
     pullo_sees = await app.praetorium.get_visible_nuntii("pullo", 50)
@@ -614,7 +615,9 @@ async def test_a_scheduled_job_over_budget_does_not_start_and_waits_for_retry(
         await go_to(app.scheduler, clock, due)
         [reply] = shown.replies
         assert reply.kind == "held"
-        assert reply.text.startswith("⏰ digest\n💰 Today's budget is spent: the legion has used")
+        assert rendered(app, reply).startswith(
+            "⏰ digest\n💰 Today's budget is spent: the legion has used"
+        )
         assert "$2.50 of its $1.00 a day, so vorenus did not start" in reply.text
         assert processes_of(fake_cli, "vorenus") == []  # no agent was started
         [(request, agents)] = await app.praetorium.interruptions()  # /retry runs it later

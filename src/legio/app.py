@@ -312,9 +312,10 @@ class LegioApp:
     def roster(self) -> Roster:
         return self.castra.roster()
 
-    def header(self, agent: str) -> str:
-        """The attribution line a centurio's answer (and its live draft) starts with."""
-        return self.legatus.header(agent, self.roster())
+    def header(self, agent: str, project: str | None = None) -> str:
+        """The attribution line a centurio's answer (and its live draft) starts with, on
+        ``project``; none for the Legatus."""
+        return "" if agent == LEGATUS else self.legatus.header(agent, self.roster(), project)
 
     def agents(self) -> list[str]:
         """The Legatus, then every centurio."""

@@ -86,13 +86,16 @@ class SentFile:
 
 @dataclass(frozen=True)
 class Reply:
-    """One message for Caesar: who says it, what, and whether it is an answer."""
+    """One message for Caesar: who says it, what, and whether it is an answer. Data only:
+    each front-end renders it (the ⚔️ header of a centurio's answer, a job's ⏰ mark)."""
 
     agent: str
     text: str
     kind: Literal["answer", "error", "interrupted", "notice", "held"] = "answer"
     files: tuple[SentFile, ...] = ()  # sent with send_file: to deliver after the text
     seq: int | None = None  # the answer's nuntius (a reply to its message points at it)
+    project: str | None = None  # the project the agent worked on for it
+    job: str | None = None  # the scheduled job it answers, by name
 
 
 ReplyCallback = Callable[[Reply], Awaitable[None]]

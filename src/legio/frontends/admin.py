@@ -29,6 +29,7 @@ from legio.frontends.views import (
     history_lines,
     paginate,
     projects_lines,
+    reply_text,
     search_lines,
     status_lines,
     stop_text,
@@ -300,9 +301,9 @@ class Admin:
             for reply in replies
             for page in paginate(
                 (
-                    f"legatus: {reply.text}"
+                    f"legatus: {reply_text(reply, '')}"
                     if reply.agent == LEGATUS and reply.kind != "notice"
-                    else reply.text
+                    else reply_text(reply, self.app.header(reply.agent, reply.project))
                 ).splitlines()
             )
         ]

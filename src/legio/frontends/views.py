@@ -16,6 +16,7 @@ from legio.app import (
     DiffReport,
     Nuntius,
     ProjectState,
+    Reply,
     SearchHit,
     StatusRow,
     Stopped,
@@ -395,3 +396,11 @@ def stop_text(stopped: list[Stopped], target: str | None = None) -> str:
         dropped = f" ({each.queued} queued request{plural} dropped)" if each.queued else ""
         parts.append(each.agent + dropped)
     return f"Stopping {', '.join(parts)}."
+
+
+def reply_text(reply: Reply, header: str) -> str:
+    """What Caesar reads of a reply: a scheduled job's ⏰ mark, the agent's ``header``
+    (``LegioApp.header``: none for the Legatus; none on a request held before it started,
+    which is Legio's word, not the agent's), then its words."""
+    mark = f"⏰ {reply.job}\n" if reply.job else ""
+    return mark + ("" if reply.kind == "held" else header) + reply.text

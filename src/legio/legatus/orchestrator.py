@@ -248,8 +248,7 @@ class Legatus:
             files = await self._sent_files(name, answer.seq)
             if name == LEGATUS and self._carried:  # sent in its dispatches, for Caesar
                 files, self._carried = files + tuple(self._carried), []
-            header = "" if name == LEGATUS else self.header(name, roster, project)
-            await emit.reply(Reply(name, header + outcome.text, outcome.kind, files, answer.seq))
+            await emit.reply(Reply(name, outcome.text, outcome.kind, files, answer.seq, project))
 
         centuriones = [n for n in names if n != LEGATUS]
         if LEGATUS in names:

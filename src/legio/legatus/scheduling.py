@@ -245,7 +245,7 @@ def job_runner(legatus: Legatus, present: Presenter | None = None) -> JobRunner:
 
         async def answer(watch: Watch) -> list[Reply]:
             async def marked(reply: Reply) -> None:
-                reply = dataclasses.replace(reply, text=f"⏰ {job.name}\n{reply.text}")
+                reply = dataclasses.replace(reply, job=job.name)
                 replies.append(reply)
                 await watch.reply(reply)
 

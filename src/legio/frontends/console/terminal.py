@@ -23,7 +23,7 @@ from legio.errors import AttachmentError
 from legio.frontends.admin import Admin, is_command
 from legio.frontends.console.asker import ConsoleAsker
 from legio.frontends.console.stream import StreamPrinter
-from legio.frontends.views import interruption_notice
+from legio.frontends.views import interruption_notice, reply_text
 from legio.names import LEGATUS
 from legio.request import Callbacks, Request
 from legio.timing import begin
@@ -86,7 +86,8 @@ async def run_console(
     async def print_reply(reply: Reply) -> None:
         board.done(reply.agent)
         if printer.reply(reply):
-            show(reply.text if reply.agent != LEGATUS else f"legatus: {reply.text}")
+            text = reply_text(reply, app.header(reply.agent, reply.project))
+            show(text if reply.agent != LEGATUS else f"legatus: {text}")
         for file in reply.files:
             show(f"📎 {file.sender or reply.agent} sent {file.name}: {file.path}")
 

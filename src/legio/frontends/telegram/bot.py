@@ -66,7 +66,6 @@ from legio.frontends.telegram.sending import (
 )
 from legio.frontends.telegram.status import StatusBoard, Typing
 from legio.frontends.views import interruption_notice
-from legio.names import LEGATUS
 from legio.request import UNWATCHED, Callbacks, Request, Watch
 from legio.timing import begin
 
@@ -346,7 +345,7 @@ class LegioBot:
             StatusBoard(bot, chat_id),
             self._typing.shown,
             render,
-            lambda agent: "" if agent == LEGATUS else self.app.header(agent),
+            self.app.header,
         )
         live.lanes = self.asker.lanes if self.asker else {}  # its approvals in its topic
         try:
