@@ -11,6 +11,7 @@ them without blocking the others. Bad arguments get an answer that says what is 
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from legio.app import LegioApp, estimate_tokens
@@ -44,49 +45,13 @@ NUMBER = re.compile(r"[0-9]{1,12}", re.ASCII)
 
 @dataclass(frozen=True)
 class CommandInfo:
+    """One admin command: how it is written, what it does, who runs it, whether it waits."""
+
     name: str
     usage: str
     description: str
-
-
-COMMANDS = [
-    CommandInfo(
-        "history", "/history [n]", "the last n messages, newest first (default 20, at most 200)"
-    ),
-    CommandInfo("status", "/status", "each agent's state, session, context and spending"),
-    CommandInfo("search", "/search <words>", 'search every message ("a phrase", OR)'),
-    CommandInfo("stop", "/stop [name]", "interrupt what an agent (or every agent) is doing"),
-    CommandInfo(
-        "reset", "/reset <name>|all|legatus", "forget an agent's conversation; it starts afresh"
-    ),
-    CommandInfo(
-        "compact",
-        "/compact <name> [instructions]",
-        "have an agent sum up its conversation; its next session starts from the summary",
-    ),
-    CommandInfo(
-        "context", "/context [name]", "what an agent's next message carries, and why (tokens)"
-    ),
-    CommandInfo("approvals", "/approvals", "the rules an agent may use without asking (Always)"),
-    CommandInfo("revoke", "/revoke <id>", "end an Always grant: that agent asks again"),
-    CommandInfo("usage", "/usage", "spending today and over 7 days, per agent and model"),
-    CommandInfo("retry", "/retry [n]", "run again the requests a restart interrupted (or #n)"),
-    CommandInfo("jobs", "/jobs", "scheduled jobs, with their next run"),
-    CommandInfo("cancel", "/cancel <n>", "cancel scheduled job #n"),
-    CommandInfo("projects", "/projects", "each project, and each agent's branch and copy of it"),
-    CommandInfo(
-        "project", "/project <name>|off", "in a topic: every request there is on that project"
-    ),
-    CommandInfo(
-        "diff", "/diff <agent> <project>", "an agent's work on a project: summary and .diff file"
-    ),
-    CommandInfo(
-        "drop",
-        "/drop <agent> <project>",
-        "remove an agent's copy (its branch stays in the project)",
-    ),
-    CommandInfo("help", "/help", "this list"),
-]
+    run: Callable[[Admin, str], Awaitable[list[str]]]
+    waits: bool = False  # it may wait for an agent: front-ends run it beside the others
 
 
 def parse_retry(args: str) -> int | str | None:
@@ -133,13 +98,12 @@ class Admin:
         if not match:
             return [f"Not a command: {text.strip()[:50]!r}. /help lists the commands."]
         name, args = match.group(1).lower(), (match.group(3) or "").strip()
-        handler = getattr(self, f"cmd_{name}", None)
-        if handler is None:
+        command = BY_NAME.get(name)
+        if command is None:
             return [f"Unknown command /{name}. /help lists the commands."]
-        if name == "stop":
+        if name == "stop":  # a stop ends what arrived before it: it needs its receipt
             return await self.cmd_stop(args, receipt)
-        pages: list[str] = await handler(args)
-        return pages
+        return await command.run(self, args)
 
     # ---------------------------------------------------------- commands
 
@@ -191,9 +155,6 @@ class Admin:
             f"Dropped {target.agent}'s copy of #{target.project}. Its branch stays in the "
             f"project; its next request there starts a new copy from that branch.{lost}"
         ]
-
-    async def cmd_start(self, args: str) -> list[str]:
-        return await self.cmd_help(args)
 
     async def cmd_history(self, args: str) -> list[str]:
         count = HISTORY_DEFAULT
@@ -362,3 +323,94 @@ class Admin:
         if report is None:
             return ["No usage records."]
         return paginate(usage_lines(report, self.app.plan_lines()))
+
+
+# Every admin command, in the order /help and the menu list them; one place.
+COMMANDS = [
+    CommandInfo(
+        "history",
+        "/history [n]",
+        "the last n messages, newest first (default 20, at most 200)",
+        Admin.cmd_history,
+    ),
+    CommandInfo(
+        "status", "/status", "each agent's state, session, context and spending", Admin.cmd_status
+    ),
+    CommandInfo(
+        "search", "/search <words>", 'search every message ("a phrase", OR)', Admin.cmd_search
+    ),
+    CommandInfo(
+        "stop", "/stop [name]", "interrupt what an agent (or every agent) is doing", Admin.cmd_stop
+    ),
+    CommandInfo(
+        "reset",
+        "/reset <name>|all|legatus",
+        "forget an agent's conversation; it starts afresh",
+        Admin.cmd_reset,
+    ),
+    CommandInfo(
+        "compact",
+        "/compact <name> [instructions]",
+        "have an agent sum up its conversation; its next session starts from the summary",
+        Admin.cmd_compact,
+        waits=True,
+    ),
+    CommandInfo(
+        "context",
+        "/context [name]",
+        "what an agent's next message carries, and why (tokens)",
+        Admin.cmd_context,
+        waits=True,
+    ),
+    CommandInfo(
+        "approvals",
+        "/approvals",
+        "the rules an agent may use without asking (Always)",
+        Admin.cmd_approvals,
+    ),
+    CommandInfo(
+        "revoke", "/revoke <id>", "end an Always grant: that agent asks again", Admin.cmd_revoke
+    ),
+    CommandInfo(
+        "usage", "/usage", "spending today and over 7 days, per agent and model", Admin.cmd_usage
+    ),
+    CommandInfo(
+        "retry",
+        "/retry [n]",
+        "run again the requests a restart interrupted (or #n)",
+        Admin.cmd_retry,
+        waits=True,
+    ),
+    CommandInfo("jobs", "/jobs", "scheduled jobs, with their next run", Admin.cmd_jobs),
+    CommandInfo("cancel", "/cancel <n>", "cancel scheduled job #n", Admin.cmd_cancel),
+    CommandInfo(
+        "projects",
+        "/projects",
+        "each project, and each agent's branch and copy of it",
+        Admin.cmd_projects,
+        waits=True,
+    ),
+    CommandInfo(
+        "project",
+        "/project <name>|off",
+        "in a topic: every request there is on that project",
+        Admin.cmd_project,
+    ),
+    CommandInfo(
+        "diff",
+        "/diff <agent> <project>",
+        "an agent's work on a project: summary and .diff file",
+        Admin.cmd_diff,
+        waits=True,
+    ),
+    CommandInfo(
+        "drop",
+        "/drop <agent> <project>",
+        "remove an agent's copy (its branch stays in the project)",
+        Admin.cmd_drop,
+        waits=True,
+    ),
+    CommandInfo("help", "/help", "this list", Admin.cmd_help),
+]
+BY_NAME = {c.name: c for c in COMMANDS}
+BY_NAME["start"] = CommandInfo("start", "/start", "this list", Admin.cmd_help)  # Telegram's first

@@ -47,7 +47,7 @@ from telegram.ext import (
 
 from legio.app import Job, JobRun, LegioApp, Reply
 from legio.config import Config
-from legio.frontends.admin import COMMANDS, Admin, parse_retry
+from legio.frontends.admin import BY_NAME, COMMANDS, Admin, parse_retry
 from legio.frontends.telegram.admission import Gate, addressed_elsewhere, forwarded_from
 from legio.frontends.telegram.asking import TelegramAsker
 from legio.frontends.telegram.conversation import Conversation
@@ -428,14 +428,15 @@ def build_application(
     lane_bot = LaneBot(token, base, file_url, rate_limiter=AIORateLimiter(max_retries=5))
     app = ApplicationBuilder().bot(lane_bot).build()  # sends in the request's topic
     app.add_handler(TypeHandler(Update, bot.gate), group=-1)
-    slow = ["compact", "context", "diff", "projects", "drop"]  # they wait: others must not
-    names = [c.name for c in COMMANDS if c.name not in ("retry", "project", *slow)] + ["start"]
     message = filters.UpdateType.MESSAGE
-    app.add_handler(CommandHandler("retry", bot.on_retry, filters=message, block=False))
-    app.add_handler(CommandHandler("project", bot.talk.on_project, filters=message))
-    app.add_handler(CommandHandler(slow, bot.on_command, filters=message, block=False))
-    app.add_handler(CommandHandler(names, bot.on_command, filters=message))
-    app.add_handler(MessageHandler(message & filters.COMMAND, bot.on_command))
+    # every admin command from the one table (legio.frontends.admin): run by Admin, except
+    # the two this front-end answers itself; one that may wait for an agent does not block
+    own = {"retry": bot.on_retry, "project": bot.talk.on_project}
+    for command in BY_NAME.values():
+        callback = own.get(command.name, bot.on_command)
+        handler = CommandHandler(command.name, callback, filters=message, block=not command.waits)
+        app.add_handler(handler)
+    app.add_handler(MessageHandler(message & filters.COMMAND, bot.on_command))  # unknown ones
     app.add_handler(
         MessageHandler(message & filters.TEXT & ~filters.COMMAND, bot.on_text, block=False)
     )
