@@ -172,7 +172,7 @@ async def test_a_subscription_login_reaches_every_cli_but_no_agent(logged_in: Re
 async def test_a_session_from_the_shared_config_dir_is_moved_and_resumed(reach: Reach) -> None:
     r = reach
     await r.legion.say(["vorenus"], "REPLY the bridge over the Rhine is done")
-    checkpoint = await r.legion.praetorium.get_checkpoint("vorenus")
+    checkpoint = await r.legion.praetorium.records.get_checkpoint("vorenus")
     assert checkpoint is not None
     await r.legion.stop()
     # as an earlier Legio left it: every CLI's transcripts in the daemon's config dir
@@ -186,7 +186,7 @@ async def test_a_session_from_the_shared_config_dir_is_moved_and_resumed(reach: 
     context = json.dumps(r.api.requests[seen]["messages"])
     assert "the bridge over the Rhine is done" in context  # the resumed thread
     assert "context_notice" not in context
-    again = await r.legion.praetorium.get_checkpoint("vorenus")
+    again = await r.legion.praetorium.records.get_checkpoint("vorenus")
     assert again is not None and again.session_id == checkpoint.session_id
     assert r.transcripts(r.shared) == []
     assert [p.stem for p in r.transcripts(own)] == [checkpoint.session_id]

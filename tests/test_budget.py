@@ -38,7 +38,7 @@ async def test_over_budget_the_turn_waits_for_a_raise_and_retry(budgeted: LegioA
     app.set_notifier(notify)
     [reply] = await app.handle_message(f"@vorenus {BIG}")
     assert "that was expensive" in reply.text
-    spent = sum(t.cost_usd for t in (await app.praetorium.usage_totals()).values())
+    spent = sum(t.cost_usd for t in (await app.praetorium.records.usage_totals()).values())
     assert spent > 2
 
     [held] = await app.handle_message("@vorenus REPLY salve")
@@ -100,7 +100,7 @@ async def test_the_real_cli_turn_cut_by_per_turn_usd(castra_dir: Path, tmp_path:
             assert "stopped: this turn reached [budget] per_turn_usd ($0.50)" in cut.text
             [next_one] = await app.handle_message("@vorenus REPLY next")
             assert next_one.text.endswith("next")
-            totals = await app.praetorium.usage_totals()
+            totals = await app.praetorium.records.usage_totals()
             spent = totals["vorenus"].cost_usd
             assert spent > 3
             page = "\n".join(await Admin(app).run("/usage"))
@@ -117,7 +117,7 @@ async def test_turns_still_running_count_so_parallel_turns_at_the_limit_cannot_a
     app = await LegioApp.open(fake_cli_config(castra_dir, fake_cli, "[budget]\ndaily_usd = 100"))
     try:
         await app.handle_message(f"@vorenus {BIG}")
-        spent = sum(t.cost_usd for t in (await app.praetorium.usage_totals()).values())
+        spent = sum(t.cost_usd for t in (await app.praetorium.records.usage_totals()).values())
         app.config.budget.daily_usd = spent + 0.08  # room for one small turn, not two
         replies = await app.handle_message("@all SLEEP 0.3\nREPLY both?")
         kinds = sorted(r.kind for r in replies)

@@ -79,7 +79,7 @@ async def test_ceiling_summary_is_stored_and_the_next_session_starts_from_it(
 
         old, new = legion.processes("vorenus")
         assert REQUEST in old.prompts[-1]  # asked in its current session
-        record = await legion.praetorium.latest_compaction("vorenus")
+        record = await legion.praetorium.records.latest_compaction("vorenus")
         assert record is not None
         assert (record.reason, record.tokens_before, record.session_id) == (
             "ceiling",
@@ -124,7 +124,7 @@ async def test_a_failed_summary_falls_back_to_the_window_and_says_so(
         with caplog.at_level(logging.WARNING, logger="legio.sessions"):
             replies = await legion.say(["vorenus"], "next")
         assert replies == {"vorenus": "ECHO: next"}
-        assert await legion.praetorium.latest_compaction("vorenus") is None
+        assert await legion.praetorium.records.latest_compaction("vorenus") is None
         _old, new = legion.processes("vorenus")
         [first] = new.prompts
         assert SUMMARY not in first
@@ -187,13 +187,13 @@ async def test_compact_command_with_instructions_and_memoria(
     [note] = app.memoria.list_commentarii("vorenus").documents
     assert (note.title, note.body, note.author) == ("bridge", "code 4711", "vorenus")
 
-    record = await app.praetorium.latest_compaction("vorenus")
+    record = await app.praetorium.records.latest_compaction("vorenus")
     assert record is not None
     assert (record.reason, record.instructions) == (
         "command",
         "keep the bridge code, drop the small talk",
     )
-    assert await app.praetorium.get_checkpoint("vorenus") is None
+    assert await app.praetorium.records.get_checkpoint("vorenus") is None
     assert await everything(app) == before  # /compact writes no nuntius
 
     await app.handle_message("@vorenus and now?")
@@ -214,8 +214,8 @@ async def test_compact_answers_bad_requests_clearly(app: LegioApp) -> None:
     [failed] = await admin.run("/compact pullo")
     assert failed.startswith("Could not compact pullo: API Error: overloaded")
     assert failed.endswith("Its conversation is unchanged.")
-    assert await app.praetorium.get_checkpoint("pullo") is not None
-    assert await app.praetorium.latest_compaction("pullo") is None
+    assert await app.praetorium.records.get_checkpoint("pullo") is not None
+    assert await app.praetorium.records.latest_compaction("pullo") is None
 
 
 async def test_compaction_survives_a_restart_and_reset_forgets_it(
@@ -240,7 +240,7 @@ async def test_compaction_survives_a_restart_and_reset_forgets_it(
         await legion.say(["vorenus"], "again")
         fourth = legion.processes("vorenus")[-1]
         assert SUMMARY not in fourth.prompts[0]
-        assert await legion.praetorium.latest_compaction("vorenus") is None
+        assert await legion.praetorium.records.latest_compaction("vorenus") is None
         with sqlite3.connect(castra_dir / "praetorium.db") as db:
             kept = db.execute("SELECT id, summary FROM compactions").fetchall()
         assert kept == [(record.id, record.summary)]  # the record itself is kept
@@ -264,13 +264,13 @@ async def test_context_overflow_is_compacted_and_retried_once(legion_with: Legio
         assert replies == {"vorenus": "ECHO: OVERFLOW 5\nwhat is the code?"}
         old, new = legion.processes("vorenus")
         assert old.prompts[-1].startswith(REQUEST)
-        record = await legion.praetorium.latest_compaction("vorenus")
+        record = await legion.praetorium.records.latest_compaction("vorenus")
         assert record is not None and record.reason == "overflow"
         assert "4711" in record.summary
         [retried] = new.prompts
         assert retried.startswith(SUMMARY)
         assert retried.endswith("OVERFLOW 5\nwhat is the code?")
-        totals = (await legion.praetorium.usage_totals())["vorenus"]
+        totals = (await legion.praetorium.records.usage_totals())["vorenus"]
         assert (totals.turns, totals.errors) == (4, 1)  # answer, refused, summary, retry
 
 

@@ -291,7 +291,7 @@ async def test_list_and_reset_tools_and_the_full_tool_set(app: LegioApp, fake_cl
     assert "- vorenus: Code reviewer and software engineer (idle, 1 turns" in reply.text
     [reply] = await app.handle_message('CALL_TOOL legatus_tools reset_centurio {"name": "vorenus"}')
     assert reply.text == "TOOL_RESULT: Reset vorenus: its next request starts a fresh session."
-    assert await app.praetorium.get_checkpoint("vorenus") is None
+    assert await app.praetorium.records.get_checkpoint("vorenus") is None
     tools = processes_of(fake_cli, "legatus")[0].listed_tools()["legatus_tools"]
     assert tools[:6] == [
         "get_history",

@@ -339,30 +339,32 @@ async def test_200_concurrent_posts_lose_and_duplicate_nothing(store: Praetorium
 async def test_checkpoints_survive_close_and_reopen(tmp_path: Path) -> None:
     path = tmp_path / "p.db"
     async with await Praetorium.open(path) as store:
-        assert await store.get_checkpoint("vorenus") is None
-        await store.set_checkpoint("vorenus", "sess-1", 5, "hash-a")
-        await store.set_checkpoint("vorenus", "sess-1", 9, "hash-a")
-        await store.set_checkpoint("pullo", None, 3, None)
+        assert await store.records.get_checkpoint("vorenus") is None
+        await store.records.set_checkpoint("vorenus", "sess-1", 5, "hash-a")
+        await store.records.set_checkpoint("vorenus", "sess-1", 9, "hash-a")
+        await store.records.set_checkpoint("pullo", None, 3, None)
     async with await Praetorium.open(path) as store:
-        vorenus = await store.get_checkpoint("vorenus")
+        vorenus = await store.records.get_checkpoint("vorenus")
         assert vorenus is not None
         assert (vorenus.session_id, vorenus.last_seq, vorenus.prompt_hash) == (
             "sess-1",
             9,
             "hash-a",
         )
-        await store.clear_checkpoint("vorenus")
-        assert await store.get_checkpoint("vorenus") is None
-        pullo = await store.get_checkpoint("pullo")
+        await store.records.clear_checkpoint("vorenus")
+        assert await store.records.get_checkpoint("vorenus") is None
+        pullo = await store.records.get_checkpoint("pullo")
         assert pullo is not None
         assert pullo.last_seq == 3
 
 
 async def test_turn_usage_is_summed_per_agent(store: Praetorium) -> None:
-    await store.record_turn(Turn("vorenus", "s", 1, 10, 5, 1000, 20, 0.01, 300))
-    await store.record_turn(Turn("vorenus", "s", 2, 12, 6, 1100, 0, 0.02, 200, is_error=True))
-    await store.record_turn(Turn("legatus", input_tokens=3))
-    totals = await store.usage_totals()
+    await store.records.record_turn(Turn("vorenus", "s", 1, 10, 5, 1000, 20, 0.01, 300))
+    await store.records.record_turn(
+        Turn("vorenus", "s", 2, 12, 6, 1100, 0, 0.02, 200, is_error=True)
+    )
+    await store.records.record_turn(Turn("legatus", input_tokens=3))
+    totals = await store.records.usage_totals()
     assert set(totals) == {"legatus", "vorenus"}
     vorenus = totals["vorenus"]
     assert (vorenus.turns, vorenus.errors, vorenus.input_tokens) == (2, 1, 22)

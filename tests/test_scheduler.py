@@ -607,7 +607,7 @@ async def test_a_scheduled_job_over_budget_does_not_start_and_waits_for_retry(
         config(castra_dir, fake_cli, "[budget]\ndaily_usd = 1.0"), clock=clock
     )
     try:
-        await app.praetorium.record_turn(Turn(agent="pullo", cost_usd=2.5))  # spent today
+        await app.praetorium.records.record_turn(Turn(agent="pullo", cost_usd=2.5))  # spent today
         due = START + timedelta(minutes=5)
         job = new_job("REPLY the digest", due, target="vorenus", name="digest")
         await app.scheduler.jobs.add(job, 50, START)

@@ -129,7 +129,7 @@ async def test_failed_resume_falls_back_to_a_fresh_session_with_window_and_notic
     [prompt] = fresh.prompts
     assert history_ids(prompt) == [first.id]
     assert NOTICE in prompt
-    checkpoint = await legion.praetorium.get_checkpoint("vorenus")
+    checkpoint = await legion.praetorium.records.get_checkpoint("vorenus")
     assert checkpoint is not None
     assert checkpoint.session_id == fresh.session_id
 
@@ -188,7 +188,7 @@ async def test_idle_reap_then_resume(castra_dir: Path, fake_cli: FakeCli) -> Non
 async def test_reset_starts_fresh(legion: Legion) -> None:
     await legion.say(["vorenus"], "one")
     assert await legion.manager.reset("vorenus")
-    assert await legion.praetorium.get_checkpoint("vorenus") is None
+    assert await legion.praetorium.records.get_checkpoint("vorenus") is None
     await legion.say(["vorenus"], "two")
     old, new = legion.processes("vorenus")
     assert not new.resumed
@@ -274,7 +274,7 @@ async def test_error_result_is_an_agent_error_and_is_recorded(legion: Legion) ->
     )
     await legion.say(["vorenus"], "fine now")
     assert len(legion.processes("vorenus")) == 1
-    totals = (await legion.praetorium.usage_totals())["vorenus"]
+    totals = (await legion.praetorium.records.usage_totals())["vorenus"]
     assert (totals.turns, totals.errors) == (2, 1)
     assert totals.input_tokens > 0
     assert totals.cost_usd > 0

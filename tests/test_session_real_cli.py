@@ -48,7 +48,7 @@ async def test_memoria_tool_call_then_restart_and_resume(real_cli: RealCli) -> N
     assert "ToolSearch" not in tool_names
     assert {r["model"] for r in api.requests} == {PINNED_MODEL}
 
-    checkpoint = await legion.praetorium.get_checkpoint("vorenus")
+    checkpoint = await legion.praetorium.records.get_checkpoint("vorenus")
     assert checkpoint is not None
     await legion.restart()
     seen = len(api.requests)
@@ -58,7 +58,7 @@ async def test_memoria_tool_call_then_restart_and_resume(real_cli: RealCli) -> N
     context = json.dumps(after[0]["messages"])
     assert "The eagle is kept in the tent." in context  # the resumed thread
     assert "context_notice" not in context
-    again = await legion.praetorium.get_checkpoint("vorenus")
+    again = await legion.praetorium.records.get_checkpoint("vorenus")
     assert again is not None
     assert again.session_id == checkpoint.session_id
 
@@ -89,7 +89,7 @@ async def test_the_real_cli_overflow_is_compacted_and_retried_once(real_cli: Rea
     # so it reports "Prompt is too long"; Legio's compaction and retry then do
     replies = await legion.say(["vorenus"], "TOO_LONG 2\nREPLY made it")
     assert replies == {"vorenus": "made it"}
-    record = await legion.praetorium.latest_compaction("vorenus")
+    record = await legion.praetorium.records.latest_compaction("vorenus")
     assert record is not None and record.reason == "overflow"
     asked = [r for r in api.requests if "<compaction_request>" in latest_prompt(r)]
     assert len(asked) == 1

@@ -359,12 +359,12 @@ class LegioApp:
 
     async def status_rows(self) -> list[StatusRow]:
         """Every agent's state, latest summary and usage, for ``/status``."""
-        totals = await self.praetorium.usage_totals()
+        totals = await self.praetorium.records.usage_totals()
         rows = []
         for status in self.sessions.status(self.agents()):
             compaction = None
             if not status.compaction_failure:
-                compaction = await self.praetorium.latest_compaction(status.name)
+                compaction = await self.praetorium.records.latest_compaction(status.name)
             rows.append(StatusRow(status, compaction, totals.get(status.name)))
         return rows
 

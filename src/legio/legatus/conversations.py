@@ -131,7 +131,7 @@ class Conversations:
         if await self.threads.answered(nuntius.id):
             return True
         for name in names:
-            checkpoint = await self.praetorium.get_checkpoint(name)
+            checkpoint = await self.praetorium.records.get_checkpoint(name)
             if checkpoint is not None and checkpoint.last_seq >= nuntius.seq:
                 return True
         return False

@@ -177,7 +177,7 @@ def legatus_tools(
     )
     async def list_centuriones(args: dict[str, Any]) -> Result:
         roster = castra.roster()
-        totals = await praetorium.usage_totals()
+        totals = await praetorium.records.usage_totals()
         lines = []
         for status in sessions.status(roster.names):
             usage = totals.get(status.name)

@@ -102,7 +102,7 @@ class Budget:
     async def spent_today(self) -> dict[str, float]:
         """Each agent's spend since midnight."""
         spent: dict[str, float] = {}
-        for row in await self.praetorium.usage_since(self.day_start()):
+        for row in await self.praetorium.records.usage_since(self.day_start()):
             spent[row.agent] = spent.get(row.agent, 0.0) + row.cost_usd
         return spent
 
@@ -148,7 +148,7 @@ class Budget:
     async def _figures(self, agent: str) -> tuple[dict[str, float], float]:
         """Today's spend per agent, and what a turn of ``agent`` is reckoned to cost."""
         spent = await self.spent_today()
-        week = await self.praetorium.usage_since(self.day_start() - timedelta(days=6))
+        week = await self.praetorium.records.usage_since(self.day_start() - timedelta(days=6))
         turns = sum(r.turns for r in week if r.agent == agent)
         cost = sum(r.cost_usd for r in week if r.agent == agent)
         estimate = max(ESTIMATE_FLOOR_USD, cost / turns if turns else 0.0)
@@ -258,8 +258,8 @@ class Budget:
     async def usage_report(self) -> UsageReport:
         start = self.day_start()
         return UsageReport(
-            today=await self.praetorium.usage_since(start),
-            week=await self.praetorium.usage_since(start - timedelta(days=6)),
+            today=await self.praetorium.records.usage_since(start),
+            week=await self.praetorium.records.usage_since(start - timedelta(days=6)),
             day_start=start,
             daily_usd=self.config.budget.daily_usd,
             zone=self.zone.key,

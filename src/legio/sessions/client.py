@@ -260,7 +260,7 @@ async def store_turns(praetorium: Praetorium, turns: list[Turn], agent: str) -> 
     while turns:
         turn = turns.pop(0)
         try:
-            await praetorium.record_turn(turn)
+            await praetorium.records.record_turn(turn)
         except Exception:
             logger.exception("%s: could not record the turn's usage", agent)
 

@@ -119,7 +119,7 @@ async def compact(
     summary, _ = await ask(session, request, on_status, record=slot.unrecorded.append, seq=None)
     if not summary:
         raise AgentError(name, "it answered the request for a summary with nothing")
-    record = await praetorium.add_compaction(
+    record = await praetorium.records.add_compaction(
         name,
         summary,
         first_kept,
@@ -172,7 +172,7 @@ async def session_to_compact(
     session = slot.session
     if session is not None and not session.broken:
         return session
-    checkpoint = await praetorium.get_checkpoint(spec.name)
+    checkpoint = await praetorium.records.get_checkpoint(spec.name)
     if checkpoint is None or not checkpoint.session_id:
         raise NothingToCompact(spec.name, f"{spec.name} has no conversation to compact yet")
     await slot.close("rebuild")
@@ -201,7 +201,7 @@ async def compact_now(
         session = await session_to_compact(praetorium, slot, spec, open_session)
         record = await compact(praetorium, slot, session, spec, "command", on_status, instructions)
         await slot.close("compacted")
-        await praetorium.clear_checkpoint(spec.name)
+        await praetorium.records.clear_checkpoint(spec.name)
         return record
     finally:
         slot.state = "idle"

@@ -111,7 +111,7 @@ async def plan_context(
     compaction: Compaction | None = None
     summary = ""
     if fresh:
-        compaction = await praetorium.latest_compaction(name)
+        compaction = await praetorium.records.latest_compaction(name)
         after, limit = None, window
         if compaction is not None:  # everything since the kept tail, within the budget
             summary = format_compaction_summary(compaction, budget // 2)
@@ -146,7 +146,7 @@ async def context_report(
     if session is not None and (rebuild is None or session.broken):
         state, fresh, last_seq = "live", False, session.last_seq
     else:
-        checkpoint = await praetorium.get_checkpoint(name)
+        checkpoint = await praetorium.records.get_checkpoint(name)
         resumable = (
             session is None
             and checkpoint is not None
@@ -174,7 +174,7 @@ async def context_report(
         tools=sum(len(tools) for _, tools in servers.values()) + len(spec.tools),
         plan=plan,
         latest_compaction=(
-            plan.compaction if plan.fresh else await praetorium.latest_compaction(name)
+            plan.compaction if plan.fresh else await praetorium.records.latest_compaction(name)
         ),
         context_tokens=session.tracker.context_tokens if session else 0,
         turns=session.tracker.turns if session else 0,

@@ -337,9 +337,9 @@ class SessionManager:
         slot = self._slot(name)
         had_session = slot.session is not None
         await slot.close("reset")
-        had_checkpoint = await self.praetorium.get_checkpoint(name) is not None
-        await self.praetorium.clear_checkpoint(name)
-        had_summary = await self.praetorium.clear_compactions(name) > 0
+        had_checkpoint = await self.praetorium.records.get_checkpoint(name) is not None
+        await self.praetorium.records.clear_checkpoint(name)
+        had_summary = await self.praetorium.records.clear_compactions(name) > 0
         slot.compaction_failure = None
         if not slot.lock.locked():
             slot.state = "idle"

@@ -89,6 +89,6 @@ async def open_session(
         ) from e
     session.hidden, session.cwd = hidden, spec.cwd
     if resume:  # a resumed CLI reports the session's whole cost: count on from there
-        session.cost_base = await praetorium.session_cost(resume)
+        session.cost_base = await praetorium.records.session_cost(resume)
     session.observe = watch_turns(spec.name, health, budget)
     return session

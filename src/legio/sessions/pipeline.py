@@ -154,7 +154,7 @@ class TurnPipeline:
                     self.praetorium, slot, session, spec, "overflow", on_status
                 )
                 await slot.close("rebuild")
-                await self.praetorium.clear_checkpoint(name)
+                await self.praetorium.records.clear_checkpoint(name)
                 session = await errand.until_stopped(self.ensure(slot, spec, on_status))
                 text = await self._query(
                     slot, errand, session, spec, nuntius, prefix, on_status, on_text

@@ -65,7 +65,7 @@ async def _prepare(
     try:
         plan, _ = await asyncio.gather(  # both before the query; neither waits for the other
             planned,
-            praetorium.set_checkpoint(
+            praetorium.records.set_checkpoint(
                 spec.name, session.session_id, session.last_seq, session.rebuild_key
             ),
         )

@@ -117,8 +117,8 @@ async def ensure(
             await before_rebuild(session)
         await slot.close("rebuild")
         if not crashed:
-            await praetorium.clear_checkpoint(name)
-    checkpoint = await praetorium.get_checkpoint(name)
+            await praetorium.records.clear_checkpoint(name)
+    checkpoint = await praetorium.records.get_checkpoint(name)
     if checkpoint and checkpoint.session_id and checkpoint.prompt_hash == spec.rebuild_key:
         try:
             session = await open_session(checkpoint.session_id)

@@ -11,6 +11,6 @@ Modules:
 - ``lifecycle``: one daemon per castra (lock file)
 - ``migrations``: the praetorium's schema
 - ``praetorium``: `Praetorium`
-- ``records``: per-agent records mixed into `Praetorium`
+- ``records``: per-agent records, `Praetorium.records` (checkpoints, compactions, usage)
 - ``threads``: `ThreadStore`
 """

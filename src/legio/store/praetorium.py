@@ -14,7 +14,7 @@ Design, in short:
   with ``bm25()``.
 - ``agent_sessions`` keeps each agent's SDK session id and delivery checkpoint;
   ``turns`` the token usage of every agent query; ``compactions`` their summaries
-  (those three in ``legio.store.records``, mixed into ``Praetorium``).
+  (those three in ``legio.store.records``, the praetorium's ``records``).
 - The schema is built by the append-only migrations of ``legio.store.migrations``; the
   first one is the seed's schema, so a database made by the seed system upgrades in place.
 - Rows are read by column name (``aiosqlite.Row``).
@@ -130,11 +130,12 @@ def _refusal(nuntius: Nuntius, e: sqlite3.IntegrityError | ValueError) -> Except
     return e
 
 
-class Praetorium(AgentRecords):
+class Praetorium:
     """The store. ``async with await Praetorium.open(path) as p`` or ``open``/``close``."""
 
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
         self._db = db
+        self.records = AgentRecords(db)  # checkpoints, compactions, usage: on this connection
         self.path = path
         self._pending: list[tuple[Nuntius, asyncio.Future[int]]] = []
         self._writer: asyncio.Task[None] | None = None

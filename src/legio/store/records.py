@@ -1,6 +1,6 @@
 """Per-agent records in the praetorium: session checkpoints, compactions, turn usage.
 
-``AgentRecords`` is mixed into ``Praetorium`` and uses its one connection: each
+``AgentRecords`` is ``Praetorium.records``, on the praetorium's one connection: each
 agent's SDK session id and delivery checkpoint (``agent_sessions``), its compaction
 summaries (``compactions``, never deleted; a reset only stops giving them), and the
 token usage and cost of every query (``turns``).
@@ -107,9 +107,10 @@ def _compaction(row: sqlite3.Row) -> Compaction:
 
 
 class AgentRecords:
-    """Checkpoints, compactions and usage; the store's connection is ``_db``."""
+    """Checkpoints, compactions and usage, on the praetorium's one connection."""
 
-    _db: aiosqlite.Connection
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self._db = db
 
     # ---------------------------------------------------------- agent sessions
 
