@@ -164,7 +164,7 @@ async def test_an_answer_never_waits_for_its_branch_to_be_published(
     app, _ = project_app
     hold = tmp_path / "hold"
     hold.mkdir()
-    monkeypatch.setenv("FAKE_CLAUDE_HOLD", str(hold))  # the CLI waits before reading a turn
+    monkeypatch.setenv("FAKE_CLAUDE_HOLD", str(hold))  # the CLI waits before answering
     monkeypatch.setenv("FAKE_CLAUDE_HOLD_AT", "turn")
     shown = asyncio.Event()
 
@@ -174,7 +174,7 @@ async def test_an_answer_never_waits_for_its_branch_to_be_published(
     turn = asyncio.create_task(
         app.handle_message("@vorenus #app REPLY done", Callbacks(on_reply=on_reply))
     )
-    for _ in range(6000):  # its copy is made and its CLI started: it waits for the query
+    for _ in range(6000):  # its copy made, its CLI has the query and waits to answer it
         if any(hold.glob("at-turn-*")):
             break
         await asyncio.sleep(0.01)

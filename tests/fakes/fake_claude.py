@@ -48,8 +48,8 @@ What the model "says" is scripted by directives, one per line of the prompt
 
 Hold points, for tests that drive a race by construction: with ``FAKE_CLAUDE_HOLD`` set
 to a folder, the CLI stops at each point named in ``FAKE_CLAUDE_HOLD_AT`` (comma
-separated) — ``init`` before answering ``initialize``, ``turn`` before reading a user
-turn off its input (the query then waits in the pipe, as with a busy CLI) — writes
+separated) — ``init`` before answering ``initialize``, ``turn`` once a user turn has come
+and before answering it (whatever follows, an interrupt, waits in the pipe) — writes
 ``<folder>/at-<point>-<pid>`` and goes on once ``<folder>/go-<point>`` exists.
 
 An interrupt that arrives while no turn runs is acknowledged and dropped, and a query
@@ -141,7 +141,6 @@ class FakeCLI:
         self.buffer = b""
         self.pending: list[dict[str, Any]] = []  # lines read while waiting for something else
         self.eof = False
-        self.initialized = False  # answered ``initialize``: later idle reads may hold
         self.extra_result: str | None = None  # EXTRA_RESULT: a second result after the turn
         self.counter = 0
         self.hook_asked = ""  # the reason of the last PreToolUse "ask", if any
@@ -252,8 +251,6 @@ class FakeCLI:
         return message
 
     def next_message(self) -> dict[str, Any] | None:
-        if not self.pending and b"\n" not in self.buffer and self.initialized:
-            hold("turn")  # idle, nothing read yet: the next line waits in the pipe
         if self.pending:
             return self.pending.pop(0)
         return self._read_line(None)
@@ -437,7 +434,6 @@ class FakeCLI:
                 body = message.get("request", {})
                 if body.get("subtype") == "initialize":
                     self.handle_initialize(message["request_id"], body)
-                    self.initialized = True
                 elif body.get("subtype") == "interrupt":
                     self.respond(message["request_id"], {"still_queued": []})
                 elif body.get("subtype") == "get_context_usage":
@@ -458,6 +454,7 @@ class FakeCLI:
                         if b.get("type") == "image"
                     ]
                     content = "\n".join(b["text"] for b in blocks if b.get("type") == "text")
+                hold("turn")  # the query has come; it is not answered yet
                 self.turn(str(content))
 
     # ------------------------------------------------------------ a turn
