@@ -1,10 +1,9 @@
 """``LegioApp``: the running Legio, and the one door the front-ends use.
 
-``LegioApp.open(config)`` brings the engine up in the documented order: lock the
-castra, keep secrets out of the agents' environment, end agent CLIs an earlier run
-left, open the praetorium and memoria, the sessions and their idle reaper, then the
-Legatus and its job scheduler (started by the front-end with ``start_jobs`` once the
-interruptions were noted). ``close()`` takes it down the other way.
+``LegioApp.open(config)`` opens the engine (``legio.engine`` wires its parts, in
+lifecycle order, in one place); ``close()`` takes it down. The app is the door: typed
+methods that answer the front-ends' questions and act for them; no front-end reaches
+past it (``tests/test_structure.py``).
 
 A front-end hands it Caesar's messages (``handle_message``, ``retry``, edits) and asks
 it typed questions or to act. Files come in through ``accept_file``, ``fetch_files``,
@@ -18,22 +17,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from legio.castra import Castra, Roster
+from legio.castra import Roster
 from legio.config import Config
+from legio.engine import Engine
 from legio.errors import LegioError
-from legio.fence.policy import scrub_environment
 from legio.fence.sandbox import sandbox_status_lines
 from legio.jobs.schedule import zone
-from legio.jobs.scheduler import Clock, Scheduler
+from legio.jobs.scheduler import Clock
 from legio.legatus.conversations import Dispatched
-from legio.legatus.intake import Fetch, Intake, take_local_file
-from legio.legatus.orchestrator import Legatus
-from legio.legatus.scheduling import JobRun, Presenter, attach_scheduler, job_lines
-from legio.limits.budget import Budget, Notifier, UsageReport
+from legio.legatus.intake import Fetch, take_local_file
+from legio.legatus.scheduling import JobRun, Presenter, job_lines
+from legio.limits.budget import Notifier, UsageReport
 from legio.limits.plan import PlanHealth
-from legio.media.listening import Listener
 from legio.media.voice import Progress, Transcript
-from legio.memoria import MemoriaStore
 from legio.names import CAESAR, LEGATUS
 from legio.projects.overview import CopyState, DiffReport, ProjectState
 from legio.request import (
@@ -47,11 +43,9 @@ from legio.request import (
     Watch,
 )
 from legio.sessions.context import ContextReport
-from legio.sessions.desk import ProjectDesk, Target
+from legio.sessions.desk import Target
 from legio.sessions.errands import Stopped
-from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.history import estimate_tokens, format_line
-from legio.sessions.manager import SessionManager
 from legio.sessions.slot import AgentStatus
 from legio.sessions.turn import StatusCallback, TextCallback, is_text_preview
 from legio.shell.rules import (
@@ -64,12 +58,11 @@ from legio.shell.rules import (
 )
 from legio.store.attachments import Attachment
 from legio.store.files import DOWNLOAD_LIMIT, guess_mime, kind_of, safe_name
-from legio.store.grants import ApprovalStore, Grant
+from legio.store.grants import Grant
 from legio.store.jobstore import Job, JobStore
-from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
-from legio.store.praetorium import Nuntius, Praetorium, SearchHit
+from legio.store.praetorium import Nuntius, SearchHit
 from legio.store.records import Compaction, UsageRow, UsageTotals
-from legio.store.threads import ThreadStore, Topic
+from legio.store.threads import Topic
 from legio.visible import visible
 
 __all__ = [
@@ -138,29 +131,21 @@ class ContextView:
 class LegioApp:
     """The engine, opened and closed in lifecycle order; see the module docstring."""
 
-    def __init__(
-        self,
-        config: Config,
-        praetorium: Praetorium,
-        memoria: MemoriaStore,
-        sessions: SessionManager,
-        legatus: Legatus,
-        lock: CastraLock,
-        clock: Clock | None = None,
-    ) -> None:
-        self.config = config
-        self.castra = Castra(config.castra)
-        self.praetorium = praetorium
-        self.memoria = memoria
-        self.sessions = sessions
-        self.legatus = legatus
-        self._lock: CastraLock | None = lock
-        self._presenter: Presenter | None = None
-        self.scheduler: Scheduler = attach_scheduler(legatus, self._present, clock=clock)
-        self.intake = Intake(praetorium, sessions.attachments, sessions.files)
-        self.projects = ProjectDesk(sessions)  # /diff, /projects, /drop
-        self.threads = ThreadStore(praetorium)  # Telegram messages, topics, edits
-        self.voice = Listener(config, sessions.files)  # voice notes transcribed
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        # the parts, named for the tests that look inside; front-ends use the methods only
+        # (tests/test_structure.py: no ``app.<part>.`` chain in a front-end)
+        self.config = engine.config
+        self.castra = engine.castra
+        self.praetorium = engine.praetorium
+        self.memoria = engine.memoria
+        self.sessions = engine.sessions
+        self.legatus = engine.legatus
+        self.scheduler = engine.scheduler
+        self.intake = engine.intake
+        self.projects = engine.projects
+        self.threads = engine.threads
+        self.voice = engine.voice
 
     @classmethod
     async def open(
@@ -172,53 +157,17 @@ class LegioApp:
         clock: Clock | None = None,
         health: PlanHealth | None = None,
     ) -> LegioApp:
-        """Open the engine (no agent started yet); ``LegioError`` if the castra is taken.
-
-        ``env`` adds variables to every agent's CLI (tests point it at a fake API);
-        ``clock`` drives the job scheduler (tests move it by hand).
-        """
-        lock = CastraLock(config.castra)
-        lock.acquire()
-        scrub_environment(config)  # before any agent's CLI inherits os.environ
-        try:
-            run_id = new_run_id()
-            await asyncio.to_thread(reap_orphans, config.castra, run_id)
-            praetorium = await Praetorium.open(Castra(config.castra).praetorium_path)
-        except BaseException:
-            lock.release()
-            raise
-        memoria = MemoriaStore(
-            config.castra, config.memoria.max_document_bytes, config.memoria.max_commentarii
+        """Open the engine (``legio.engine``; no agent started yet); ``LegioError`` if the
+        castra is taken. ``env`` adds variables to every agent's CLI (tests point it at a
+        fake API); ``clock`` drives the job scheduler (tests move it by hand)."""
+        engine = await Engine.open(
+            config, env=env, reap_interval_s=reap_interval_s, clock=clock, health=health
         )
-        approvals = Gatekeeper(config, ApprovalStore(praetorium))
-        await approvals.load()
-        budget = Budget(config, praetorium, zone=zone(config.timezone))
-        sessions = SessionManager(
-            config,
-            praetorium,
-            memoria,
-            env={**(env or {}), **agent_env(config.castra, run_id)},
-            reap_interval_s=reap_interval_s,
-            approvals=approvals,
-            budget=budget,
-            health=health or PlanHealth(),  # tests pass one with a controllable clock
-        )
-        sessions.start()
-        legatus = Legatus(config, praetorium, memoria, sessions)
-        return cls(config, praetorium, memoria, sessions, legatus, lock, clock)
+        return cls(engine)
 
     async def close(self) -> None:
-        """Stop the scheduler (running jobs get the shutdown grace), disconnect every
-        agent, then close the praetorium and release the castra."""
-        try:
-            await self.scheduler.stop(self.config.shutdown_grace_seconds)
-            await self.sessions.shutdown()
-            await self.praetorium.close()
-            self.voice.close()
-        finally:
-            if self._lock is not None:
-                self._lock.release()
-                self._lock = None
+        """Take the engine down in order (``Engine.close``)."""
+        await self.engine.close()
 
     # ---------------------------------------------------------- Caesar's messages
 
@@ -284,17 +233,11 @@ class LegioApp:
     async def start_jobs(self, present: Presenter | None = None) -> None:
         """Start running due jobs; ``present(job, run)`` shows a run in the front-end. Call
         it after ``notice_interruptions``: a run a restart cut off is noted, not repeated."""
-        self._presenter = present
-        await self.scheduler.start()
+        await self.engine.start_jobs(present)
 
     async def pause_jobs(self) -> None:
         """Start no new job run (shutdown: intake has stopped)."""
         await self.scheduler.pause()
-
-    async def _present(self, job: Job, run: JobRun) -> object:
-        if self._presenter is None:
-            return await run(UNWATCHED)
-        return await self._presenter(job, run)
 
     async def job_lines(self) -> list[str]:
         """``/jobs``: one line per scheduled job, times on the owner's clock."""

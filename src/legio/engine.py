@@ -1,0 +1,131 @@
+"""The engine, wired in one place: Legio's parts opened in lifecycle order, closed in reverse.
+
+``Engine.open(config)``: lock the castra (one daemon per castra), keep secrets out of the
+agents' environment, end agent CLIs an earlier run left, open the praetorium and memoria,
+the approval gate and the budget, the sessions and their idle reaper, then the Legatus and
+its job scheduler (started by the front-end, through the door, once the interruptions
+were noted), and the parts the door answers from: intake of files, projects' desk,
+Telegram's conversation facts, voice. ``close()``: the scheduler (running jobs get the
+shutdown grace), every agent, the praetorium, the voice worker, the lock.
+
+Nothing here is a front-end's business: ``legio.app`` is the door.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from legio.castra import Castra
+from legio.config import Config
+from legio.fence.policy import scrub_environment
+from legio.jobs.schedule import zone
+from legio.jobs.scheduler import Clock, Scheduler
+from legio.legatus.intake import Intake
+from legio.legatus.orchestrator import Legatus
+from legio.legatus.scheduling import JobRun, Presenter, attach_scheduler
+from legio.limits.budget import Budget
+from legio.limits.plan import PlanHealth
+from legio.media.listening import Listener
+from legio.memoria import MemoriaStore
+from legio.request import UNWATCHED
+from legio.sessions.desk import ProjectDesk
+from legio.sessions.gatekeeper import Gatekeeper
+from legio.sessions.manager import SessionManager
+from legio.store.grants import ApprovalStore
+from legio.store.jobstore import Job
+from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
+from legio.store.praetorium import Praetorium
+from legio.store.threads import ThreadStore
+
+
+@dataclass
+class Engine:
+    """Legio's running parts; see the module docstring."""
+
+    config: Config
+    castra: Castra
+    praetorium: Praetorium
+    memoria: MemoriaStore
+    sessions: SessionManager
+    legatus: Legatus
+    lock: CastraLock | None
+    clock: Clock | None = None
+    presenter: Presenter | None = None  # how the front-end shows a job's run
+    scheduler: Scheduler = field(init=False)
+    intake: Intake = field(init=False)  # files from Caesar
+    projects: ProjectDesk = field(init=False)  # /diff, /projects, /drop
+    threads: ThreadStore = field(init=False)  # Telegram messages, topics, edits
+    voice: Listener = field(init=False)  # voice notes transcribed
+
+    def __post_init__(self) -> None:
+        self.scheduler = attach_scheduler(self.legatus, self._present, clock=self.clock)
+        files = self.sessions.files
+        self.intake = Intake(self.praetorium, self.sessions.attachments, files)
+        self.projects = ProjectDesk(self.sessions)
+        self.threads = ThreadStore(self.praetorium)
+        self.voice = Listener(self.config, files)
+
+    @classmethod
+    async def open(
+        cls,
+        config: Config,
+        *,
+        env: dict[str, str] | None = None,
+        reap_interval_s: float = 60.0,
+        clock: Clock | None = None,
+        health: PlanHealth | None = None,
+    ) -> Engine:
+        """Open every part (no agent started yet); ``LegioError`` if the castra is taken."""
+        lock = CastraLock(config.castra)
+        lock.acquire()
+        scrub_environment(config)  # before any agent's CLI inherits os.environ
+        try:
+            run_id = new_run_id()
+            await asyncio.to_thread(reap_orphans, config.castra, run_id)
+            praetorium = await Praetorium.open(Castra(config.castra).praetorium_path)
+        except BaseException:
+            lock.release()
+            raise
+        memoria = MemoriaStore(
+            config.castra, config.memoria.max_document_bytes, config.memoria.max_commentarii
+        )
+        approvals = Gatekeeper(config, ApprovalStore(praetorium))
+        await approvals.load()
+        budget = Budget(config, praetorium, zone=zone(config.timezone))
+        sessions = SessionManager(
+            config,
+            praetorium,
+            memoria,
+            env={**(env or {}), **agent_env(config.castra, run_id)},
+            reap_interval_s=reap_interval_s,
+            approvals=approvals,
+            budget=budget,
+            health=health or PlanHealth(),  # tests pass one with a controllable clock
+        )
+        sessions.start()
+        legatus = Legatus(config, praetorium, memoria, sessions)
+        castra = Castra(config.castra)
+        return cls(config, castra, praetorium, memoria, sessions, legatus, lock, clock)
+
+    async def start_jobs(self, present: Presenter | None) -> None:
+        self.presenter = present
+        await self.scheduler.start()
+
+    async def _present(self, job: Job, run: JobRun) -> object:
+        if self.presenter is None:
+            return await run(UNWATCHED)
+        return await self.presenter(job, run)
+
+    async def close(self) -> None:
+        """Stop the scheduler (running jobs get the shutdown grace), disconnect every
+        agent, then close the praetorium and release the castra."""
+        try:
+            await self.scheduler.stop(self.config.shutdown_grace_seconds)
+            await self.sessions.shutdown()
+            await self.praetorium.close()
+            self.voice.close()
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+                self.lock = None
