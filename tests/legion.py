@@ -12,7 +12,7 @@ from typing import Any
 
 from legio.app import LegioApp
 from legio.config import Config, load_config
-from legio.frontends.views import reply_text
+from legio.frontends.views import agent_header, reply_text
 from legio.memoria import MemoriaStore
 from legio.request import Reply
 from legio.sessions.gatekeeper import Gatekeeper
@@ -119,4 +119,4 @@ def history_ids(prompt: str) -> list[str]:
 
 def rendered(app: LegioApp, reply: Reply) -> str:
     """A reply as every front-end shows it: its ⏰ mark and the agent's header, then its words."""
-    return reply_text(reply, app.header(reply.agent, reply.project))
+    return reply_text(reply, agent_header(app, reply.agent, reply.project))

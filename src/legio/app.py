@@ -255,10 +255,10 @@ class LegioApp:
     def roster(self) -> Roster:
         return self.castra.roster()
 
-    def header(self, agent: str, project: str | None = None) -> str:
-        """The attribution line a centurio's answer (and its live draft) starts with, on
-        ``project``; none for the Legatus."""
-        return "" if agent == LEGATUS else self.legatus.header(agent, self.roster(), project)
+    def description(self, agent: str) -> str | None:
+        """A centurio's description (its prompt's frontmatter), for its answers' header."""
+        prompt = self.roster().centuriones.get(agent)
+        return prompt.description if prompt is not None else None
 
     def agents(self) -> list[str]:
         """The Legatus, then every centurio."""

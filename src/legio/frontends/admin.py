@@ -25,6 +25,7 @@ from legio.errors import (
 )
 from legio.frontends.usage import usage_lines
 from legio.frontends.views import (
+    agent_header,
     context_lines,
     diff_lines,
     history_lines,
@@ -264,7 +265,7 @@ class Admin:
                 (
                     f"legatus: {reply_text(reply, '')}"
                     if reply.agent == LEGATUS and reply.kind != "notice"
-                    else reply_text(reply, self.app.header(reply.agent, reply.project))
+                    else reply_text(reply, agent_header(self.app, reply.agent, reply.project))
                 ).splitlines()
             )
         ]

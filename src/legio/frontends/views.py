@@ -14,6 +14,7 @@ from legio.app import (
     ContextReport,
     CopyState,
     DiffReport,
+    LegioApp,
     Nuntius,
     ProjectState,
     Reply,
@@ -23,6 +24,7 @@ from legio.app import (
     estimate_tokens,
     format_line,
 )
+from legio.names import LEGATUS
 from legio.projects.branchwork import FileChange
 from legio.visible import visible_name
 
@@ -396,6 +398,19 @@ def stop_text(stopped: list[Stopped], target: str | None = None) -> str:
         dropped = f" ({each.queued} queued request{plural} dropped)" if each.queued else ""
         parts.append(each.agent + dropped)
     return f"Stopping {', '.join(parts)}."
+
+
+RULE = "━━━━━━━━━━━━"
+
+
+def agent_header(app: LegioApp, agent: str, project: str | None = None) -> str:
+    """The attribution line a centurio's answer (and its live draft) starts with, on
+    ``project``: ``⚔️ vorenus #app — <description>`` and a rule; none for the Legatus."""
+    if agent == LEGATUS:
+        return ""
+    description = app.description(agent)
+    tag = f" #{project}" if project else ""
+    return f"⚔️ {agent}{tag}{f' — {description}' if description else ''}\n{RULE}\n"
 
 
 def reply_text(reply: Reply, header: str) -> str:

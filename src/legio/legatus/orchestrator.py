@@ -48,7 +48,6 @@ from legio.timing import mark
 logger = logging.getLogger(__name__)
 
 TOOLS_KEY = "legatus_tools"
-RULE = "━━━━━━━━━━━━"
 
 
 class _Emitter:
@@ -125,13 +124,6 @@ class Legatus:
         return format_status_xml({n: self.sessions.state(n) for n in names})
 
     # ---------------------------------------------------------- messages
-
-    def header(self, name: str, roster: Roster, project: str | None = None) -> str:
-        """The attribution line a centurio's answer starts with (and its project)."""
-        prompt = roster.centuriones.get(name)
-        description = f" — {prompt.description}" if prompt and prompt.description else ""
-        tag = f" #{project}" if project else ""
-        return f"⚔️ {name}{tag}{description}\n{RULE}\n"
 
     @staticmethod
     def project_of(name: str, nuntius: Nuntius, roster: Roster) -> str | None:

@@ -14,6 +14,7 @@ machine like a Telegram upload; files the agents send are printed as paths.
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
@@ -23,7 +24,7 @@ from legio.errors import AttachmentError
 from legio.frontends.admin import Admin, is_command
 from legio.frontends.console.asker import ConsoleAsker
 from legio.frontends.console.stream import StreamPrinter
-from legio.frontends.views import interruption_notice, reply_text
+from legio.frontends.views import agent_header, interruption_notice, reply_text
 from legio.names import LEGATUS
 from legio.request import Callbacks, Request
 from legio.timing import begin
@@ -76,7 +77,7 @@ async def run_console(
         out.write(text + "\n")
         out.flush()
 
-    printer = StreamPrinter(out, app.header)
+    printer = StreamPrinter(out, functools.partial(agent_header, app))
 
     async def on_status(agent: str, line: str) -> None:
         board.update(agent, line)
@@ -86,7 +87,7 @@ async def run_console(
     async def print_reply(reply: Reply) -> None:
         board.done(reply.agent)
         if printer.reply(reply):
-            text = reply_text(reply, app.header(reply.agent, reply.project))
+            text = reply_text(reply, agent_header(app, reply.agent, reply.project))
             show(text if reply.agent != LEGATUS else f"legatus: {text}")
         for file in reply.files:
             show(f"📎 {file.sender or reply.agent} sent {file.name}: {file.path}")

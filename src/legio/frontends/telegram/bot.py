@@ -65,7 +65,7 @@ from legio.frontends.telegram.sending import (
     send_with_retries,
 )
 from legio.frontends.telegram.status import StatusBoard, Typing
-from legio.frontends.views import interruption_notice
+from legio.frontends.views import agent_header, interruption_notice
 from legio.request import UNWATCHED, Callbacks, Request, Watch
 from legio.timing import begin
 
@@ -345,7 +345,7 @@ class LegioBot:
             StatusBoard(bot, chat_id),
             self._typing.shown,
             render,
-            self.app.header,
+            functools.partial(agent_header, self.app),
         )
         live.lanes = self.asker.lanes if self.asker else {}  # its approvals in its topic
         try:

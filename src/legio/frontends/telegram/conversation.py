@@ -38,7 +38,7 @@ from legio.frontends.telegram.sending import (
     send_markdown,
     send_with_retries,
 )
-from legio.frontends.views import reply_text
+from legio.frontends.views import agent_header, reply_text
 from legio.names import LEGATUS
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ class Conversation:
 
     async def deliver(self, bot: Bot, chat_id: int, reply: Reply, reply_to: int | None) -> None:
         """Send an answer; record which messages carry it (a reply to one points at it)."""
-        text = reply_text(reply, self.app.header(reply.agent, reply.project))
+        text = reply_text(reply, agent_header(self.app, reply.agent, reply.project))
         sent = await send_markdown(bot, chat_id, text, reply_to)
         if reply.seq is not None and sent:
             await self.app.carried(reply.seq, chat_id, sent)
