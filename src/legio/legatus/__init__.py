@@ -7,6 +7,7 @@ Modules:
   routed to the replied-to agent and linked,…
 - ``intake``: files from Caesar
 - ``mentions``: who a message addresses: its @mentions of centuriones
+- ``recovery``: what a restart left: requests an addressed agent never answered
 - ``orchestrator``: `Legatus`
 - ``scheduling``: the Legatus's `schedule_job`, `list_jobs`, `cancel_job`
 - ``toolbox``: the Legatus's six tools, given the praetorium, castra, sessions and

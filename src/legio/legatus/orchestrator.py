@@ -31,10 +31,11 @@ from legio.config import Config
 from legio.errors import DuplicateOrigin
 from legio.legatus.conversations import Conversations
 from legio.legatus.mentions import NO_MENTIONS, parse_mentions, strip_mentions
+from legio.legatus.recovery import notice_interruptions, record_unanswered, unanswered
 from legio.legatus.toolbox import legatus_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
-from legio.names import BROADCAST, CAESAR, LEGATUS, SCHEDULER
+from legio.names import BROADCAST, CAESAR, LEGATUS
 from legio.request import UNWATCHED, PendingFile, Reply, ReplyCallback, Request, SentFile, Watch
 from legio.sessions.errands import Errand
 from legio.sessions.history import format_roster_xml, format_status_xml
@@ -266,53 +267,19 @@ class Legatus:
     async def record(self, pending: PendingFile) -> bool:
         """Store Caesar's message of a file a restart cut off, without answering it (it is
         then an interrupted request); False if its nuntius is already stored."""
-        forwarded = pending.forwarded_from  # someone else's words: their @names dispatch nobody
-        mentions = NO_MENTIONS if forwarded else parse_mentions(pending.text, self.castra.roster())
-        audience = ([BROADCAST] if mentions.broadcast else mentions.names) or [LEGATUS]
-        project, _ = (None, None) if forwarded else self.sessions.projects.pick(pending.text)
-        try:
-            await self.praetorium.post(
-                CAESAR,
-                pending.text,
-                audience,
-                origin=pending.origin,
-                forwarded_from=forwarded,
-                project=project,
-            )
-        except DuplicateOrigin:
-            return False
-        return True
+        return await record_unanswered(
+            self.praetorium, self.castra, self.sessions.projects, pending
+        )
 
     # ---------------------------------------------------------- interrupted requests
 
     async def unanswered(self, window: int = 200) -> list[tuple[Nuntius, list[str]]]:
-        """Caesar's and the scheduler's recent requests that an addressed agent never answered.
-
-        Call it at start-up, before new messages arrive: a request in progress looks
-        the same.
-        """
-        roster_names = self.castra.roster().names
-        found = []
-        requests = await self.praetorium.requests_from(CAESAR, SCHEDULER, limit=window)  # one query
-        for request in requests:
-            if request.noted:
-                continue
-            nuntius = request.nuntius
-            if nuntius.audience == (BROADCAST,):
-                expected = roster_names
-            else:
-                expected = [a for a in nuntius.audience if a == LEGATUS or a in roster_names]
-            missing = [a for a in expected if a not in request.repliers]
-            if missing:
-                found.append((nuntius, missing))
-        return found
+        """Recent requests an addressed agent never answered (``legio.legatus.recovery``)."""
+        return await unanswered(self.praetorium, self.castra, window)
 
     async def notice_interruptions(self) -> list[tuple[Nuntius, list[str]]]:
         """Find requests a restart interrupted and record them as told to Caesar (once)."""
-        found = await self.unanswered()
-        for nuntius, missing in found:
-            await self.praetorium.note_interruption(nuntius.seq, missing)
-        return found
+        return await notice_interruptions(self.praetorium, self.castra)
 
     async def retry(
         self,
