@@ -15,7 +15,8 @@ from legio.castra import Castra
 from legio.config import load_config
 from legio.errors import ConfigError
 from legio.fence.guard import PathGuard
-from legio.fence.keys import SOCKETS_NOTE, exposed_keys, looks_like_key
+from legio.fence.keys import SOCKETS_NOTE
+from legio.fence.keyscan import exposed_keys, looks_like_key
 from legio.fence.policy import (
     denied_env_names,
     deny_rules,

@@ -10,6 +10,7 @@ Modules:
 - ``guard``: the `PreToolUse` path guard built from the same protected set
 - ``keys``: the credential stores of the user running Legio (`~/.ssh/`, `~/.git-
   credentials`, `~/.config/gh/`,…
+- ``keyscan``: `legio check`'s walk of `$HOME` for readable key-like files
 - ``launch``: `legio run`'s start
 - ``policy``: what each agent may touch
 - ``safefs``: reading and writing in folders an agent can change without following its

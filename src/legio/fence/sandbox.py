@@ -29,7 +29,7 @@ from legio.config import Config
 from legio.errors import CastraError, LegioError
 from legio.fence.cliconfig import daemon_home
 from legio.fence.folders import granted_dirs
-from legio.fence.keys import exposed_keys
+from legio.fence.keyscan import exposed_keys
 from legio.fence.policy import (
     Protected,
     builtin_tools,
