@@ -3,6 +3,7 @@ the fake Bot API: a conversation, a memoria tool call, SIGTERM, restart, resumed
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from pathlib import Path
@@ -63,3 +64,40 @@ async def test_real_cli_behind_the_daemon_survives_a_restart(
                 senders = [r[0] for r in db.execute("SELECT sender FROM nuntii ORDER BY seq")]
             assert senders == ["caesar", "legatus", "caesar", "vorenus", "caesar", "vorenus"]
             assert "Traceback" not in daemon.output()
+
+
+async def test_a_stop_right_behind_a_slow_request_holds_in_the_real_daemon(
+    castra_dir: Path, tmp_path: Path
+) -> None:
+    # "@vorenus … (slow)" and 0.1 s later "/stop vorenus": the stop says it stopped it, the
+    # answer never comes, and vorenus takes its next request at once
+    with FakeMessagesApi() as model:
+        async with FakeBotApi() as api:
+            config = write_daemon_config(castra_dir, api, "", extra=f'model = "{PINNED_MODEL}"')
+            daemon = Daemon(config, api, None, env=model.safe_cli_env(tmp_path / "cli"))
+            await daemon.start()
+            try:
+                start = len(api.calls)
+                api.add_message("@vorenus SLOW 60")
+                await asyncio.sleep(0.1)
+                stop = await ask(api, "/stop vorenus", "vorenus")
+                assert stop.startswith("Stopping vorenus"), stop
+                ended = await api.wait_for_call(
+                    "sendMessage",
+                    lambda c: str(c.params["text"]).startswith("⚔️ vorenus"),
+                    start=start,
+                    timeout=60,
+                )
+                assert str(ended.params["text"]).endswith(
+                    ("[vorenus] Interrupted.", "[vorenus] Stopped before it started.")
+                )
+                model.release()  # the fake model reads SLOW in the history the next query carries
+                answer = await ask(api, "@vorenus REPLY next", "next")
+                assert answer.endswith("next")
+                texts = [str(c.params.get("text", "")) for c in api.calls_of("sendMessage")]
+                assert not any("ECHO" in t for t in texts)  # the stopped request never answered
+                assert await daemon.terminate() == 0
+            finally:
+                model.release()
+                if daemon.process and daemon.process.poll() is None:
+                    daemon.process.kill()
