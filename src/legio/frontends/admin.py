@@ -341,7 +341,10 @@ COMMANDS = [
         "search", "/search <words>", 'search every message ("a phrase", OR)', Admin.cmd_search
     ),
     CommandInfo(
-        "stop", "/stop [name]", "interrupt what an agent (or every agent) is doing", Admin.cmd_stop
+        "stop",
+        "/stop [name]",
+        "end what an agent (or every agent) was asked: running and queued",
+        Admin.cmd_stop,
     ),
     CommandInfo(
         "reset",
