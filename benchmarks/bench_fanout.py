@@ -36,7 +36,8 @@ async def run(root: Path) -> list[list[str]]:
             cells = [str(count)]
             for label in ("cold", "warm"):
                 if label == "cold":
-                    await legatus.sessions.reset_all()
+                    for name in legatus.agents():  # every session closed: a cold start
+                        await legatus.reset(name)
                 started = time.perf_counter()
                 replies = await legatus.handle_message(f"{mentions} report\nSLEEP 1")
                 elapsed = time.perf_counter() - started
