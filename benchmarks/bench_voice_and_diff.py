@@ -61,19 +61,22 @@ async def main(folder, files, size):
     toml = folder / "legio.toml"
     toml.write_text(f'castra = "{castra}"\\n[projects.app]\\npath = "{project}"\\n')
     config = load_config(toml)
-    place = await Projects(config, Castra(config.castra)).place("vorenus", "app")
+    projects = Projects(config, Castra(config.castra))
+    place = await projects.place("vorenus", "app")
     for n in range(files):
         (place.copy / f"module_{n}.py").write_text(f"value = {n}\\n" * 50)
+    if size:  # in four files: one over core.bigFileThreshold (8 MB) would be binary
+        for n in range(4):
+            (place.copy / f"big_{n}.py").write_text(("x" * 99 + "\\n") * (size // 4))
     git(place.copy, "add", ".")
     git(place.copy, "commit", "-qm", "many files", caesar=False)
-    if size:
-        (place.copy / "app.py").write_text(("x" * 99 + "\\n") * size)
     start = time.perf_counter()
-    report = await diff(place)
+    report = await diff(projects, place)  # published, then read in the project
     elapsed = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"s": elapsed, "peak": peak, "files": report.files, "cut": report.cut,
-                      "bytes": len(report.text)}))
+    work = report.work
+    print(json.dumps({"s": elapsed, "peak": peak, "files": work.file_count if work else 0,
+                      "cut": bool(work and work.cut), "bytes": len(report.text)}))
 
 asyncio.run(main(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])))
 """
