@@ -103,8 +103,8 @@ async def test_ceiling_summary_is_stored_and_the_next_session_starts_from_it(
         ]
         # the fact older than the window reaches the new session only through the summary
         history = first[first.index("<praetorium") :]
-        assert "4711" not in history
-        assert "4711" in first[: first.index("</compaction_summary>")]
+        assert "code is 4711" not in history  # (its ids are random: "4711" may be in one)
+        assert "code is 4711" in first[: first.index("</compaction_summary>")]
 
         # the durable history is untouched: the same nuntii, the same texts
         after = await everything(legion)
