@@ -74,16 +74,16 @@ class TurnPipeline:
     ) -> Outcome:
         """``answer`` inside the agent's turn: the outcome, delivered."""
         name = slot.name
+        queued_stop = errand.stopped  # a stop came while it waited in line: it never starts
         try:
-            if errand.stopped:  # a stop came while it waited in line: it never starts
-                raise AgentInterrupted(name, "stopped before it started")
+            errand.check()
             await self.logins.refresh()  # `claude login` renewed it, or another CLI did
             outcome = Outcome(await self._turn(slot, errand, nuntius, on_status, prefix, on_text))
         except asyncio.CancelledError:
             raise
         except AgentInterrupted as e:
-            started = e.reason != "stopped before it started"
-            outcome = failure_outcome(name, nuntius.seq, e, *(() if started else (STOPPED_REPLY,)))
+            words = (STOPPED_REPLY,) if queued_stop else ()
+            outcome = failure_outcome(name, nuntius.seq, e, *words)
         except TurnHeld as e:  # not started (budget, plan limit): /retry runs it later
             logger.warning("%s: nuntius %s held: %s", name, nuntius.seq, e.reason)
             if self.budget is not None and nuntius.sender in (CAESAR, SCHEDULER):
