@@ -34,6 +34,7 @@ from legio.names import CAESAR, LEGATUS
 from legio.projects.overview import CopyState, DiffReport, ProjectState
 from legio.request import (
     UNWATCHED,
+    CardDiff,
     PendingFile,
     Pointer,
     Reply,
@@ -41,7 +42,9 @@ from legio.request import (
     Request,
     SentFile,
     Watch,
+    WorkCard,
 )
+from legio.sessions.cards import CardFollower
 from legio.sessions.context import ContextReport
 from legio.sessions.desk import Target
 from legio.sessions.errands import Stopped
@@ -423,6 +426,19 @@ class LegioApp:
     async def drop_copy(self, target: Target) -> int | None:
         """``/drop``: the copy removed (its branch published first); see ``ProjectDesk``."""
         return await self.projects.drop(target)
+
+    def follow_cards(self, callback: CardFollower) -> None:
+        """``callback(card, new)``: a work card shown outside a request (``new``: of a
+        dispatch by the Legatus), or one that changed since it was shown (its check ended)."""
+        self.sessions.cards.follow(callback)
+
+    async def card(self, card_id: int) -> WorkCard | None:
+        """Work card ``card_id`` as it is now (its check's latest state)."""
+        return await self.sessions.cards.card(card_id)
+
+    async def card_diff(self, card_id: int) -> CardDiff | None:
+        """What card ``card_id``'s turn changed, and what moved since (None: no such card)."""
+        return await self.sessions.cards.diff(card_id)
 
     def hears(self, file: PendingFile) -> bool:
         """Whether ``file`` is a voice note or audio Legio transcribes."""

@@ -85,17 +85,57 @@ class SentFile:
 
 
 @dataclass(frozen=True)
+class CheckLine:
+    """A project check's result as a card shows it."""
+
+    state: Literal["running", "passed", "failed", "timed_out", "cancelled", "error"]
+    summary: str  # e.g. "212 passed · 41 s", "3 failed of 212 · 38 s", "timed out after 15 min"
+
+
+@dataclass(frozen=True)
+class WorkCard:
+    """What one agent's turn changed on a project: data for a front-end's work card."""
+
+    id: int
+    agent: str
+    project: str
+    branch: str
+    base: str
+    commits: int  # new commits in this turn
+    files: int
+    added: int
+    removed: int
+    uncommitted: int  # entries the copy held uncommitted after the turn
+    check: CheckLine | None = None  # None: no check configured for the project
+    publishable: bool = False  # a forge is configured for the project
+
+
+@dataclass(frozen=True)
+class CardDiff:
+    """What a card's turn changed, for its Diff button: the diff of its commits (as git
+    wrote them), the copy's uncommitted work then, apart, and what has moved since."""
+
+    card: WorkCard
+    committed: bytes
+    uncommitted: bytes
+    untracked: tuple[str, ...] = ()
+    note: str | None = None  # e.g. the branch moved on since, or the copy was dropped
+    problem: str | None = None  # why the commits could not be read
+
+
+@dataclass(frozen=True)
 class Reply:
     """One message for Caesar: who says it, what, and whether it is an answer. Data only:
     each front-end renders it (the ⚔️ header of a centurio's answer, a job's ⏰ mark)."""
 
     agent: str
     text: str
-    kind: Literal["answer", "error", "interrupted", "notice", "held"] = "answer"
+    kind: Literal["answer", "error", "interrupted", "notice", "held", "card"] = "answer"
     files: tuple[SentFile, ...] = ()  # sent with send_file: to deliver after the text
     seq: int | None = None  # the answer's nuntius (a reply to its message points at it)
     project: str | None = None  # the project the agent worked on for it
     job: str | None = None  # the scheduled job it answers, by name
+    card: WorkCard | None = None  # kind "card": what the agent's turn changed on its project
 
 
 ReplyCallback = Callable[[Reply], Awaitable[None]]

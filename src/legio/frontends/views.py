@@ -26,6 +26,7 @@ from legio.app import (
 )
 from legio.names import LEGATUS
 from legio.projects.branchwork import FileChange
+from legio.request import CheckLine, WorkCard
 from legio.visible import visible_name
 
 PAGE_LIMIT = 4000  # under Telegram's 4096, with room for a page marker
@@ -413,9 +414,41 @@ def agent_header(app: LegioApp, agent: str, project: str | None = None) -> str:
     return f"⚔️ {agent}{tag}{f' — {description}' if description else ''}\n{RULE}\n"
 
 
+def check_text(check: CheckLine) -> str:
+    """A check's result on a card: ``✅ 212 passed · 41 s``, ``checks ⏳``…"""
+    mark = {
+        "running": "🧪 checks ⏳",
+        "passed": "✅",
+        "failed": "❌",
+        "timed_out": "⏱",
+        "cancelled": "🧪 check cancelled:",
+        "error": "⚠️ check:",
+    }[check.state]
+    return f"{mark} {check.summary}".rstrip()
+
+
+def card_text(card: WorkCard) -> str:
+    """A work card: ``🗂 vorenus #app · legio/vorenus/main`` then what the turn changed
+    (``2 new commits · 4 files +120 −30``) and its check."""
+    changed = []
+    if card.commits:
+        changed.append(_plural(card.commits, "new commit"))
+    if card.files:
+        changed.append(f"{_plural(card.files, 'file')} +{card.added} −{card.removed}")
+    if card.uncommitted:
+        changed.append(f"{card.uncommitted} not committed")
+    if not changed:
+        changed.append("no new commit")
+    if card.check is not None:
+        changed.append(check_text(card.check))
+    return f"🗂 {card.agent} #{card.project} · {card.branch}\n" + " · ".join(changed)
+
+
 def reply_text(reply: Reply, header: str) -> str:
     """What Caesar reads of a reply: a scheduled job's ⏰ mark, the agent's ``header``
     (``LegioApp.header``: none for the Legatus; none on a request held before it started,
-    which is Legio's word, not the agent's), then its words."""
+    which is Legio's word, not the agent's), then its words; a work card as its card."""
     mark = f"⏰ {reply.job}\n" if reply.job else ""
+    if reply.card is not None:
+        return mark + card_text(reply.card)
     return mark + ("" if reply.kind == "held" else header) + reply.text

@@ -230,6 +230,10 @@ class Legatus:
         """Ask ``names`` about Caesar's ``nuntius``; store and emit each answer in its turn."""
 
         async def deliver(name: str, outcome: Outcome) -> None:
+            if outcome.card is not None:  # after its answer: what its turn changed
+                card = outcome.card
+                await emit.reply(Reply(name, "", "card", project=card.project, card=card))
+                return
             if outcome.kind == "held":  # not started: the request stays unanswered (/retry)
                 await emit.reply(Reply(name, outcome.text, outcome.kind))
                 return
@@ -350,6 +354,9 @@ class Legatus:
         nuntius = await self.praetorium.post(LEGATUS, text, names, project=project)
 
         async def store(name: str, outcome: Outcome) -> None:
+            if outcome.card is not None:  # no request of Caesar's to show it under
+                await self.sessions.cards.tell(outcome.card, new=True)
+                return
             answer = await self.praetorium.post(
                 name, outcome.text, [LEGATUS], reply_to=nuntius.id, project=nuntius.project
             )

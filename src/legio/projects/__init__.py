@@ -11,4 +11,5 @@ Modules:
 - ``gitsafe``: every git command Legio runs itself
 - ``overview``: what Caesar sees of the work
 - ``publishing``: bringing an agent's branch into the project
+- ``turnwork``: what one turn did to an agent's work on a project (a work card's facts)
 """

@@ -250,3 +250,38 @@ def _numstat(out: str, links: dict[str, str]) -> tuple[list[FileChange], int, in
                 FileChange(path, -1, -1) if binary else FileChange(path, int(plus), int(minus))
             )
     return files, added, removed, count
+
+
+@dataclass(frozen=True)
+class Span:
+    """What changed between two commits of the project (one turn's work)."""
+
+    commits: int
+    files: list[FileChange]
+    file_count: int
+    added: int
+    removed: int
+
+
+async def span(repo: Path, start: str, end: str) -> Span:
+    """The commits ``end`` has that ``start`` lacks, and the files and lines from ``start``
+    to ``end``, read in ``repo`` (the agent chose the content: the copy's short timeout)."""
+    count = await _git(repo, "rev-list", "--count", end, f"^{start}")
+    with tempfile.TemporaryDirectory(prefix="legio-span-") as objects:
+        diff = _Differ(repo, Path(objects))
+        numstat = await diff.run("--numstat", "-z", start, end)
+        links = _gitlinks(await diff.run("--raw", "-z", "--no-abbrev", start, end))
+    files, added, removed, file_count = _numstat(numstat, links)
+    return Span(int(count.strip() or 0), files, file_count, added, removed)
+
+
+async def span_text(repo: Path, start: str, end: str) -> bytes:
+    """The whole diff from ``start`` to ``end`` in ``repo`` (cut at gitsafe.MAX_OUTPUT), as
+    git wrote it: bytes, for a renderer to decode file by file."""
+    with tempfile.TemporaryDirectory(prefix="legio-span-") as objects:
+        code, raw, err = await _Differ(repo, Path(objects)).raw(
+            "diff", *DIFF_FLAGS, "-M", "-p", start, end
+        )
+    if code != 0:
+        raise ProjectError(f"git diff failed in {repo}: {err}")
+    return raw

@@ -4,6 +4,7 @@ agent's turns in order and different agents in parallel.
 Modules:
 
 - ``client``: `AgentSession`
+- ``cards``: `WorkCards`: a card after each turn that changed a project, kept for its buttons
 - ``compaction``: the texts and steps of compaction (summaries before a rebuild,
   `/compact`, after an overflow)
 - ``context``: what a query carries (`plan_context`

@@ -34,6 +34,7 @@ from legio.limits.budget import Budget
 from legio.limits.plan import PlanHealth
 from legio.memoria import MemoriaStore
 from legio.projects.copies import Projects
+from legio.sessions.cards import WorkCards
 from legio.sessions.client import AgentSession
 from legio.sessions.compaction import compact_now, compact_or_fall_back
 from legio.sessions.context import ContextReport, context_report
@@ -97,6 +98,7 @@ class SessionManager:
         self.projects = Projects(config, self.castra)  # agents' copies of Caesar's repositories
         self.receipts = Receipts()  # the order requests and stops arrived in
         self.errands = AgentErrands(self._close_for_stop)  # requests not ended, and stops
+        self.cards = WorkCards(praetorium, self.projects, self.castra.root)  # after each turn
         self.pipeline = TurnPipeline(  # what happens inside an agent's turn
             praetorium,
             self.attachments,
@@ -108,6 +110,7 @@ class SessionManager:
             self._ensure,
             budget,
             health,
+            self.cards,
         )
 
     def _slot(self, name: str) -> AgentSlot:

@@ -21,7 +21,9 @@ from legio.fence.cliconfig import LoginSync
 from legio.limits.budget import Budget
 from legio.limits.plan import PlanHealth
 from legio.names import CAESAR, SCHEDULER
-from legio.projects.copies import Projects
+from legio.projects.copies import Place, Projects
+from legio.projects.turnwork import Mark
+from legio.sessions.cards import WorkCards
 from legio.sessions.client import AgentSession, ask, stale_result, store_turns
 from legio.sessions.compaction import compact_or_fall_back
 from legio.sessions.delivery import Pictures
@@ -61,6 +63,7 @@ class TurnPipeline:
     ensure: Ensure  # the slot's session, fit for the next query
     budget: Budget | None = None
     health: PlanHealth | None = None
+    cards: WorkCards | None = None  # a work card after each turn that changed a project
 
     async def run(
         self,
@@ -104,9 +107,22 @@ class TurnPipeline:
         await store_turns(self.praetorium, slot.unrecorded, name)
         await self.logins.refresh()  # a refreshed login reaches every other CLI
         place, slot.to_publish = slot.to_publish, None
+        before, slot.work_mark = slot.work_mark, None
         if place is not None:  # in the project for Caesar to see; the answer never waits for git
             await self.projects.publish_quietly(place)
+            if before is not None and outcome.kind != "held" and deliver is not None:
+                await self._card(place, before, deliver)
         return outcome
+
+    async def _card(self, place: Place, before: Mark, deliver: Deliver) -> None:
+        """The work card of a turn that changed the agent's work, after its answer."""
+        assert self.cards is not None
+        try:
+            card = await self.cards.after(place, before, None)
+            if card is not None:
+                await deliver(Outcome("", "card", card))
+        except Exception:
+            logger.exception("%s: its work card for #%s failed", place.agent, place.project)
 
     async def _turn(
         self,
@@ -125,6 +141,8 @@ class TurnPipeline:
             placed(await self.spec(name), nuntius.project, self.projects)
         )
         on_status = tagged(on_status, spec)
+        if spec.place is not None and self.cards is not None:  # what its work was before
+            slot.work_mark = await errand.until_stopped(self.cards.before(spec.place))
         if self.health is not None:  # a plan limit: wait for its reset
             await errand.until_stopped(self.health.wait_clear(name, on_status))
         if self.budget is not None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from legio.fence.policy import hidden_now
 from legio.projects.copies import Place
+from legio.projects.turnwork import Mark
 from legio.sessions.client import AgentSession, close
 from legio.sessions.spec import AgentSpec
 from legio.sessions.turn import StatusCallback
@@ -77,6 +78,7 @@ class AgentSlot:
     unrecorded: list[Turn] = field(default_factory=list)  # usage not stored yet
     reservation: Any = None  # its running turn's share of the daily budget (legio.limits.budget)
     to_publish: Place | None = None  # the project copy its turn worked in, to publish
+    work_mark: Mark | None = None  # its project work as the turn started (a card's start)
 
     async def close(self, why: str) -> None:
         """Disconnect the live session, if any (its checkpoint stays)."""

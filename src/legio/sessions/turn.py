@@ -36,6 +36,7 @@ from legio.errors import (
     MessageParseError,
     ProjectError,
 )
+from legio.request import WorkCard
 from legio.timing import mark
 
 logger = logging.getLogger(__name__)
@@ -297,7 +298,8 @@ class Outcome:
     """What one agent made of a request: its answer, or why there is none."""
 
     text: str
-    kind: Literal["answer", "error", "interrupted", "held"] = "answer"  # held: not started
+    kind: Literal["answer", "error", "interrupted", "held", "card"] = "answer"  # held: not started
+    card: WorkCard | None = None  # kind "card": what the turn changed on its project, after it
 
 
 def failure_outcome(

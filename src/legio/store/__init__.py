@@ -4,6 +4,7 @@ castra's file store.
 Modules:
 
 - ``attachments``: `AttachmentStore`
+- ``cardstore``: work cards, `Praetorium.cards` (what one turn changed on a project)
 - ``files``: `FileStore`
 - ``grants``: Caesar's "always" grants and the approval requests (pending ones expire at
   start-up)

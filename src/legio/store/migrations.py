@@ -403,6 +403,33 @@ async def m013_conversations(db: aiosqlite.Connection) -> None:
     )
 
 
+@migration
+async def m015_cards(db: aiosqlite.Connection) -> None:
+    """Work cards: what one agent's turn changed on a project (``legio.store.cardstore``)."""
+    await _script(
+        db,
+        [
+            """CREATE TABLE cards (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                agent TEXT NOT NULL,
+                project TEXT NOT NULL,
+                branch TEXT NOT NULL,
+                base TEXT NOT NULL,
+                from_tip TEXT NOT NULL,
+                to_tip TEXT NOT NULL,
+                commits INTEGER NOT NULL,
+                files INTEGER NOT NULL,
+                added INTEGER NOT NULL,
+                removed INTEGER NOT NULL,
+                uncommitted INTEGER NOT NULL,
+                answer_seq INTEGER,
+                created_at TEXT NOT NULL
+            )""",
+            "CREATE INDEX idx_cards_copy ON cards(agent, project, id)",
+        ],
+    )
+
+
 async def migrate(db: aiosqlite.Connection) -> None:
     """Apply the migrations this database has not had yet, each in one transaction."""
     await db.execute(

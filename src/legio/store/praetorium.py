@@ -46,6 +46,7 @@ import aiosqlite
 
 from legio.errors import DuplicateOrigin, PraetoriumError, SearchQueryError
 from legio.names import BROADCAST, NAME, NAME_RULE, PRIVILEGED
+from legio.store.cardstore import CardStore
 from legio.store.migrations import migrate
 from legio.store.records import (
     AgentRecords,
@@ -136,6 +137,7 @@ class Praetorium:
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
         self._db = db
         self.records = AgentRecords(db)  # checkpoints, compactions, usage: on this connection
+        self.cards = CardStore(db)  # work cards (legio.store.cardstore)
         self.path = path
         self._pending: list[tuple[Nuntius, asyncio.Future[int]]] = []
         self._writer: asyncio.Task[None] | None = None

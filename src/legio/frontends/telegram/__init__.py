@@ -7,6 +7,8 @@ Modules:
 - ``asking``: approvals and agents' questions as Telegram buttons, taps (Stop too),
   notices to Caesar
 - ``bot``: the python-telegram-bot front-end
+- ``cardview``: work cards after turns on projects, silent, with their buttons
+- ``diffs``: diffs a phone can read (a card's Diff, ``/diff``): pictures, ``.diff``, ``.html``
 - ``conversation``: Telegram's gestures
 - ``downloads``: which file a Telegram message carries, an album's messages as one
   request, fetching them (`getFile`) for…

@@ -131,6 +131,8 @@ class LegioBot:
         self.asker = TelegramAsker(application.bot, sorted(self.caesar_ids), self._app)
         self._app.set_asker(self.asker)  # approvals and questions as buttons
         self._app.set_notifier(self.asker.notify, self.talk.dispatched)  # limits; topics
+        self.talk.cards.bot = application.bot
+        self._app.follow_cards(self.talk.cards.update)  # a card edited when its check ends
         if isinstance(application.bot, LaneBot):  # threaded mode: a topic per centurio
             application.bot.watch(self.talk.lost_topic)
             self.talk.notice_bot = application.bot
@@ -388,10 +390,15 @@ class LegioBot:
         await send_pages(context.bot, message.chat_id, pages)  # and /diff's document
 
     async def on_callback(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """A button tap: an approval, an agent's question, or Stop."""
+        """A button tap: an approval, an agent's question, Stop, or a work card's."""
         receipt = self.arrival(update)
-        if update.callback_query is not None and self.asker is not None:
-            await self.asker.on_tap(update.callback_query, receipt)
+        query = update.callback_query
+        if query is not None and (query.data or "").startswith("card:"):
+            if receipt is not None:
+                self.app.settle(receipt)
+            await self.talk.cards.on_tap(query)
+        elif query is not None and self.asker is not None:
+            await self.asker.on_tap(query, receipt)
 
     async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Stickers, locations, contacts…: say what the bot can take."""

@@ -30,6 +30,7 @@ from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
 from legio.app import LegioApp, Pointer, Reply, Topic
+from legio.frontends.telegram.cardview import CardDesk
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.telegram.sending import (
     origin_of,
@@ -67,6 +68,8 @@ class Conversation:
         self._told_lost: set[tuple[int, int]] = set()
         self._topic_lock = asyncio.Lock()
         self.notice_bot: Bot | None = None  # says when a topic is gone
+        self.cards = CardDesk(app, caesar_ids)  # work cards after turns on projects
+        self.cards.lane_for = self.lane_for
 
     @property
     def app(self) -> LegioApp:
@@ -75,7 +78,11 @@ class Conversation:
     # ---------------------------------------------------------- answers, recorded
 
     async def deliver(self, bot: Bot, chat_id: int, reply: Reply, reply_to: int | None) -> None:
-        """Send an answer; record which messages carry it (a reply to one points at it)."""
+        """Send an answer; record which messages carry it (a reply to one points at it).
+        A work card goes silently, with its buttons."""
+        if reply.card is not None:
+            await self.cards.send(bot, chat_id, reply.card)
+            return
         text = reply_text(reply, agent_header(self.app, reply.agent, reply.project))
         sent = await send_markdown(bot, chat_id, text, reply_to)
         if reply.seq is not None and sent:

@@ -1,0 +1,174 @@
+"""Work cards in Telegram: after a turn on a project, one silent message with buttons.
+
+``CardDesk.send`` posts a card (``views.card_text``) right after the agent's answer, in the
+request's lane, with **🔍 Diff**, **🧪 Checks** (a check configured), **🛠 Fix** (its check
+failed) and **🗑 Drop**; ``update`` edits a card already shown when its check ends, and
+posts a card nobody asked for (the Legatus's dispatch) in the agent's lane. A tap names
+the card, never "the latest": an older card's buttons still show that card's own turn and
+say when the branch has moved on. Drop asks once more before it removes a copy. Strangers'
+taps never reach here (``bot.py``'s gate answers them "not yours").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+from telegram.error import BadRequest, TelegramError
+
+from legio.app import LegioApp, Target
+from legio.errors import ProjectError
+from legio.frontends.telegram.diffs import send_card_diff
+from legio.frontends.telegram.lanes import Lane, in_lane
+from legio.frontends.telegram.sending import send_with_retries
+from legio.frontends.views import card_text
+from legio.request import WorkCard
+
+logger = logging.getLogger(__name__)
+
+SHOWN_KEPT = 500  # cards whose message Legio remembers (to edit when its check ends)
+LaneFor = Callable[[Bot, int, str], Awaitable[Lane]]
+
+
+@dataclass(frozen=True)
+class _Shown:
+    chat_id: int
+    message_id: int
+
+
+def card_keyboard(card: WorkCard, *, confirm_drop: bool = False) -> InlineKeyboardMarkup:
+    """The card's buttons; ``confirm_drop``: Drop's second question instead."""
+    if confirm_drop:
+        return InlineKeyboardMarkup(
+            [
+                [
+                    InlineKeyboardButton(
+                        "🗑 Yes, drop the copy", callback_data=f"card:dropyes:{card.id}"
+                    ),
+                    InlineKeyboardButton("Keep it", callback_data=f"card:keep:{card.id}"),
+                ]
+            ]
+        )
+    row = [InlineKeyboardButton("🔍 Diff", callback_data=f"card:diff:{card.id}")]
+    if card.check is not None:
+        row.append(InlineKeyboardButton("🧪 Checks", callback_data=f"card:checks:{card.id}"))
+    second = []
+    if card.check is not None and card.check.state in ("failed", "timed_out"):
+        second.append(InlineKeyboardButton("🛠 Fix", callback_data=f"card:fix:{card.id}"))
+    if card.publishable:
+        second.append(InlineKeyboardButton("🚀 Publish", callback_data=f"card:pub:{card.id}"))
+    second.append(InlineKeyboardButton("🗑 Drop", callback_data=f"card:drop:{card.id}"))
+    return InlineKeyboardMarkup([row, second])
+
+
+class CardDesk:
+    """Cards shown, and their buttons."""
+
+    def __init__(self, app: Callable[[], LegioApp], caesar_ids: frozenset[int]) -> None:
+        self._app = app
+        self.caesar_ids = caesar_ids
+        self.shown: dict[int, list[_Shown]] = {}
+        self.bot: Bot | None = None
+        self.lane_for: LaneFor | None = None
+
+    @property
+    def app(self) -> LegioApp:
+        return self._app()
+
+    def _remember(self, card_id: int, message: Message) -> None:
+        self.shown.setdefault(card_id, []).append(_Shown(message.chat_id, message.message_id))
+        while len(self.shown) > SHOWN_KEPT:
+            self.shown.pop(next(iter(self.shown)))
+
+    async def send(self, bot: Bot, chat_id: int, card: WorkCard) -> None:
+        """Post ``card`` silently (in the lane the caller is in)."""
+        message = await send_with_retries(
+            bot,
+            chat_id,
+            card_text(card),
+            reply_markup=card_keyboard(card),
+            disable_notification=True,
+        )
+        self._remember(card.id, message)
+
+    async def update(self, card: WorkCard, new: bool) -> None:
+        """``card`` changed (its check ended): edit it where it was shown; a ``new`` card
+        (nobody's request showed it) is posted in the agent's lane in Caesar's chats."""
+        bot = self.bot
+        if bot is None:
+            return
+        if new and card.id not in self.shown:
+            for chat_id in sorted(self.caesar_ids):
+                lane = await self.lane_for(bot, chat_id, card.agent) if self.lane_for else None
+                with in_lane(lane):
+                    try:
+                        await self.send(bot, chat_id, card)
+                    except TelegramError as e:
+                        logger.warning("card %s could not be sent: %s", card.id, e)
+            return
+        for shown in self.shown.get(card.id, []):
+            with contextlib.suppress(BadRequest):  # "message is not modified", or deleted
+                await bot.edit_message_text(
+                    card_text(card),
+                    chat_id=shown.chat_id,
+                    message_id=shown.message_id,
+                    reply_markup=card_keyboard(card),
+                )
+
+    # ---------------------------------------------------------- taps
+
+    async def on_tap(self, query: CallbackQuery) -> None:
+        """A card's button, tapped by Caesar."""
+        parts = (query.data or "").split(":")
+        card = (
+            await self.app.card(int(parts[2])) if len(parts) == 3 and parts[2].isdigit() else None
+        )
+        if card is None:
+            await query.answer("This card is gone.")
+            return
+        message = query.message if isinstance(query.message, Message) else None
+        action = parts[1]
+        if action == "drop":
+            await query.answer()
+            if message is not None:
+                await message.edit_reply_markup(card_keyboard(card, confirm_drop=True))
+            return
+        if action == "keep":
+            await query.answer("Kept.")
+            if message is not None:
+                await message.edit_reply_markup(card_keyboard(card))
+            return
+        if message is None:
+            await query.answer("This card is too old to answer here.")
+            return
+        lane = Lane(
+            message.chat_id, message.message_thread_id if message.is_topic_message else None
+        )
+        if action == "dropyes":
+            await self._drop(query, message, card)
+        elif action == "diff":
+            await query.answer("Drawing the diff…")
+            with in_lane(lane):
+                await send_card_diff(message.get_bot(), message.chat_id, self.app, card.id)
+        else:
+            await query.answer("Unknown button.")
+
+    async def _drop(self, query: CallbackQuery, message: Message, card: WorkCard) -> None:
+        try:
+            left = await self.app.drop_copy(Target(card.agent, card.project))
+        except ProjectError as e:
+            await query.answer()
+            await send_with_retries(message.get_bot(), message.chat_id, f"Not dropped: {e}")
+            await message.edit_reply_markup(card_keyboard(card))
+            return
+        if left is None:
+            said = f"{card.agent} has no copy of #{card.project} any more."
+        else:
+            lost = f"; {left} uncommitted change(s) went with it" if left else ""
+            said = f"🗑 Dropped {card.agent}'s copy of #{card.project} (its branch stays{lost})."
+        await query.answer("Dropped." if left is not None else "Nothing to drop.")
+        with contextlib.suppress(TelegramError):
+            await message.edit_text(f"{card_text(card)}\n{said}", reply_markup=None)

@@ -1,0 +1,171 @@
+"""Work cards: after a turn on a project, what it changed, kept for Caesar's buttons.
+
+``before`` marks the agent's branch and copy as a turn starts; ``after`` (once the answer
+is out and the branch published) measures what the turn changed (``legio.projects.turnwork``)
+and, when it changed anything, stores a card (``legio.store.cardstore``) with the copy's
+uncommitted diff as it was then, beside it in the castra. ``card`` and ``diff`` answer a
+button tapped later: the card names the commits its turn went from and to, so an older
+card still shows its own turn, and says when the branch moved on or the copy was dropped.
+Nothing here fails a turn: a card that cannot be made is logged and left out.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from legio.errors import ProjectError
+from legio.projects.branchwork import span_text, tip_of
+from legio.projects.copies import Place, Projects
+from legio.projects.turnwork import Mark, mark, measure
+from legio.request import CardDiff, WorkCard
+from legio.store.cardstore import CardRow
+from legio.store.praetorium import Praetorium
+
+logger = logging.getLogger(__name__)
+
+MAX_SNAPSHOT = 20 * 1024 * 1024  # an uncommitted diff kept beside its card
+CardFollower = Callable[[WorkCard, bool], Awaitable[None]]  # (card, new: not yet shown)
+
+
+class WorkCards:
+    """Cards of the agents' turns on projects."""
+
+    def __init__(self, praetorium: Praetorium, projects: Projects, castra_root: Path) -> None:
+        self.praetorium = praetorium
+        self.projects = projects
+        self.folder = castra_root / "state" / "cards"
+        self._followers: list[CardFollower] = []
+
+    def follow(self, callback: CardFollower) -> None:
+        """``callback(card, new)`` for each card shown outside a request (``new``: a
+        dispatch's) and each card that changed (its check finished)."""
+        self._followers.append(callback)
+
+    async def tell(self, card: WorkCard, *, new: bool) -> None:
+        """Hand ``card`` to the followers; a failing one is only logged."""
+        for callback in self._followers:
+            try:
+                await callback(card, new)
+            except Exception:
+                logger.exception("showing work card %s failed", card.id)
+
+    async def before(self, place: Place) -> Mark | None:
+        """The agent's work as its turn starts (None, logged, if it cannot be read)."""
+        try:
+            return await mark(place)
+        except ProjectError as e:
+            logger.warning("%s: no work card for #%s: %s", place.agent, place.project, e)
+            return None
+
+    async def after(self, place: Place, before: Mark, answer_seq: int | None) -> WorkCard | None:
+        """The card of the turn that started at ``before``, stored; None if it changed
+        nothing (or cannot be read, logged)."""
+        try:
+            work = await measure(place, before)
+        except ProjectError as e:
+            logger.warning("%s: no work card for #%s: %s", place.agent, place.project, e)
+            return None
+        if work is None:
+            return None
+        row = await self.praetorium.cards.add(
+            agent=place.agent,
+            project=place.project,
+            branch=place.branch,
+            base=place.base,
+            from_tip=work.from_tip,
+            to_tip=work.to_tip,
+            commits=work.commits,
+            files=work.files,
+            added=work.added,
+            removed=work.removed,
+            uncommitted=work.uncommitted.count,
+            answer_seq=answer_seq,
+        )
+        self._keep(row.id, work.uncommitted.diff, work.uncommitted.untracked)
+        return self.as_card(row)
+
+    def as_card(self, row: CardRow) -> WorkCard:
+        return WorkCard(
+            id=row.id,
+            agent=row.agent,
+            project=row.project,
+            branch=row.branch,
+            base=row.base,
+            commits=row.commits,
+            files=row.files,
+            added=row.added,
+            removed=row.removed,
+            uncommitted=row.uncommitted,
+        )
+
+    async def row(self, card_id: int) -> CardRow | None:
+        return await self.praetorium.cards.get(card_id)
+
+    async def card(self, card_id: int) -> WorkCard | None:
+        row = await self.row(card_id)
+        return self.as_card(row) if row is not None else None
+
+    async def diff(self, card_id: int) -> CardDiff | None:
+        """What card ``card_id``'s turn changed (None: no such card)."""
+        row = await self.row(card_id)
+        if row is None:
+            return None
+        card = self.as_card(row)
+        uncommitted, untracked = self._kept(row.id)
+        note = problem = None
+        committed = b""
+        try:
+            repo, _ = await self.projects.repository(row.project)
+        except ProjectError as e:
+            return CardDiff(card, b"", uncommitted, untracked, problem=str(e))
+        try:
+            if row.commits and row.from_tip and row.to_tip:
+                committed = await span_text(repo, row.from_tip, row.to_tip)
+        except ProjectError as e:
+            problem = f"This turn's commits are no longer in #{row.project}: {e}"
+        try:
+            now = await tip_of(repo, row.branch)
+        except ProjectError:
+            now = ""
+        if not self.projects.copy_dir(row.agent, row.project).exists():
+            note = f"{row.agent}'s copy of #{row.project} was dropped since this card" + (
+                f"; its branch {row.branch} is still in the project." if now else "."
+            )
+        elif now != row.to_tip:
+            note = (
+                f"{row.branch} has moved on since this card: this shows the turn's own work, "
+                "not the branch now (/diff shows it all)."
+                if now
+                else f"{row.branch} is no longer in #{row.project}."
+            )
+        return CardDiff(card, committed, uncommitted, untracked, note, problem)
+
+    # ---------------------------------------------------------- the uncommitted snapshot
+
+    def _path(self, card_id: int) -> Path:
+        return self.folder / f"{card_id}.uncommitted.diff"
+
+    def _keep(self, card_id: int, diff: bytes, untracked: list[str]) -> None:
+        if not diff and not untracked:
+            return
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            names = "".join(f"{n.replace(chr(10), ' ')}\n" for n in untracked).encode()
+            part = self._path(card_id).with_suffix(".part")
+            with open(part, "wb") as f:
+                f.write(len(names).to_bytes(8, "big") + names + diff[:MAX_SNAPSHOT])
+            os.replace(part, self._path(card_id))
+        except OSError as e:
+            logger.warning("card %s: its uncommitted work could not be kept: %s", card_id, e)
+
+    def _kept(self, card_id: int) -> tuple[bytes, tuple[str, ...]]:
+        try:
+            raw = self._path(card_id).read_bytes()
+        except OSError:
+            return b"", ()
+        size = int.from_bytes(raw[:8], "big")
+        names = raw[8 : 8 + size].decode(errors="replace").splitlines()
+        return raw[8 + size :], tuple(names)

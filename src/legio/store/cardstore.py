@@ -1,0 +1,107 @@
+"""Work cards in the praetorium: what one agent's turn changed on a project.
+
+A card is made after a turn on a project moved the agent's branch or changed its copy
+(``legio.sessions.cards``). Its row keeps the two commits the turn went from and to, so
+a button tapped days later still shows what *that* turn did, and can say when the
+branch has moved on since.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
+
+from legio.timing import now
+
+COLUMNS = (
+    "id, agent, project, branch, base, from_tip, to_tip, commits, files, added, removed, "
+    "uncommitted, answer_seq, created_at"
+)
+
+
+@dataclass(frozen=True)
+class CardRow:
+    """One stored card (``from_tip`` is "" when the branch did not exist before)."""
+
+    id: int
+    agent: str
+    project: str
+    branch: str
+    base: str
+    from_tip: str
+    to_tip: str
+    commits: int
+    files: int
+    added: int
+    removed: int
+    uncommitted: int
+    answer_seq: int | None
+    created_at: str
+
+    @classmethod
+    def from_row(cls, row: Any) -> CardRow:
+        return cls(*tuple(row))
+
+
+class CardStore:
+    """The ``cards`` table, on the praetorium's connection."""
+
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self._db = db
+
+    async def add(
+        self,
+        *,
+        agent: str,
+        project: str,
+        branch: str,
+        base: str,
+        from_tip: str,
+        to_tip: str,
+        commits: int,
+        files: int,
+        added: int,
+        removed: int,
+        uncommitted: int,
+        answer_seq: int | None,
+    ) -> CardRow:
+        cursor = await self._db.execute(
+            f"INSERT INTO cards ({COLUMNS.partition(', ')[2]}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                agent,
+                project,
+                branch,
+                base,
+                from_tip,
+                to_tip,
+                commits,
+                files,
+                added,
+                removed,
+                uncommitted,
+                answer_seq,
+                now().isoformat(),
+            ),
+        )
+        card_id = cursor.lastrowid
+        await cursor.close()
+        found = await self.get(int(card_id or 0))
+        assert found is not None
+        return found
+
+    async def get(self, card_id: int) -> CardRow | None:
+        async with self._db.execute(f"SELECT {COLUMNS} FROM cards WHERE id = ?", (card_id,)) as c:
+            row = await c.fetchone()
+        return CardRow.from_row(row) if row is not None else None
+
+    async def latest(self, agent: str, project: str) -> CardRow | None:
+        """The newest card of ``agent``'s copy of ``project``."""
+        async with self._db.execute(
+            f"SELECT {COLUMNS} FROM cards WHERE agent = ? AND project = ? ORDER BY id DESC LIMIT 1",
+            (agent, project),
+        ) as c:
+            row = await c.fetchone()
+        return CardRow.from_row(row) if row is not None else None

@@ -1,0 +1,116 @@
+"""Work cards in Telegram (real python-telegram-bot on the fake Bot API, agents on the fake
+CLI, real git): after a turn that changed the agent's work on a project, one silent card
+with its buttons; none after a turn that changed nothing; Diff sends what *that* turn
+changed (an older card says the branch moved on); Drop asks first; a stranger's tap does
+nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.botbench import Running, running_bot
+from tests.conftest import FakeCli
+from tests.fakes.bot_api import Call
+from tests.gitrepo import git, make_project
+
+
+def bash(command: str) -> str:
+    return "TOOL Bash " + json.dumps({"command": command})
+
+
+def is_card(text: str) -> bool:
+    return text.startswith("🗂 vorenus #app")
+
+
+def buttons(call: Call) -> dict[str, str]:
+    markup: dict[str, Any] = call.params.get("reply_markup") or {}
+    return {b["text"]: b["callback_data"] for row in markup["inline_keyboard"] for b in row}
+
+
+def position(bot: Running, call: Call) -> int:
+    return next(i for i, c in enumerate(bot.api.calls) if c is call)
+
+
+async def card_after(bot: Running, request: str) -> Call:
+    start = await bot.ask(request)
+    answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus #app"))
+    return await bot.answer(position(bot, answer), is_card)
+
+
+async def test_a_card_after_a_turn_that_changed_the_branch(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    project = make_project(tmp_path / "app")
+    extra = f'[projects.app]\npath = "{project}"\n'
+    fix = "printf 'def add(a, b):\\n    return a + b\\n' > app.py && git commit -qam 'fix add'"
+    async with running_bot(castra_dir, fake_cli, extra) as bot:
+        card = await card_after(bot, f"@vorenus #app fix the failing test\n{bash(fix)}")
+        text = str(card.params["text"])
+        assert text.splitlines()[0] == "🗂 vorenus #app · legio/vorenus/main"
+        assert "1 new commit · 1 file +1 −1" in text
+        assert card.params["disable_notification"] in (True, "true")
+        keys = buttons(card)
+        assert set(keys) == {"🔍 Diff", "🗑 Drop"}  # no check configured: no Checks button
+        first_id = int(card.result["message_id"])
+
+        # a stranger's tap: refused at the gate, nothing sent
+        start = len(bot.api.calls)
+        bot.api.add_callback(keys["🔍 Diff"], first_id, user_id=4242)
+        refused = await bot.api.wait_for_call("answerCallbackQuery", start=start)
+        assert refused.params["text"] == "Not yours."
+        assert not bot.api.calls_of("sendDocument")
+
+        # Diff: this turn's commits, as a .diff
+        start = len(bot.api.calls)
+        bot.api.add_callback(keys["🔍 Diff"], first_id)
+        await bot.api.wait_for_call("sendDocument", start=start)
+        [upload] = [u for u in bot.api.uploads if u.filename == "vorenus-app-card1.diff"]
+        assert b"+    return a + b" in upload.content
+        assert b"-    return a - b" in upload.content
+
+        # a turn that changes nothing: no card
+        start = await bot.ask("@vorenus #app what do you think")
+        echo = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus #app"))
+        # a turn that commits again and leaves a file uncommitted: a new card
+        more = "echo 'x = 1' > more.py && git add more.py && git commit -qm more; echo n > new.txt"
+        second = await card_after(bot, f"@vorenus #app more\n{bash(more)}")
+        between = bot.api.calls[position(bot, echo) : position(bot, second)]
+        assert not [c for c in between if is_card(str(c.params.get("text", "")))]
+        assert "1 new commit · 1 file +1 −0 · 1 not committed" in str(second.params["text"])
+
+        # the first card's Diff still shows its own turn, and says the branch moved on
+        start = len(bot.api.calls)
+        bot.api.add_callback(keys["🔍 Diff"], first_id)
+        note = await bot.answer(start, lambda t: "has moved on since this card" in t)
+        assert note.params["text"].startswith("legio/vorenus/main has moved on")
+        await bot.api.wait_for_call("sendDocument", start=start)
+        assert b"more.py" not in bot.api.uploads[-1].content
+
+        # the second card's Diff: its commit, and the new file named as not committed
+        start = len(bot.api.calls)
+        bot.api.add_callback(buttons(second)["🔍 Diff"], int(second.result["message_id"]))
+        said = await bot.answer(start, lambda t: t.startswith("New files, not committed"))
+        assert "new.txt" in said.params["text"]
+
+        # Drop: asked once more, then the copy goes (its branch stays in the project)
+        second_id = int(second.result["message_id"])
+        start = len(bot.api.calls)
+        bot.api.add_callback(buttons(second)["🗑 Drop"], second_id)
+        asked = await bot.api.wait_for_call("editMessageReplyMarkup", start=start)
+        confirm = {
+            b["text"]: b["callback_data"]
+            for row in asked.params["reply_markup"]["inline_keyboard"]
+            for b in row
+        }
+        assert set(confirm) == {"🗑 Yes, drop the copy", "Keep it"}
+        copy = castra_dir / "centuriones" / "vorenus" / "projects" / "app"
+        assert copy.exists()
+        start = len(bot.api.calls)
+        bot.api.add_callback(confirm["🗑 Yes, drop the copy"], second_id)
+        edited = await bot.api.wait_for_call("editMessageText", start=start)
+        assert "Dropped vorenus's copy of #app" in edited.params["text"]
+        assert "1 uncommitted change(s) went with it" in edited.params["text"]
+        assert not copy.exists()
+    assert "more" in git(project, "log", "--format=%s", "legio/vorenus/main")
