@@ -74,6 +74,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "idx_turns_created",
             "idx_telegram_messages_seq",
             "idx_cards_copy",
+            "idx_cards_check",
         },
         "trigger": {
             "nuntii_participants",

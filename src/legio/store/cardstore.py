@@ -17,7 +17,7 @@ from legio.timing import now
 
 COLUMNS = (
     "id, agent, project, branch, base, from_tip, to_tip, commits, files, added, removed, "
-    "uncommitted, answer_seq, created_at"
+    "uncommitted, answer_seq, created_at, check_id"
 )
 
 
@@ -39,6 +39,7 @@ class CardRow:
     uncommitted: int
     answer_seq: int | None
     created_at: str
+    check_id: int | None = None  # the project check run for this turn, if any
 
     @classmethod
     def from_row(cls, row: Any) -> CardRow:
@@ -68,7 +69,7 @@ class CardStore:
         answer_seq: int | None,
     ) -> CardRow:
         cursor = await self._db.execute(
-            f"INSERT INTO cards ({COLUMNS.partition(', ')[2]}) "
+            f"INSERT INTO cards ({COLUMNS.partition(', ')[2].rpartition(', ')[0]}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 agent,
@@ -105,3 +106,14 @@ class CardStore:
         ) as c:
             row = await c.fetchone()
         return CardRow.from_row(row) if row is not None else None
+
+    async def set_check(self, card_id: int, check_id: int) -> None:
+        await self._db.execute("UPDATE cards SET check_id = ? WHERE id = ?", (check_id, card_id))
+
+    async def of_check(self, check_id: int) -> list[CardRow]:
+        """The cards showing check run ``check_id``."""
+        async with self._db.execute(
+            f"SELECT {COLUMNS} FROM cards WHERE check_id = ? ORDER BY id", (check_id,)
+        ) as c:
+            rows = await c.fetchall()
+        return [CardRow.from_row(row) for row in rows]

@@ -423,9 +423,11 @@ async def m015_cards(db: aiosqlite.Connection) -> None:
                 removed INTEGER NOT NULL,
                 uncommitted INTEGER NOT NULL,
                 answer_seq INTEGER,
-                created_at TEXT NOT NULL
+                created_at TEXT NOT NULL,
+                check_id INTEGER
             )""",
             "CREATE INDEX idx_cards_copy ON cards(agent, project, id)",
+            "CREATE INDEX idx_cards_check ON cards(check_id)",
         ],
     )
 
