@@ -108,14 +108,13 @@ def colour(ttype: Token_) -> tuple[tuple[int, int, int], bool]:
 def lexer_for(path: str) -> Lexer:
     """The lexer for a file named ``path`` (plain text when none fits)."""
     name = path.rsplit("/", 1)[-1]
-    options = {"stripnl": False, "ensurenl": True, "stripall": False}
     try:
-        return get_lexer_for_filename(name, **options)
+        return get_lexer_for_filename(name, None, stripnl=False, ensurenl=True, stripall=False)
     except ClassNotFound:
         pass
     except Exception:  # a broken plugin lexer: plain text, never a failure
         pass
-    return TextLexer(**options)
+    return TextLexer(stripnl=False, ensurenl=True, stripall=False)
 
 
 def _lex(lexer: Lexer, texts: list[str]) -> list[list[Run]]:
@@ -154,9 +153,9 @@ def hunk_runs(lexer: Lexer, hunk: Hunk) -> list[list[Run]]:
     return runs
 
 
-def _marks(text: str, has: Callable[[str], bool], brackets: tuple[str, str]) -> Iterable[
-    tuple[str, bool]
-]:
+def _marks(
+    text: str, has: Callable[[str], bool], brackets: tuple[str, str]
+) -> Iterable[tuple[str, bool]]:
     """``visible(text)`` split into plain text and marks; bytes and missing glyphs marked."""
     shown = visible(text, keep="\t")
     pos = 0
@@ -171,9 +170,9 @@ def _marks(text: str, has: Callable[[str], bool], brackets: tuple[str, str]) -> 
         yield from _glyphs(shown[pos:], has, brackets)
 
 
-def _glyphs(text: str, has: Callable[[str], bool], brackets: tuple[str, str]) -> Iterable[
-    tuple[str, bool]
-]:
+def _glyphs(
+    text: str, has: Callable[[str], bool], brackets: tuple[str, str]
+) -> Iterable[tuple[str, bool]]:
     if text.isascii():
         yield text, False
         return

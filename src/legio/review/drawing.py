@@ -53,6 +53,9 @@ RULE: RGB = (0xD0, 0xD7, 0xDE)
 BACKGROUNDS = {ADDED: (ADD_BG, ADD_GUTTER), REMOVED: (DEL_BG, DEL_GUTTER), HUNK: (HUNK_BG,) * 2}
 MARKERS = {ADDED: ("+", ADD_FG), REMOVED: ("−", DEL_FG)}
 MAX_BLENDS = 7  # shades between a background and a text colour, when the palette has room
+# Pillow maps a pixel to the palette through a cache of 4-unit cells: a shade this close to
+# a flat colour could steal its pixels, so none is kept (flat colours then stay exact)
+NEAR = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +97,15 @@ class Page:
         for under, over in pairs:
             for k in range(1, blends + 1):
                 a = k / (blends + 1)
-                colours.append(
-                    (
-                        round(under[0] * (1 - a) + over[0] * a),
-                        round(under[1] * (1 - a) + over[1] * a),
-                        round(under[2] * (1 - a) + over[2] * a),
-                    )
+                blend = (
+                    round(under[0] * (1 - a) + over[0] * a),
+                    round(under[1] * (1 - a) + over[1] * a),
+                    round(under[2] * (1 - a) + over[2] * a),
                 )
+                if all(
+                    max(abs(p - q) for p, q in zip(blend, s, strict=True)) >= NEAR for s in solids
+                ):
+                    colours.append(blend)
         colours = colours[:256]
         colours += [colours[0]] * (256 - len(colours))
         palette = Image.new("P", (1, 1))

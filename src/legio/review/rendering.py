@@ -112,7 +112,7 @@ class Rendering:
                 )
 
 
-def _said(f: FileDiff) -> str:
+def said(f: FileDiff) -> str:
     """What words say of a file that is not (only) drawn; "" when nothing."""
     old, new = name(f.old_path), name(f.new_path)
     if f.combined:
@@ -129,7 +129,7 @@ def _said(f: FileDiff) -> str:
     return ""
 
 
-def _moved(f: FileDiff) -> list[str]:
+def moved(f: FileDiff) -> list[str]:
     out = []
     if f.status in ("renamed", "copied") and not f.binary:
         verb = "renamed" if f.status == "renamed" else "copied"
@@ -159,10 +159,10 @@ def render(
     left_out: list[FileDiff] = []
     budget = max_pictures
     for f in found:
-        words.extend(_moved(f))
-        said = _said(f)
-        if said:
-            words.append(said)
+        words.extend(moved(f))
+        what = said(f)
+        if what:
+            words.append(what)
             continue
         if not f.has_text:
             continue
@@ -207,14 +207,29 @@ def _bounded(words: list[str], left_out: list[FileDiff], unread: int) -> list[st
     return out
 
 
-def pictures(diff: bytes, **limits: int) -> Iterator[Picture]:
-    """``render(diff, **limits).pictures()``: the pictures alone."""
-    yield from render(diff, **limits).pictures()  # type: ignore[arg-type]
+def pictures(
+    diff: bytes,
+    *,
+    max_files: int = MAX_FILES,
+    max_pictures: int = MAX_PICTURES,
+    max_pages_per_file: int = MAX_PAGES_PER_FILE,
+    fonts: Sequence[Path] = FOLDERS,
+) -> Iterator[Picture]:
+    """The pictures of ``diff`` alone: ``render(diff, …).pictures()``."""
+    yield from render(
+        diff,
+        max_files=max_files,
+        max_pictures=max_pictures,
+        max_pages_per_file=max_pages_per_file,
+        fonts=fonts,
+    ).pictures()
 
 
-def words(diff: bytes, **limits: int) -> list[str]:
-    """What is said in words of ``diff`` (see ``render``)."""
-    return render(diff, **limits).words  # type: ignore[arg-type]
+def words(
+    diff: bytes, *, max_files: int = MAX_FILES, max_pictures: int = MAX_PICTURES
+) -> list[str]:
+    """What is said in words of ``diff`` (see ``render``; it lays the drawn files out)."""
+    return render(diff, max_files=max_files, max_pictures=max_pictures).words
 
 
 def albums(items: Iterable[Picture], size: int = 10) -> Iterator[list[Picture]]:

@@ -16,6 +16,7 @@ caller shows ``⟨U+XXXX⟩`` instead.
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,8 +39,9 @@ Font = ImageFont.FreeTypeFont | ImageFont.ImageFont
 def _load(name: str, size: int, folders: Sequence[Path]) -> tuple[Font, str]:
     for folder in folders:
         path = folder / name
-        try:
-            font = ImageFont.truetype(str(path), size, layout_engine=ImageFont.Layout.BASIC)
+        try:  # the bytes, not the name: given a name it cannot open, Pillow searches
+            data = io.BytesIO(path.read_bytes())  # the system's fonts for one like it
+            font = ImageFont.truetype(data, size, layout_engine=ImageFont.Layout.BASIC)
         except (OSError, ValueError) as e:
             logger.debug("font %s not usable: %s", path, e)
             continue
