@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from functools import lru_cache
 
 from PIL import Image, ImageDraw
 
@@ -70,51 +71,56 @@ class Heading:
 
 
 class Page:
-    """One page being drawn: the image, and the colour pairs used (for the palette)."""
+    """One page being drawn (RGB), then written as an 8-bit PNG (``png``, which another
+    thread may run: Pillow lets go of the GIL while it maps and compresses)."""
 
     def __init__(self, height: int) -> None:
         self.image = Image.new("RGB", (WIDTH, height), WHITE)
         self.draw = ImageDraw.Draw(self.image)
-        self.solids: set[RGB] = {WHITE}
-        self.pairs: set[tuple[RGB, RGB]] = set()
 
     def fill(self, box: tuple[int, int, int, int], colour: RGB) -> None:
         self.draw.rectangle(box, fill=colour)
-        self.solids.add(colour)
 
-    def text(self, x: int, y: int, mask: Image.Image, colour: RGB, under: RGB) -> None:
+    def text(self, x: int, y: int, mask: Image.Image, colour: RGB) -> None:
         self.image.paste(colour, (x - PAD, y), mask)
-        self.solids.add(colour)
-        self.pairs.add((under, colour))
 
     def png(self) -> bytes:
         """The page as an 8-bit PNG on its own palette."""
-        solids = sorted(self.solids)
-        pairs = sorted(self.pairs)
-        room = 256 - len(solids)
-        blends = max(0, min(MAX_BLENDS, room // max(1, len(pairs))))
-        colours = list(solids)
-        for under, over in pairs:
-            for k in range(1, blends + 1):
-                a = k / (blends + 1)
-                blend = (
-                    round(under[0] * (1 - a) + over[0] * a),
-                    round(under[1] * (1 - a) + over[1] * a),
-                    round(under[2] * (1 - a) + over[2] * a),
-                )
-                if all(
-                    max(abs(p - q) for p, q in zip(blend, s, strict=True)) >= NEAR for s in solids
-                ):
-                    colours.append(blend)
-        colours = colours[:256]
-        colours += [colours[0]] * (256 - len(colours))
-        palette = Image.new("P", (1, 1))
-        palette.putpalette([v for c in colours for v in c])
         out = io.BytesIO()
-        self.image.quantize(palette=palette, dither=Image.Dither.NONE).save(
+        self.image.quantize(palette=_palette(), dither=Image.Dither.NONE).save(
             out, "PNG", compress_level=3
         )
         return out.getvalue()
+
+
+@lru_cache(maxsize=1)
+def _palette() -> Image.Image:
+    """One palette for every page: the flat colours, then shades between each text colour
+    and each background it is drawn on, as many as fit in 256."""
+    codes = {colouring.colour(ttype)[0] for ttype in colouring.PhoneStyle.styles}
+    codes |= {TEXT, GREY, ADD_FG, DEL_FG}
+    pairs = {(bg, fg) for bg in (WHITE, ADD_BG, DEL_BG) for fg in codes}
+    pairs |= {(bg, GREY) for bg in (ADD_GUTTER, DEL_GUTTER, HUNK_BG)}
+    pairs |= {(HEADER_BG, fg) for fg in (TEXT, GREY, ADD_FG, DEL_FG)}
+    pairs.add((colouring.MARK_CHIP, colouring.MARK_COLOUR))
+    solids = sorted({c for pair in pairs for c in pair} | {RULE})
+    blends = max(0, min(MAX_BLENDS, (256 - len(solids)) // len(pairs)))
+    colours = list(solids)
+    for under, over in sorted(pairs):
+        for k in range(1, blends + 1):
+            a = k / (blends + 1)
+            blend = (
+                round(under[0] * (1 - a) + over[0] * a),
+                round(under[1] * (1 - a) + over[1] * a),
+                round(under[2] * (1 - a) + over[2] * a),
+            )
+            if all(max(abs(p - q) for p, q in zip(blend, s, strict=True)) >= NEAR for s in solids):
+                colours.append(blend)
+    colours = colours[:256]
+    colours += [colours[0]] * (256 - len(colours))
+    palette = Image.new("P", (1, 1))
+    palette.putpalette([v for c in colours for v in c])
+    return palette
 
 
 def _elide(text: str, room: int) -> str:
@@ -133,14 +139,14 @@ def _header(page: Page, heading: Heading, face: Typeface) -> None:
     tail = len(plus) + 1 + len(minus) + (len(right) + 2 if right else 0)
     room = (WIDTH - 2 * MARGIN) // face.advance - tail - 2
     x = MARGIN + PAD
-    page.text(x, y, face.mask(_elide(heading.path, room), bold=True), TEXT, HEADER_BG)
+    page.text(x, y, face.mask(_elide(heading.path, room), bold=True), TEXT)
     x = WIDTH - MARGIN - tail * face.advance
-    page.text(x, y, face.mask(plus, bold=True), ADD_FG, HEADER_BG)
+    page.text(x, y, face.mask(plus, bold=True), ADD_FG)
     x += (len(plus) + 1) * face.advance
-    page.text(x, y, face.mask(minus, bold=True), DEL_FG, HEADER_BG)
+    page.text(x, y, face.mask(minus, bold=True), DEL_FG)
     if right:
         x += (len(minus) + 2) * face.advance
-        page.text(x, y, face.mask(right), GREY, HEADER_BG)
+        page.text(x, y, face.mask(right), GREY)
 
 
 def _row(page: Page, row: Row, y: int, geo: Geometry, face: Typeface, small: Typeface) -> None:
@@ -153,36 +159,62 @@ def _row(page: Page, row: Row, y: int, geo: Geometry, face: Typeface, small: Typ
         if value is not None:
             digits = str(value)
             x = MARGIN + (field + geo.digits - len(digits)) * geo.small_advance
-            page.text(x, number_y, small.mask(digits), GREY, gutter_bg)
+            page.text(x, number_y, small.mask(digits), GREY)
     marker = MARKERS.get(row.kind)
     if marker and row.first:
-        page.text(geo.gutter + geo.advance // 2, y, face.mask(marker[0]), marker[1], code_bg)
-    col = 0
-    for text, ttype, mark in row.runs:
+        page.text(geo.gutter + geo.advance // 2, y, face.mask(marker[0]), marker[1])
+    for col, text, look in _spans(row):
         x = geo.code_x + col * geo.advance
-        col += len(text)
-        if mark:
+        if look is None:
             page.fill((x, y + 3, x + len(text) * geo.advance - 1, y + ROW - 4), colouring.MARK_CHIP)
-            page.text(x, y, face.mask(text), colouring.MARK_COLOUR, colouring.MARK_CHIP)
-            continue
-        stripped = text.lstrip(" ")
-        if not stripped.strip():
-            continue
-        x += (len(text) - len(stripped)) * geo.advance
-        fg, bold = colouring.colour(ttype)
-        if row.kind == HUNK:
-            fg, bold = GREY, False
-        page.text(x, y, face.mask(stripped.rstrip(" "), bold), fg, code_bg)
+            page.text(x, y, face.mask(text), colouring.MARK_COLOUR)
+        else:
+            page.text(x, y, face.mask(text, look[1]), look[0])
 
 
-def draw(
-    heading: Heading, rows: list[Row], digits: int, face: Typeface, small: Typeface
-) -> tuple[bytes, int]:
-    """One page: its PNG and its height."""
-    height = HEADER + len(rows) * ROW + BOTTOM
-    page = Page(height)
+def _spans(row: Row) -> list[tuple[int, str, tuple[RGB, bool] | None]]:
+    """A row's runs joined where they share a colour (spaces join either side): each
+    span's column, text and (colour, bold), None for a mark. Fewer, longer pastes."""
+    out: list[tuple[int, str, tuple[RGB, bool] | None]] = []
+    col = 0
+    start, text, look = 0, "", None
+    for run, ttype, mark in row.runs:
+        if mark:
+            if text.strip():
+                out.append((start, text, look))
+            out.append((col, run, None))
+            col += len(run)
+            start, text, look = col, "", None
+            continue
+        if run.isspace():
+            if text:
+                text += run
+            else:
+                start = col + len(run)
+            col += len(run)
+            continue
+        this = (GREY, False) if row.kind == HUNK else colouring.colour(ttype)
+        if text and this != look:
+            out.append((start, text, look))
+            text = ""
+        if not text:
+            start, look = col, this
+        text += run
+        col += len(run)
+    if text.strip():
+        out.append((start, text, look))
+    stripped = []
+    for begin, span, how in out:
+        lead = len(span) - len(span.lstrip(" "))
+        stripped.append((begin + lead, span.strip(" "), how))
+    return stripped
+
+
+def draw(heading: Heading, rows: list[Row], digits: int, face: Typeface, small: Typeface) -> Page:
+    """One page drawn (call ``png()`` on it for its bytes)."""
+    page = Page(HEADER + len(rows) * ROW + BOTTOM)
     geo = Geometry(face.advance, small.advance, digits)
     _header(page, heading, face)
     for i, row in enumerate(rows):
         _row(page, row, HEADER + i * ROW, geo, face, small)
-    return page.png(), height
+    return page

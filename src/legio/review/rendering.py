@@ -13,7 +13,8 @@ generator: the caller (in a worker thread) can send the first before the last is
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 
@@ -91,25 +92,39 @@ class Rendering:
         return sum(n for _, _, n in self.planned)
 
     def pictures(self) -> Iterator[Picture]:
-        """Each planned page drawn, in order (a generator: one page drawn per step)."""
+        """Each planned page drawn, in order: a generator, one page drawn per step; the
+        next page is drawn while this one is written as PNG in a second thread."""
         if self.face is None or self.small is None:
             return
-        for f, laid, count in self.planned:
-            shown = name(f.path)
-            for i, rows in enumerate(pages(laid.rows)[:count], start=1):
-                heading = Heading(shown, f.added, f.removed, i, count)
-                png, height = draw(heading, rows, laid.digits, self.face, self.small)
-                page = f" · {i}/{count}" if count > 1 else ""
-                yield Picture(
-                    path=shown,
-                    page=i,
-                    pages=count,
-                    png=png,
-                    caption=f"{shown} · {_counts(f)}{page}",
-                    width=1080,
-                    height=height,
-                    kinds="".join(r.kind for r in rows),
-                )
+        pending: Future[bytes] | None = None
+        made: Picture | None = None
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="legio-png") as pool:
+            for f, laid, count in self.planned:
+                shown = name(f.path)
+                for i, rows in enumerate(pages(laid.rows)[:count], start=1):
+                    page = draw(
+                        Heading(shown, f.added, f.removed, i, count),
+                        rows,
+                        laid.digits,
+                        self.face,
+                        self.small,
+                    )
+                    if pending is not None and made is not None:
+                        yield replace(made, png=pending.result())
+                    pending = pool.submit(page.png)
+                    of = f" · {i}/{count}" if count > 1 else ""
+                    made = Picture(
+                        path=shown,
+                        page=i,
+                        pages=count,
+                        png=b"",
+                        caption=f"{shown} · {_counts(f)}{of}",
+                        width=page.image.width,
+                        height=page.image.height,
+                        kinds="".join(r.kind for r in rows),
+                    )
+            if pending is not None and made is not None:
+                yield replace(made, png=pending.result())
 
 
 def said(f: FileDiff) -> str:

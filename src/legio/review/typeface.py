@@ -30,7 +30,7 @@ SYSTEM = Path("/usr/share/fonts/truetype/dejavu")
 FOLDERS = (VENDORED, SYSTEM)
 REGULAR, BOLD = "DejaVuSansMono.ttf", "DejaVuSansMono-Bold.ttf"
 NOWHERE = "\U0010fffd"  # a private-use code point no font draws: its .notdef
-MAX_MASKS = 20_000  # drawn runs kept (a few MB); the cache starts over past it
+MAX_MASK_BYTES = 16 * 1024 * 1024  # drawn runs kept; the cache starts over past it
 PAD = 2  # pixels left of a run's first cell, for glyphs that overhang their cell
 
 Font = ImageFont.FreeTypeFont | ImageFont.ImageFont
@@ -69,6 +69,7 @@ class Typeface:
         self._notdef = self._glyph(NOWHERE)
         self._has: dict[str, bool] = {}
         self._masks: dict[tuple[str, bool], Image.Image] = {}
+        self._mask_bytes = 0
         self.open, self.close = ("⟨", "⟩") if self.has("⟨") and self.has("⟩") else ("<", ">")
 
     def _glyph(self, ch: str) -> bytes:
@@ -90,8 +91,9 @@ class Typeface:
         found = self._masks.get(key)
         if found is not None:
             return found
-        if len(self._masks) >= MAX_MASKS:
+        if self._mask_bytes >= MAX_MASK_BYTES:
             self._masks.clear()
+            self._mask_bytes = 0
         font = self.bold if bold else self.regular
         im = Image.new("L", (len(text) * self.advance + 2 * PAD, self.row))
         draw = ImageDraw.Draw(im)
@@ -103,4 +105,5 @@ class Typeface:
                 x = PAD + i * self.advance + (self.advance - width) / 2
                 draw.text((x, self.top), ch, font=font, fill=255)
         self._masks[key] = im
+        self._mask_bytes += im.width * im.height
         return im
