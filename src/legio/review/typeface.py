@@ -21,7 +21,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageChops, ImageDraw, ImageFont
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,7 @@ class Typeface:
         self._has: dict[str, bool] = {}
         self._masks: dict[tuple[str, bool], Image.Image] = {}
         self._mask_bytes = 0
+        self._cells: dict[tuple[str, bool], Image.Image] = {}
         self.open, self.close = ("⟨", "⟩") if self.has("⟨") and self.has("⟩") else ("<", ">")
 
     def _glyph(self, ch: str) -> bytes:
@@ -85,8 +86,21 @@ class Typeface:
             self._has[ch] = known
         return known
 
+    def _cell(self, ch: str, bold: bool) -> Image.Image:
+        """One character drawn in its cell, ``PAD`` pixels of room on each side."""
+        key = (ch, bold)
+        found = self._cells.get(key)
+        if found is None:
+            found = Image.new("L", (self.advance + 2 * PAD, self.row))
+            font = self.bold if bold else self.regular
+            ImageDraw.Draw(found).text((PAD, self.top), ch, font=font, fill=255)
+            self._cells[key] = found
+        return found
+
     def mask(self, text: str, bold: bool = False) -> Image.Image:
-        """``text`` drawn white on black, ``PAD`` pixels in, one row high."""
+        """``text`` drawn white on black, ``PAD`` pixels in, one row high: made of each
+        character's cell (drawn once), odd and even cells apart so that a glyph that
+        overhangs its cell is kept whole where they meet."""
         key = (text, bold)
         found = self._masks.get(key)
         if found is not None:
@@ -94,15 +108,19 @@ class Typeface:
         if self._mask_bytes >= MAX_MASK_BYTES:
             self._masks.clear()
             self._mask_bytes = 0
-        font = self.bold if bold else self.regular
-        im = Image.new("L", (len(text) * self.advance + 2 * PAD, self.row))
-        draw = ImageDraw.Draw(im)
+        size = (len(text) * self.advance + 2 * PAD, self.row)
         if self.monospace:
-            draw.text((PAD, self.top), text, font=font, fill=255)
-        else:  # a proportional fallback: each character centred in its cell
+            layers = (Image.new("L", size), Image.new("L", size))
             for i, ch in enumerate(text):
-                width = font.getlength(ch)
-                x = PAD + i * self.advance + (self.advance - width) / 2
+                if ch != " ":
+                    layers[i & 1].paste(self._cell(ch, bold), (i * self.advance, 0))
+            im = ImageChops.lighter(*layers)
+        else:  # a proportional fallback: each character centred in its cell
+            im = Image.new("L", size)
+            draw = ImageDraw.Draw(im)
+            font = self.bold if bold else self.regular
+            for i, ch in enumerate(text):
+                x = PAD + i * self.advance + (self.advance - font.getlength(ch)) / 2
                 draw.text((x, self.top), ch, font=font, fill=255)
         self._masks[key] = im
         self._mask_bytes += im.width * im.height
