@@ -275,7 +275,7 @@ def test_a_submodule_and_a_combined_diff_are_said_and_a_cut_diff_does_not_break(
     combined = b"diff --cc merged.py\nindex 1,2..3\n@@@ -1,1 -1,1 +1,1 @@@\n- a\n -b\n++c\n"
     cut = one_file("@@ -1,5 +1,5 @@\n a\n-b\n+c\n d")  # stopped mid-hunk
     rendering = render(b" 3 files changed\n\n" + sub + combined + cut)
-    assert "submodule vendor/lib: changed" in rendering.words
+    assert "submodule vendor/lib now at 222222222222" in rendering.words
     assert "merged.py: a merge's combined diff, not drawn" in rendering.words
     (picture,) = rendering.pictures()
     assert picture.path == "app.py"

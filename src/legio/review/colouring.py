@@ -154,10 +154,10 @@ def hunk_runs(lexer: Lexer, hunk: Hunk) -> list[list[Run]]:
 
 
 def _marks(
-    text: str, has: Callable[[str], bool], brackets: tuple[str, str]
+    text: str, has: Callable[[str], bool], brackets: tuple[str, str], keep: str = "\t"
 ) -> Iterable[tuple[str, bool]]:
     """``visible(text)`` split into plain text and marks; bytes and missing glyphs marked."""
-    shown = visible(text, keep="\t")
+    shown = visible(text, keep=keep)
     pos = 0
     for m in MARKED.finditer(shown):
         if m.start() > pos:
@@ -186,6 +186,16 @@ def _glyphs(
         start = i + 1
     if start < len(text):
         yield text[start:], False
+
+
+def shown_name(text: str) -> str:
+    """A name on one line as words and captions show it: hidden characters (a newline and
+    a tab too) as ``⟨U+XXXX⟩``, an invalid byte as ``⟨0xFF⟩``."""
+    return "".join(part for part, _ in _marks(text, _yes, ("⟨", "⟩"), keep=""))
+
+
+def _yes(_: str) -> bool:
+    return True
 
 
 def shown(

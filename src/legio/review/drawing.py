@@ -158,6 +158,8 @@ def _row(page: Page, row: Row, y: int, geo: Geometry, face: Typeface, small: Typ
     for value, field in ((row.old, 0), (row.new, geo.digits + 1)):
         if value is not None:
             digits = str(value)
+            if len(digits) > geo.digits:
+                digits = "…" + digits[-(geo.digits - 1) :]
             x = MARGIN + (field + geo.digits - len(digits)) * geo.small_advance
             page.text(x, number_y, small.mask(digits), GREY)
     marker = MARKERS.get(row.kind)

@@ -28,7 +28,7 @@ BOTTOM = 8  # px
 COLUMNS = 64  # code columns: wrapped past this
 ROWS_PER_PAGE = (MAX_HEIGHT - HEADER - BOTTOM) // ROW  # 40
 MAX_WRAP_ROWS = 12  # rows one line may take
-MIN_DIGITS = 3
+MIN_DIGITS, MAX_DIGITS = 3, 7  # line numbers' width (a longer one shows its end)
 MARGIN = 8  # px left of the numbers and right of the code
 
 ADDED, REMOVED, CONTEXT, HUNK, NOTE = "+", "-", " ", "@", "~"
@@ -104,7 +104,7 @@ def lay_out(diff: bytes, f: FileDiff, face: Typeface, small: Typeface, max_rows:
     read = hunks(diff, f, max_rows)
     top = max((h.old_start + h.old_count for h in read.hunks), default=1)
     top = max([top, *(h.new_start + h.new_count for h in read.hunks)])
-    digits = max(MIN_DIGITS, len(str(top)))
+    digits = min(MAX_DIGITS, max(MIN_DIGITS, len(str(top))))
     columns = Geometry(face.advance, small.advance, digits).columns
     lexer = colouring.lexer_for(f.path)
     brackets = (face.open, face.close)

@@ -23,7 +23,6 @@ from legio.review import colouring, filekinds
 from legio.review.colouring import MarkedRun, PhoneStyle, Token_
 from legio.review.rendering import MAX_FILE_BYTES, MAX_FILE_LINES, MAX_READ, moved, name, said
 from legio.review.unified import FileDiff, Hunk, Line, files, hunks
-from legio.visible import visible_name
 
 MAX_FILES = 300
 MAX_ROWS = 30_000
@@ -202,7 +201,7 @@ def html_page(diff: bytes, title: str) -> bytes:
         words.append("nothing to show: the change is empty")
     added = sum(f.added for f in found)
     removed = sum(f.removed for f in found)
-    shown_title = html.escape(visible_name(title))
+    shown_title = html.escape(colouring.shown_name(title))
     listed = "".join(f"<li>{html.escape(w)}</li>" for w in words)
     style = _stylesheet()
     page = (

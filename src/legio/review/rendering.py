@@ -18,8 +18,6 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 
-from pygments.token import Token
-
 from legio.review import colouring, filekinds
 from legio.review.drawing import Heading, draw
 from legio.review.layout import CODE_SIZE, ROW, ROWS_PER_PAGE, SMALL_SIZE, Laid, lay_out, pages
@@ -55,8 +53,7 @@ class Picture:
 def name(path: str) -> str:
     """A path as words and captions show it: on one line, every hidden character and
     invalid byte made visible, cut in the middle past ``MAX_NAME`` characters."""
-    runs = colouring.shown([(path, Token.Text)])
-    text = "".join(r[0] for r in runs).replace("\t", "⟨U+0009⟩")
+    text = colouring.shown_name(path)
     if len(text) > MAX_NAME:
         text = text[: MAX_NAME // 2] + "…" + text[-(MAX_NAME // 2 - 1) :]
     return text
@@ -128,15 +125,22 @@ class Rendering:
 
 
 def said(f: FileDiff) -> str:
-    """What words say of a file that is not (only) drawn; "" when nothing."""
+    """What words say of a file that is not drawn; "" when it may be drawn."""
     old, new = name(f.old_path), name(f.new_path)
     if f.combined:
         return f"{new}: a merge's combined diff, not drawn"
     if f.submodule:
-        return f"submodule {new or old}: {'removed' if not f.new_path else 'changed'}"
+        if not f.new_path:
+            return f"submodule {old} removed"
+        verb = "added" if f.status == "added" else "now at"
+        return f"submodule {new} {verb} {f.submodule_commit[:12] or '(unknown commit)'}"
     if f.status == "deleted":
-        return f"deleted {old}" + (" (binary)" if f.binary else f" (−{f.removed:,} lines)")
+        if f.binary:
+            return f"deleted {old} (binary)"
+        return f"deleted {old} (−{f.removed:,} lines)" if f.removed else f"deleted {old} (empty)"
     if f.binary:
+        if f.status in ("renamed", "copied"):
+            return ""  # said by ``moved``
         verb = "added" if f.status == "added" else "changed"
         return f"{verb} {new} (binary, not drawn)"
     if f.status == "added" and not f.has_text:
@@ -145,12 +149,13 @@ def said(f: FileDiff) -> str:
 
 
 def moved(f: FileDiff) -> list[str]:
+    """Words for a rename, a copy and a mode change (the file may be drawn as well)."""
     out = []
-    if f.status in ("renamed", "copied") and not f.binary:
+    if f.status in ("renamed", "copied") and not f.submodule:
         verb = "renamed" if f.status == "renamed" else "copied"
-        changes = f" ({_counts(f)})" if f.has_text else ""
-        out.append(f"{verb} {name(f.old_path)} → {name(f.new_path)}{changes}")
-    if f.mode_changed:
+        extra = " (binary)" if f.binary else f" ({_counts(f)})" if f.has_text else ""
+        out.append(f"{verb} {name(f.old_path)} → {name(f.new_path)}{extra}")
+    if f.mode_changed and not f.submodule:
         out.append(f"{name(f.path)}: mode {f.old_mode} → {f.new_mode}")
     return out
 

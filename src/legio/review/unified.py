@@ -74,6 +74,7 @@ class FileDiff:
     new_mode: str = ""
     binary: bool = False
     submodule: bool = False
+    submodule_commit: str = ""  # the commit a submodule names now
     combined: bool = False  # a merge's combined diff (diff --cc): not drawn
     similarity: int = 100
     added: int = 0
@@ -215,8 +216,7 @@ def _header(diff: bytes, start: int, end: int, order: int) -> FileDiff:
     f = FileDiff(old_path="", new_path="", start=start, end=end, order=order)
     if first.startswith((b"diff --cc ", b"diff --combined ")):
         f.combined = True
-        name = decode(first.split(b" ", 2)[2])
-        f.old_path = f.new_path = name
+        f.old_path = f.new_path = decode(first.split(b" ", 2)[-1])
         f.body = diff.find(b"\n@@@", start, end) + 1 or -1
         return f
     f.old_path, f.new_path = _git_line(first[len(b"diff --git ") :])
@@ -234,6 +234,10 @@ def _header(diff: bytes, start: int, end: int, order: int) -> FileDiff:
     if f.body >= 0:
         if f.submodule:
             f.added, f.removed = 1 if f.new_path else 0, 1 if f.old_path else 0
+            at = diff.find(b"\n+Subproject commit ", f.body - 1, end)
+            if at >= 0:
+                commit = _lines(diff, at + 1, end)[0][len(b"+Subproject commit ") :]
+                f.submodule_commit = decode(commit[:40])
         else:
             f.added = diff.count(b"\n+", f.body - 1, end)
             f.removed = diff.count(b"\n-", f.body - 1, end)
