@@ -317,3 +317,16 @@ def test_the_vendored_font_is_in_the_package() -> None:
     face = Typeface(24, 30)
     assert face.source.endswith("review/fonts/DejaVuSansMono.ttf")
     assert (Path(face.source).parent / "LICENSE").read_text().count("Bitstream") >= 2
+
+
+def test_a_decomposed_accent_is_drawn_on_its_letter_and_the_fallback_font_marks_in_ascii(
+    tmp_path: Path,
+) -> None:
+    diff = one_file("@@ -0,0 +1 @@\n+cafe\u0301 = '\u202e'\n")
+    face, small = Typeface(24, 30), Typeface(18, 30)
+    laid = layout.lay_out(diff, files(diff)[0][0], face, small, 100)
+    assert [text for text, _, _ in laid.rows[1].runs][:1] == ["café"]
+    fallback = Typeface(24, 30, [tmp_path / "nowhere"])
+    assert (fallback.open, fallback.close, fallback.minus) == ("<", ">", "-")
+    laid = layout.lay_out(diff, files(diff)[0][0], fallback, fallback, 100)
+    assert "<U+202E>" in [text for text, _, mark in laid.rows[1].runs if mark]

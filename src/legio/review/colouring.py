@@ -17,6 +17,7 @@ stop. Marks are runs of their own, drawn in their own colour on a chip.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 
@@ -176,6 +177,7 @@ def _glyphs(
     if text.isascii():
         yield text, False
         return
+    text = unicodedata.normalize("NFC", text)  # "e" + U+0301 drawn as one "é", not two cells
     start = 0
     for i, ch in enumerate(text):
         if ch.isascii() or has(ch):

@@ -18,10 +18,12 @@ times faster to write and smaller than RGB.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
 from PIL import Image, ImageDraw
+from pygments.token import Token
 
 from legio.review import colouring
 from legio.review.layout import (
@@ -135,11 +137,28 @@ def _header(page: Page, heading: Heading, face: Typeface) -> None:
     page.fill((0, HEADER - 1, WIDTH, HEADER), RULE)
     y = (HEADER - ROW) // 2
     right = f"{heading.page}/{heading.pages}" if heading.pages > 1 else ""
-    plus, minus = f"+{heading.added:,}", f"−{heading.removed:,}"
+    plus, minus = f"+{heading.added:,}", f"{face.minus}{heading.removed:,}"
     tail = len(plus) + 1 + len(minus) + (len(right) + 2 if right else 0)
     room = (WIDTH - 2 * MARGIN) // face.advance - tail - 2
     x = MARGIN + PAD
-    page.text(x, y, face.mask(_elide(heading.path, room), bold=True), TEXT)
+    path = colouring.shown([(heading.path, Token.Text)], face.has, (face.open, face.close))
+    shown = _elide("".join(text for text, _, _ in path), room)
+    marks = re.compile(
+        f"{re.escape(face.open)}(?:U\\+[0-9A-F]{{4,6}}|0x[0-9A-F]{{2}}){re.escape(face.close)}"
+    )
+    col = 0
+    for part in marks.split(shown):  # marks as in the code: on a chip, not in bold
+        if part:
+            page.text(x + col * face.advance, y, face.mask(part, bold=True), TEXT)
+            col += len(part)
+        found = marks.match(shown, col)
+        if found:
+            mark = found.group(0)
+            left = x - PAD + col * face.advance
+            right_x = left + len(mark) * face.advance - 1
+            page.fill((left, y + 3, right_x, y + ROW - 4), colouring.MARK_CHIP)
+            page.text(x + col * face.advance, y, face.mask(mark), colouring.MARK_COLOUR)
+            col += len(mark)
     x = WIDTH - MARGIN - tail * face.advance
     page.text(x, y, face.mask(plus, bold=True), ADD_FG)
     x += (len(plus) + 1) * face.advance
@@ -164,7 +183,8 @@ def _row(page: Page, row: Row, y: int, geo: Geometry, face: Typeface, small: Typ
             page.text(x, number_y, small.mask(digits), GREY)
     marker = MARKERS.get(row.kind)
     if marker and row.first:
-        page.text(geo.gutter + geo.advance // 2, y, face.mask(marker[0]), marker[1])
+        sign = face.minus if marker[0] == "−" else marker[0]
+        page.text(geo.gutter + geo.advance // 2, y, face.mask(sign), marker[1])
     for col, text, look in _spans(row):
         x = geo.code_x + col * geo.advance
         if look is None:

@@ -72,6 +72,7 @@ class Typeface:
         self._mask_bytes = 0
         self._cells: dict[tuple[str, bool], Image.Image] = {}
         self.open, self.close = ("⟨", "⟩") if self.has("⟨") and self.has("⟩") else ("<", ">")
+        self.minus = "−" if self.has("−") else "-"
 
     def _glyph(self, ch: str) -> bytes:
         im = Image.new("L", (self.advance * 2 + PAD, self.row))
