@@ -325,7 +325,8 @@ def test_a_decomposed_accent_is_drawn_on_its_letter_and_the_fallback_font_marks_
     diff = one_file("@@ -0,0 +1 @@\n+cafe\u0301 = '\u202e'\n")
     face, small = Typeface(24, 30), Typeface(18, 30)
     laid = layout.lay_out(diff, files(diff)[0][0], face, small, 100)
-    assert [text for text, _, _ in laid.rows[1].runs][:1] == ["café"]
+    layout.colour(laid, face)
+    assert [text for text, _, _ in laid.rows[1].runs][:1] == ["café"]  # one token, one cell
     fallback = Typeface(24, 30, [tmp_path / "nowhere"])
     assert (fallback.open, fallback.close, fallback.minus) == ("<", ">", "-")
     laid = layout.lay_out(diff, files(diff)[0][0], fallback, fallback, 100)

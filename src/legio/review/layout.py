@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pygments.lexers.special import TextLexer
 from pygments.token import Token
 
 from legio.review import colouring
 from legio.review.colouring import MarkedRun
 from legio.review.filekinds import says_generated
 from legio.review.typeface import Typeface
-from legio.review.unified import FileDiff, hunks
+from legio.review.unified import FileDiff, Hunk, hunks
 
 WIDTH = 1080  # px: a phone's width in pixels, which Telegram keeps (a photo's long side ≤ 1280)
 MAX_HEIGHT = 1280  # px: Telegram stores a photo at most 1280 px on its long side
@@ -41,6 +42,7 @@ class Row:
     new: int | None = None
     runs: list[MarkedRun] = field(default_factory=list)
     first: bool = True  # a line's first row (a page may start here)
+    line: int = -1  # which of the file's lines it shows (-1: a hunk header or a note)
 
 
 @dataclass(slots=True)
@@ -52,6 +54,10 @@ class Laid:
     complete: bool  # False: a limit left lines out
     generated: bool = False  # its first lines say @generated / DO NOT EDIT
     lines: int = 0  # diff lines laid out
+    path: str = ""
+    columns: int = COLUMNS
+    hunks: list[Hunk] = field(default_factory=list)  # what ``colour`` lexes
+    coloured: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,17 +106,18 @@ def _note(text: str, kind: str = NOTE) -> Row:
 
 
 def lay_out(diff: bytes, f: FileDiff, face: Typeface, small: Typeface, max_rows: int) -> Laid:
-    """``f``'s hunks as rows, at most ``max_rows`` of them."""
+    """``f``'s hunks as rows, at most ``max_rows`` of them, in plain text: ``colour``
+    colours them (later, just before they are drawn: lexing is most of the cost)."""
     read = hunks(diff, f, max_rows)
     top = max((h.old_start + h.old_count for h in read.hunks), default=1)
     top = max([top, *(h.new_start + h.new_count for h in read.hunks)])
     digits = min(MAX_DIGITS, max(MIN_DIGITS, len(str(top))))
     columns = Geometry(face.advance, small.advance, digits).columns
-    lexer = colouring.lexer_for(f.path)
     brackets = (face.open, face.close)
     rows: list[Row] = []
     generated = False
     complete = read.complete
+    index = 0
     for hunk in read.hunks:
         if len(rows) >= max_rows:
             complete = False
@@ -119,17 +126,17 @@ def lay_out(diff: bytes, f: FileDiff, face: Typeface, small: Typeface, max_rows:
         section = colouring.shown([(hunk.section, Token.Comment)], face.has, brackets)
         title = f"{header} {''.join(r[0] for r in section)}".rstrip()
         rows.append(_note(title[:columns], HUNK))
-        for line, tokens in zip(hunk.lines, colouring.hunk_runs(lexer, hunk), strict=True):
+        for line in hunk.lines:
             if line.kind != REMOVED and (line.new or 99) <= 10 and says_generated(line.text):
                 generated = True
-            pieces = wrap(colouring.shown(tokens, face.has, brackets), columns)
+            text = line.text[: colouring.MAX_LINE_CHARS]
+            pieces = wrap(colouring.shown([(text, Token.Text)], face.has, brackets), columns)
             cut = len(pieces) > MAX_WRAP_ROWS
-            pieces = pieces[:MAX_WRAP_ROWS]
-            for i, piece in enumerate(pieces):
-                rows.append(
-                    Row(line.kind, line.old if i == 0 else None, line.new if i == 0 else None)
-                )
-                rows[-1].runs, rows[-1].first = piece, i == 0
+            for i, piece in enumerate(pieces[:MAX_WRAP_ROWS]):
+                first = i == 0
+                old, new = (line.old, line.new) if first else (None, None)
+                rows.append(Row(line.kind, old, new, piece, first, index))
+            index += 1
             more = len(line.text) - colouring.MAX_LINE_CHARS
             if more > 0 or cut:
                 said = f"{more:,} more characters" if more > 0 else "more"
@@ -141,7 +148,42 @@ def lay_out(diff: bytes, f: FileDiff, face: Typeface, small: Typeface, max_rows:
             if len(rows) >= max_rows:
                 complete = complete and line is hunk.lines[-1] and hunk is read.hunks[-1]
                 break
-    return Laid(rows[:max_rows], digits, complete, generated, read.lines)
+    laid = Laid(rows[:max_rows], digits, complete, generated, read.lines, f.path, columns)
+    laid.hunks = read.hunks
+    return laid
+
+
+def colour(laid: Laid, face: Typeface) -> None:
+    """``laid``'s rows coloured by the file's language, in place. A line whose coloured
+    rows would not match its plain ones (a lexer splitting a character from its accent)
+    stays plain: the pages and their count never change."""
+    if laid.coloured:
+        return
+    laid.coloured = True
+    lexer = colouring.lexer_for(laid.path)
+    if isinstance(lexer, TextLexer):
+        return
+    shown: dict[int, list[Row]] = {}
+    for row in laid.rows:
+        if row.line >= 0:
+            shown.setdefault(row.line, []).append(row)
+    brackets = (face.open, face.close)
+    index = 0
+    for hunk in laid.hunks:
+        if index > max(shown, default=-1):
+            break
+        for tokens in colouring.hunk_runs(lexer, hunk):
+            rows = shown.get(index)
+            index += 1
+            if not rows:
+                continue
+            pieces = wrap(colouring.shown(tokens, face.has, brackets), laid.columns)
+            if len(pieces) < len(rows):
+                continue
+            plain = [sum(len(t) for t, _, _ in row.runs) for row in rows]
+            if plain == [sum(len(t) for t, _, _ in piece) for piece in pieces[: len(rows)]]:
+                for row, piece in zip(rows, pieces, strict=False):
+                    row.runs = piece
 
 
 def pages(rows: list[Row], per_page: int = ROWS_PER_PAGE) -> list[list[Row]]:

@@ -20,7 +20,16 @@ from pathlib import Path
 
 from legio.review import colouring, filekinds
 from legio.review.drawing import Heading, draw
-from legio.review.layout import CODE_SIZE, ROW, ROWS_PER_PAGE, SMALL_SIZE, Laid, lay_out, pages
+from legio.review.layout import (
+    CODE_SIZE,
+    ROW,
+    ROWS_PER_PAGE,
+    SMALL_SIZE,
+    Laid,
+    colour,
+    lay_out,
+    pages,
+)
 from legio.review.typeface import FOLDERS, Typeface
 from legio.review.unified import FileDiff, files
 
@@ -98,6 +107,7 @@ class Rendering:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="legio-png") as pool:
             for f, laid, count in self.planned:
                 shown = name(f.path)
+                colour(laid, self.face)
                 for i, rows in enumerate(pages(laid.rows)[:count], start=1):
                     page = draw(
                         Heading(shown, f.added, f.removed, i, count),
