@@ -193,6 +193,8 @@ def _glyphs(
 def shown_name(text: str) -> str:
     """A name on one line as words and captions show it: hidden characters (a newline and
     a tab too) as ``⟨U+XXXX⟩``, an invalid byte as ``⟨0xFF⟩``."""
+    if text.isascii() and text.isprintable():
+        return text
     return "".join(part for part, _ in _marks(text, _yes, ("⟨", "⟩"), keep=""))
 
 

@@ -136,6 +136,8 @@ class Rendering:
 
 def said(f: FileDiff) -> str:
     """What words say of a file that is not drawn; "" when it may be drawn."""
+    if f.has_text and f.status != "deleted" and not f.submodule:
+        return ""  # the common case first: names are made only for what is said
     old, new = name(f.old_path), name(f.new_path)
     if f.combined:
         return f"{new}: a merge's combined diff, not drawn"
