@@ -83,6 +83,15 @@ class Rendering:
     face: Typeface | None = None
     small: Typeface | None = None
     planned: list[tuple[FileDiff, Laid, int]] = field(default_factory=list)  # file, rows, pages
+    label: str = ""  # put before each caption ("uncommitted")
+
+    @property
+    def summary(self) -> str:
+        """One line: "4 files +120 −30" ("nothing to show" when empty)."""
+        if not self.file_count:
+            return NOTHING
+        files = "1 file" if self.file_count == 1 else f"{self.file_count:,} files"
+        return f"{files} +{self.added:,} −{self.removed:,}"
 
     @property
     def added(self) -> int:
@@ -125,7 +134,7 @@ class Rendering:
                         page=i,
                         pages=count,
                         png=b"",
-                        caption=f"{shown} · {_counts(f)}{of}",
+                        caption=f"{self.label}{shown} · {_counts(f)}{of}",
                         width=page.image.width,
                         height=page.image.height,
                         kinds="".join(r.kind for r in rows),
@@ -179,11 +188,13 @@ def render(
     max_pictures: int = MAX_PICTURES,
     max_pages_per_file: int = MAX_PAGES_PER_FILE,
     fonts: Sequence[Path] = FOLDERS,
+    label: str = "",
 ) -> Rendering:
-    """``diff`` (``git diff`` output, bytes) planned for a phone: see the module."""
+    """``diff`` (``git diff`` output, bytes) planned for a phone: see the module.
+    ``label`` starts each caption (``"uncommitted"`` gives "uncommitted · app.py · +1 −0")."""
     found, count = files(diff, MAX_READ)
     found.sort(key=lambda f: (filekinds.role(f.path), f.order))
-    rendering = Rendering(diff, found, count)
+    rendering = Rendering(diff, found, count, label=f"{name(label)} · " if label else "")
     if not found:
         rendering.words.append(NOTHING)
         return rendering
