@@ -6,9 +6,12 @@ nothing."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
+
+from PIL import Image
 
 from tests.botbench import Running, running_bot
 from tests.conftest import FakeCli
@@ -27,6 +30,10 @@ def is_card(text: str) -> bool:
 def buttons(call: Call) -> dict[str, str]:
     markup: dict[str, Any] = call.params.get("reply_markup") or {}
     return {b["text"]: b["callback_data"] for row in markup["inline_keyboard"] for b in row}
+
+
+def photo_name(bot: Running) -> str:
+    return [u.filename for u in bot.api.uploads if u.method == "sendPhoto"][-1]
 
 
 def position(bot: Running, call: Call) -> int:
@@ -65,10 +72,20 @@ async def test_a_card_after_a_turn_that_changed_the_branch(
         # Diff: this turn's commits, as a .diff
         start = len(bot.api.calls)
         bot.api.add_callback(keys["🔍 Diff"], first_id)
-        await bot.api.wait_for_call("sendDocument", start=start)
-        [upload] = [u for u in bot.api.uploads if u.filename == "vorenus-app-card1.diff"]
-        assert b"+    return a + b" in upload.content
-        assert b"-    return a - b" in upload.content
+        said = await bot.answer(start, lambda t: t.startswith("🔍 vorenus #app"))
+        assert "this turn's commits · 1 file +1 −1" in said.params["text"]
+        photo = await bot.api.wait_for_call("sendPhoto", start=start)
+        assert str(photo.params["caption"]).startswith("app.py · +1 −1")
+        await bot.api.wait_for_call(
+            "sendDocument", lambda c: "card1.html" in str(c.params), start=start
+        )
+        uploads = {u.filename: u for u in bot.api.uploads}
+        picture = Image.open(io.BytesIO(uploads[photo_name(bot)].content))
+        assert picture.format == "PNG" and 800 <= picture.width <= 1280
+        assert b"+    return a + b" in uploads["vorenus-app-card1.diff"].content
+        assert b"-    return a - b" in uploads["vorenus-app-card1.diff"].content
+        page = uploads["vorenus-app-card1.html"].content
+        assert b"<script" not in page.lower() and b">add<" in page
 
         # a turn that changes nothing: no card
         start = await bot.ask("@vorenus #app what do you think")

@@ -38,6 +38,11 @@ async def test_diff_and_projects_in_telegram(
         [upload] = [u for u in bot.api.uploads if u.filename == "vorenus-app.diff"]
         assert b"+    return a + b" in upload.content
         assert document.status == 200
+        photo = await bot.api.wait_for_call("sendPhoto", start=start)  # drawn for a phone
+        assert str(photo.params["caption"]).startswith("app.py · +1 −1")
+        await bot.api.wait_for_call("sendDocument", lambda c: ".html" in str(c.params), start=start)
+        [page] = [u for u in bot.api.uploads if u.filename == "vorenus-app.html"]
+        assert b"<script" not in page.content.lower()
 
         call = await bot.answer(await bot.ask("/projects"), lambda t: t.startswith("#app"))
         assert "vorenus: legio/vorenus/main, 1 ahead, last: fix add" in call.params["text"]

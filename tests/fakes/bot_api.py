@@ -697,6 +697,26 @@ class FakeBotApi:
     async def _m_sendPhoto(self, params: dict[str, Any]) -> Any:
         return self._upload("sendPhoto", "photo", params)
 
+    async def _m_sendMediaGroup(self, params: dict[str, Any]) -> Any:
+        """An album: 2 to 10 photos (or documents), each ``attach://<field>`` to an uploaded
+        part; one message per item, as Telegram sends them."""
+        media = params.get("media")
+        items = json.loads(media) if isinstance(media, str) else media
+        if not isinstance(items, list) or not 2 <= len(items) <= 10:
+            return Fault(400, "Bad Request: wrong number of media in the album")
+        sent = []
+        for item in items:
+            ref = str(item.get("media", ""))
+            field = ref.removeprefix("attach://")
+            if not ref.startswith("attach://") or not isinstance(params.get(field), dict):
+                return Fault(400, "Bad Request: media not found")
+            kind = "photo" if item.get("type") == "photo" else "document"
+            one = {"chat_id": params["chat_id"], kind: params[field]}
+            if item.get("caption"):
+                one["caption"] = item["caption"]
+            sent.append(self._upload("sendMediaGroup", kind, one))
+        return sent
+
     async def _m_sendDocument(self, params: dict[str, Any]) -> Any:
         return self._upload("sendDocument", "document", params)
 

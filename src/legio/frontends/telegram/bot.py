@@ -51,6 +51,7 @@ from legio.frontends.admin import BY_NAME, COMMANDS, Admin, parse_retry
 from legio.frontends.telegram.admission import Gate, addressed_elsewhere, forwarded_from
 from legio.frontends.telegram.asking import TelegramAsker
 from legio.frontends.telegram.conversation import Conversation
+from legio.frontends.telegram.diffs import diff_page, diff_pictures
 from legio.frontends.telegram.downloads import UNSUPPORTED, Albums, accept, fetch, resume_pending
 from legio.frontends.telegram.drafts import DraftSupport, LiveView
 from legio.frontends.telegram.hearing import hear
@@ -387,7 +388,7 @@ class LegioBot:
         receipt = self.arrival(update)
         async with self._typing.shown(message.chat_id) if slow else contextlib.nullcontext():
             pages = await self.admin.run(message.text, receipt)
-        await send_pages(context.bot, message.chat_id, pages)  # and /diff's document
+        await send_pages(context.bot, message.chat_id, pages, diff_pictures, diff_page)  # /diff
 
     async def on_callback(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A button tap: an approval, an agent's question, Stop, or a work card's."""

@@ -201,13 +201,25 @@ async def send_markdown(
 SHORT_DOCUMENT = 3000  # a text document this short is shown in the chat too
 
 
-async def send_pages(bot: Bot, chat_id: int, pages: list[str]) -> None:
+DocumentHook = Callable[[Bot, int, str, bytes], Awaitable[None]]  # (bot, chat, name, content)
+
+
+async def send_pages(
+    bot: Bot,
+    chat_id: int,
+    pages: list[str],
+    before: DocumentHook | None = None,
+    after: DocumentHook | None = None,
+) -> None:
     """An admin command's answer: its pages as plain text, then its documents (``/diff``'s
-    ``.diff``), a short one also shown preformatted in the chat."""
+    ``.diff``), a short one also shown preformatted in the chat; ``before`` and ``after``
+    run around each document (``/diff``'s pictures, its page)."""
     for page in pages:
         for piece in plain_pages(page):
             await send_with_retries(bot, chat_id, piece)
     for name, content in getattr(pages, "documents", ()):
+        if before is not None:
+            await before(bot, chat_id, name, content)
         text = visible(content.decode(errors="replace"))  # the file itself stays exact
         if len(text) <= SHORT_DOCUMENT and text.strip():
             language = name.rsplit(".", 1)[-1]
@@ -221,6 +233,8 @@ async def send_pages(bot: Bot, chat_id: int, pages: list[str]) -> None:
         ):
             with attempt:
                 await bot.send_document(chat_id, content, filename=name)
+        if after is not None:
+            await after(bot, chat_id, name, content)
 
 
 def _utf16(text: str) -> int:
