@@ -165,10 +165,13 @@ def jail_argv(
     writable: Sequence[Path],
     command: str,
     fence: Sequence[Protected] = (),
+    info_fd: int | None = None,
 ) -> list[str]:
     """``bwrap … -- /bin/sh -c command`` in ``copy``; ``writable``: the check's own
     folders (its ``TMPDIR``, its cache), made first. ``fence``: the copy's own (what the
-    agent may read there, not write) and the projects' checkouts."""
+    agent may read there, not write) and the projects' checkouts. ``info_fd``: where
+    bubblewrap writes the pid of the sandbox's first process (``child-pid``), whose death
+    takes every process in the sandbox."""
     copy = copy.resolve()
     open_ = [copy, *(w.resolve() for w in writable)]
     hide = [Path(p) for p in config.sandbox.hide]
@@ -190,6 +193,8 @@ def jail_argv(
     for path, kind in [*outer, *inner, (Path("/run"), "dir")]:
         if kind == "dir":
             argv += ["--remount-ro", str(path)]
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]
     argv += [
         "--unshare-all",
         "--die-with-parent",

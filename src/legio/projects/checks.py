@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -331,18 +332,35 @@ class Checks:
         repo = projects.settings(run.project).path
         fence = Place(run.project, run.agent, repo, "", "", copy).fence()
         command = run.record.command
-        argv = await asyncio.to_thread(
-            jail_argv, bwrap, projects.castra, config, run.agent, copy, [tmp, cache], command, fence
-        )
-        env = jail_env(config, tmp, cache)
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # its own process group: killed whole
-        )
+        info, info_w = os.pipe()
+        try:
+            argv = await asyncio.to_thread(
+                jail_argv,
+                bwrap,
+                projects.castra,
+                config,
+                run.agent,
+                copy,
+                [tmp, cache],
+                command,
+                fence,
+                info_w,
+            )
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=jail_env(config, tmp, cache),
+                start_new_session=True,  # its own process group: killed whole
+                pass_fds=(info_w,),
+            )
+        except BaseException:
+            os.close(info)
+            raise
+        finally:
+            os.close(info_w)
+        inner = await asyncio.to_thread(_child_pid, info)  # EOF at once if bwrap failed
         assert process.stdout is not None
         pump = asyncio.create_task(self._pump(process.stdout, output))
         stopped = asyncio.create_task(run._stop.wait())
@@ -357,7 +375,7 @@ class Checks:
                         "timed_out",
                         f"timed out after {minutes:g} min: killed with all its processes",
                     )
-                await self._kill(process)
+                await self._kill(process, inner)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(pump), self.kill_grace_s + 5)
             code = await process.wait()
@@ -366,7 +384,7 @@ class Checks:
             if not pump.done():
                 pump.cancel()
             if process.returncode is None:
-                await self._kill(process)
+                await self._kill(process, inner)
         if run._why is not None:
             return run._why[0], run._why[1], code
         first = output.ring[0] if output.ring else ""
@@ -381,9 +399,14 @@ class Checks:
         while chunk := await stream.read(READ_CHUNK):
             output.write(chunk)
 
-    async def _kill(self, process: asyncio.subprocess.Process) -> None:
-        """The check's whole process group: SIGTERM, then SIGKILL after the grace. Its
-        sandbox (``--die-with-parent``, its own PID namespace) takes every process in it."""
+    async def _kill(self, process: asyncio.subprocess.Process, inner: int | None) -> None:
+        """The whole check: the sandbox's first process (``inner``) with SIGKILL, which
+        takes every process in its PID namespace, while bubblewrap (its parent, which
+        reaps it) still runs; then bubblewrap's process group with SIGTERM, and SIGKILL
+        after the grace."""
+        if inner is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(inner, signal.SIGKILL)
         for sig in (signal.SIGTERM, signal.SIGKILL):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, sig)
@@ -448,6 +471,21 @@ class Checks:
         for stale in runs[KEEP_LOGS:]:
             with contextlib.suppress(OSError):
                 (self.logs_dir / f"{stale.id}.log").unlink(missing_ok=True)
+
+
+def _child_pid(fd: int) -> int | None:
+    """The ``child-pid`` bubblewrap wrote to its info pipe (read to its end, closed)."""
+    data = b""
+    try:
+        while chunk := os.read(fd, 4096):
+            data += chunk[: 65536 - len(data)]
+    finally:
+        os.close(fd)
+    try:
+        pid = json.loads(data).get("child-pid")
+    except (ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) and pid > 1 else None
 
 
 def _who(record: CheckRecord) -> tuple[int, str, str]:

@@ -36,7 +36,7 @@ INTERRUPTED = "Legio stopped while it ran (a restart): it did not finish"
 
 
 def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds")
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def _time(value: str | None) -> datetime | None:
