@@ -58,7 +58,8 @@ SAMPLES = [
     ),
     (
         "go test -v",
-        "=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n    --- PASS: TestB/sub (0.00s)\n"
+        "=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n"
+        "    --- PASS: TestB/sub (0.00s)\n"
         "--- FAIL: TestB (0.00s)\n--- SKIP: TestC (0.00s)\nFAIL\nFAIL\tx\t0.1s\n",
         Tally(1, 1, 3, 1, "tests", "go"),
     ),

@@ -7,8 +7,10 @@ Modules:
 
 - ``branchwork``: what merging a branch would bring, read in the project with Legio's
   own git
+- ``checks``: a project's check run in an agent's copy, sandboxed, bounded, recorded
 - ``copies``: projects (`[projects]`)
 - ``gitsafe``: every git command Legio runs itself
 - ``overview``: what Caesar sees of the work
 - ``publishing``: bringing an agent's branch into the project
+- ``tally``: the test runner's own count, read from a check's output
 """

@@ -4,6 +4,7 @@ castra's file store.
 Modules:
 
 - ``attachments``: `AttachmentStore`
+- ``checkstore``: `CheckStore`, projects' check runs
 - ``files``: `FileStore`
 - ``grants``: Caesar's "always" grants and the approval requests (pending ones expire at
   start-up)
