@@ -17,16 +17,21 @@ from pathlib import Path
 
 import pytest
 
+from legio.app import LegioApp
 from legio.castra import Castra
 from legio.config import ProjectSettings, load_config
 from legio.errors import ProjectError
 from legio.fence.jail import JailSupport, jail_support
+from legio.frontends.views import projects_lines
 from legio.projects.checks import MAX_LOG_BYTES, TAIL_LINES, Checks
 from legio.projects.copies import Place, Projects
+from legio.projects.overview import overview
 from legio.store.checkstore import CheckRecord, CheckStore
 from legio.store.praetorium import Praetorium
 from legio.timing import now
+from tests.conftest import FakeCli
 from tests.gitrepo import make_project
+from tests.legion import fake_cli_config
 
 PY = sys.executable
 
@@ -376,3 +381,51 @@ async def test_the_checks_table_round_trip(stores: Path) -> None:
         assert await store.last("vorenus", "other") is None
         assert await store.history("vorenus", "app") == [finished]
         assert await store.get(999) is None
+
+
+async def test_projects_shows_each_copys_last_check_and_nothing_without_one(
+    bench: BenchFactory,
+) -> None:
+    b = await bench(f"{PY} fake_pytest.py")
+    projects = b.checks.projects
+    [before] = await overview(projects, b.checks)
+    assert before.check == f"{PY} fake_pytest.py"
+    assert projects_lines([before])[1].endswith(", check: not run yet")
+    (b.copy / "fake_pytest.py").write_text(PYTEST_LIKE)
+    record = await b.run()
+    [state] = await overview(projects, b.checks)
+    assert state.copies[0].check == record
+    line = projects_lines([state])[1]
+    assert line.startswith("  vorenus: legio/vorenus/main")
+    assert ", check ✅ 212 passed · " in line and line.endswith(" s on c0ffee")
+    projects.config.projects["app"] = ProjectSettings(path=b.project)  # no check any more
+    [plain] = await overview(projects, b.checks)
+    assert plain.check is None and plain.copies[0].check is None
+    assert "check" not in projects_lines([plain])[1]
+
+
+async def test_the_engine_marks_cut_off_runs_at_start_and_stops_running_ones_at_close(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    marker = "4714.0815"
+    project = make_project(tmp_path / "app")
+    config = fake_cli_config(
+        castra_dir, fake_cli, f'[projects.app]\npath = "{project}"\ncheck = "sleep {marker}"\n'
+    )
+    app = await LegioApp.open(config)
+    try:
+        place = await app.sessions.projects.place("vorenus", "app")
+        cut = await app.checks.store.begin("pullo", "app", "make", "aaaa", 60, now())
+        run = await app.checks.start("vorenus", "app", place.copy, "bbbb")
+    finally:
+        await app.close()
+    stopped = await run.wait()
+    assert stopped.state == "cancelled" and stopped.detail == "Legio shut down while it ran"
+    assert await gone(marker)
+    app = await LegioApp.open(load_config(config.path))
+    try:
+        again = await app.checks.get(cut.id)
+        assert again is not None and again.state == "interrupted"
+        assert await app.checks.get(run.id) == stopped
+    finally:
+        await app.close()
