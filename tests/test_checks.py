@@ -429,3 +429,15 @@ async def test_the_engine_marks_cut_off_runs_at_start_and_stops_running_ones_at_
         assert await app.checks.get(run.id) == stopped
     finally:
         await app.close()
+
+
+async def test_dropping_a_copy_stops_its_check(bench: BenchFactory) -> None:
+    marker = "4715.0815"
+    b = await bench(f"sleep {marker}")
+    run = await b.checks.start("vorenus", "app", b.copy, "aaaa")
+    assert await b.checks.cancel("pullo", "app", "no such run") is None
+    stopped = await b.checks.cancel("vorenus", "app", "its copy was dropped")
+    assert stopped is not None and stopped.state == "cancelled"
+    assert stopped.detail == "its copy was dropped" and await run.wait() == stopped
+    assert await gone(marker)
+    assert await b.checks.cancel("vorenus", "app", "again") is None

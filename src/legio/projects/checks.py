@@ -285,6 +285,15 @@ class Checks:
             task.add_done_callback(self._tasks.discard)
         return run
 
+    async def cancel(self, agent: str, project: str, why: str) -> CheckRecord | None:
+        """Stop the copy's running check (its copy is dropped, say), recorded as
+        ``cancelled`` because ``why``; its final record, or None if none was running."""
+        run = self.running(agent, project)
+        if run is None:
+            return None
+        run.stop("cancelled", why)
+        return await run.wait()
+
     def _copy_of(self, agent: str, project: str, copy_dir: Path) -> Path:
         """``copy_dir``, checked to be ``agent``'s copy of ``project``: a folder, reached
         through no link (the jail binds it writable)."""

@@ -96,6 +96,8 @@ class ProjectDesk:
             return None
         if here:
             await slot.close("its project copy was dropped")
+        if self.checks is not None:  # its check would run on files that go now
+            await self.checks.cancel(target.agent, target.project, "its copy was dropped")
         place = await self.projects.place(target.agent, target.project)
         await self.projects.publish(place)  # a ProjectError keeps the copy
         left = await copy_work(place)
