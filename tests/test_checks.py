@@ -23,7 +23,8 @@ from legio.config import ProjectSettings, load_config
 from legio.errors import ProjectError
 from legio.fence.jail import JailSupport, jail_support
 from legio.frontends.views import projects_lines
-from legio.projects.checks import MAX_LOG_BYTES, TAIL_LINES, Checks
+from legio.projects.checkoutput import MAX_LOG_BYTES, TAIL_LINES
+from legio.projects.checks import Checks
 from legio.projects.copies import Place, Projects
 from legio.projects.overview import overview
 from legio.store.checkstore import CheckRecord, CheckStore

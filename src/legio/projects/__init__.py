@@ -7,6 +7,7 @@ Modules:
 
 - ``branchwork``: what merging a branch would bring, read in the project with Legio's
   own git
+- ``checkoutput``: a check's output on its way: a bounded log, the count, the tail
 - ``checks``: a project's check run in an agent's copy, sandboxed, bounded, recorded
 - ``copies``: projects (`[projects]`)
 - ``gitsafe``: every git command Legio runs itself

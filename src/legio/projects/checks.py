@@ -10,10 +10,10 @@ copy: a newer ``start`` stops the older one (its whole sandbox killed) and recor
 it) and recorded ``timed_out``. Without bubblewrap nothing runs: the run is an ``error``
 that says to install it.
 
-The output is streamed, never held: to a log file (``castra/state/checks/logs/<id>.log``,
-cut at ``MAX_LOG_BYTES`` with a marker; the last ``KEEP_LOGS`` runs of a copy are kept),
-through the runner's count reader (``legio.projects.tally``) and a ring of the last
-``TAIL_LINES`` lines (each cut at ``LINE_CHARS``) that becomes the record's ``tail``.
+The output is streamed, never held (``legio.projects.checkoutput``): to a log file
+(``castra/state/checks/logs/<id>.log``, cut at 5 MB with a marker; the last
+``KEEP_LOGS`` runs of a copy are kept), through the runner's count reader and a ring of
+its last 60 lines that becomes the record's ``tail``.
 ``follow(callback)`` calls back with every finished record; ``recover`` (at start-up)
 marks the runs a restart cut off; ``close`` stops every run (shutdown).
 """
@@ -25,29 +25,21 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 import signal
-import stat
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from legio.errors import ProjectError
 from legio.fence.cliconfig import state_dir
 from legio.fence.jail import CHECKS, JailSupport, checks_dir, jail_argv, jail_env, jail_support
+from legio.projects.checkoutput import MAX_LOG_BYTES, CheckOutput, remove_tree
 from legio.projects.copies import Place, Projects
-from legio.projects.tally import ANSI, TallyReader
 from legio.store.checkstore import CheckRecord, CheckState, CheckStore
 from legio.timing import now
 
 logger = logging.getLogger(__name__)
 
-MAX_LOG_BYTES = 5 * 1024 * 1024  # a check's log file stops growing here
-TAIL_LINES = 60
-TAIL_CHARS = 8000  # the tail as stored and shown: its last characters
-LINE_CHARS = 500  # a longer line is cut in the tail (the log has it whole)
-PARTIAL_BYTES = 64 * 1024  # a line without a newline is cut past this
 KEEP_LOGS = 10  # logs kept per copy; older ones are removed
 KILL_GRACE_S = 5.0  # between SIGTERM and SIGKILL
 READ_CHUNK = 64 * 1024
@@ -95,89 +87,6 @@ class CheckRun:
         if self._why is None:
             self._why = (state, why)
         self._stop.set()
-
-
-class _Output:
-    """A check's output on its way: to the log (bounded), the count reader, the tail ring."""
-
-    def __init__(self, log: Path, max_bytes: int) -> None:
-        self.file = log.open("wb")
-        self.max_bytes = max_bytes
-        self.written = 0
-        self.cut = False
-        self.tally = TallyReader()
-        self.ring: deque[str] = deque(maxlen=TAIL_LINES)
-        self._partial = bytearray()
-        self._skipping = False  # inside a line already cut
-
-    def write(self, chunk: bytes) -> None:
-        if not self.cut:
-            room = self.max_bytes - self.written
-            self.file.write(chunk[:room])
-            self.written += min(len(chunk), room)
-            if len(chunk) > room:
-                self.cut = True
-                mark = f"\n… cut: the log stops at {self.max_bytes // 1024} KB; the rest "
-                mark += "of the output was not kept (its last lines are in the tail)\n"
-                self.file.write(mark.encode())
-        self._lines(chunk)
-
-    def _lines(self, chunk: bytes) -> None:
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            if end < 0:
-                break
-            self._take(chunk[start:end])
-            self._line()
-            start = end + 1
-        self._take(chunk[start:])
-
-    def _take(self, piece: bytes) -> None:
-        if self._skipping:
-            return
-        room = PARTIAL_BYTES - len(self._partial)
-        self._partial += piece[:room]
-        if len(piece) > room:
-            self._skipping = True
-
-    def _line(self) -> None:
-        text = bytes(self._partial).decode("utf-8", "replace")
-        cut = self._skipping or len(text) > LINE_CHARS
-        self._partial.clear()
-        self._skipping = False
-        self.tally.feed(text)
-        shown = ANSI.sub("", text)[:LINE_CHARS]
-        self.ring.append(shown + (" …" if cut else ""))
-
-    def close(self) -> None:
-        if self._partial or self._skipping:
-            self._line()
-        self.file.close()
-
-    @property
-    def tail(self) -> str:
-        text = "\n".join(self.ring)
-        return text if len(text) <= TAIL_CHARS else "…" + text[-(TAIL_CHARS - 1) :]
-
-
-def remove_tree(folder: Path) -> None:
-    """``folder`` and all in it, read-only folders too (a Go module cache); never
-    through a link."""
-    if not folder.exists() and not folder.is_symlink():
-        return
-    if folder.is_symlink() or not folder.is_dir():
-        folder.unlink()
-        return
-    for root, dirs, _ in os.walk(folder):
-        for name in dirs:
-            path = os.path.join(root, name)
-            with contextlib.suppress(OSError):
-                if stat.S_ISDIR(os.lstat(path).st_mode):
-                    os.chmod(path, 0o700)
-    with contextlib.suppress(OSError):
-        os.chmod(folder, 0o700)
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _fresh_dirs(base: Path) -> tuple[Path, Path]:
@@ -315,7 +224,7 @@ class Checks:
 
     async def _run(self, run: CheckRun, copy: Path) -> None:
         started = time.monotonic()
-        output: _Output | None = None
+        output: CheckOutput | None = None
         try:
             support = await asyncio.to_thread(self.support)
             if not support.available:
@@ -324,7 +233,7 @@ class Checks:
             base = checks_dir(self.projects.castra.root, run.agent, run.project)
             tmp, cache = await asyncio.to_thread(_fresh_dirs, base)
             self.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            output = _Output(run.log_path, self.max_log_bytes)
+            output = CheckOutput(run.log_path, self.max_log_bytes)
             state, detail, code = await self._sandboxed(
                 run, copy, support.detail, tmp, cache, output
             )
@@ -334,7 +243,7 @@ class Checks:
             await self._finish(run, output, started, "error", f"the check could not run: {e}", None)
 
     async def _sandboxed(
-        self, run: CheckRun, copy: Path, bwrap: str, tmp: Path, cache: Path, output: _Output
+        self, run: CheckRun, copy: Path, bwrap: str, tmp: Path, cache: Path, output: CheckOutput
     ) -> tuple[CheckState, str | None, int | None]:
         projects = self.projects
         config = projects.config
@@ -404,7 +313,7 @@ class Checks:
         return "failed", f"exit code {code}", code
 
     @staticmethod
-    async def _pump(stream: asyncio.StreamReader, output: _Output) -> None:
+    async def _pump(stream: asyncio.StreamReader, output: CheckOutput) -> None:
         while chunk := await stream.read(READ_CHUNK):
             output.write(chunk)
 
@@ -428,12 +337,14 @@ class Checks:
     async def _finish(
         self,
         run: CheckRun,
-        output: _Output | None,
+        output: CheckOutput | None,
         started: float,
         state: CheckState,
         detail: str | None,
         code: int | None,
     ) -> None:
+        if run.done.done() or run.record.state != "running":
+            return  # told once
         changes: dict[str, object] = {
             "state": state,
             "detail": detail,
