@@ -231,6 +231,7 @@ async def test_a_check_sees_no_credential_no_praetorium_no_secret_variable(
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("SSH-KEY-NEVER-FOR-CHECKS\n")
     (home / ".netrc").write_text("machine x login y password NETRC-NEVER-FOR-CHECKS\n")
+    (home / ".gitconfig").write_text("[user]\n\tname = GITCONFIG-NEVER-FOR-CHECKS\n")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "BOT-TOKEN-NEVER-FOR-CHECKS")
     monkeypatch.setenv("GH_TOKEN", "FORGE-TOKEN-NEVER-FOR-CHECKS")
@@ -243,7 +244,8 @@ async def test_a_check_sees_no_credential_no_praetorium_no_secret_variable(
     script = (
         f"cat $HOME/.ssh/id_ed25519; cat $HOME/.netrc; cat {b.root}/praetorium.db*; "
         f"cat {pullo}/notes.txt; cat {config}; ls -a $HOME/.ssh; env; "
-        f"cat /proc/1/environ; echo HOME=$HOME; exit 3"
+        f"cat /proc/1/environ; cat $HOME/.gitconfig; echo HOME=$HOME; "
+        "git log -1 --format=subject:%s || echo GIT-FAILED; exit 3"
     )
     (b.copy / "peek.sh").write_text(script + "\n")
     record = await b.run()
@@ -254,6 +256,7 @@ async def test_a_check_sees_no_credential_no_praetorium_no_secret_variable(
     assert "NEVER-FOR-CHECKS" not in seen, seen
     assert "check =" not in seen  # the config is hidden too
     assert f"HOME={home}" in seen  # its HOME is the agent's
+    assert "subject:a test" in seen and "GIT-FAILED" not in seen  # a hidden file reads empty
 
 
 async def test_a_check_has_no_network(bench: BenchFactory) -> None:

@@ -6,7 +6,7 @@ deny rules come from (``legio.fence.policy.protected_entries``, the copy's fence
 project's checkout): the root read-only; the copy, a private ``TMPDIR`` and a cache folder
 writable (both in ``castra/state/checks/<agent>/<project>/``, which no agent can read);
 every entry the agent may not read hidden (an empty read-only tmpfs over a folder,
-``/dev/null`` over a file); what it may read but not write inside the copy (its
+an empty read-only file over a file); what it may read but not write inside the copy (its
 ``.git/config``, hooks…) bound read-only again; ``/run`` (the user's sockets) an empty
 tmpfs; a fresh ``/proc`` and ``/dev``. ``--unshare-all``: no network at all (stricter than
 the agent's allow-list, and it fails closed), its own processes only; ``--die-with-parent``
@@ -150,10 +150,21 @@ def _hidden(entries: Sequence[Protected]) -> list[tuple[Path, str]]:
     return top
 
 
-def _hide(path: Path, kind: str) -> list[str]:
+def _hide(path: Path, kind: str, blank: Path) -> list[str]:
     if kind == "dir":
         return ["--tmpfs", str(path)]
-    return ["--ro-bind", "/dev/null", str(path)]
+    return ["--ro-bind", str(blank), str(path)]
+
+
+def blank_file(folder: Path) -> Path:
+    """An empty read-only file in ``folder``: what a hidden file reads as (``/dev/null``
+    bound on a file cannot be opened: git would stop at a hidden ``~/.gitconfig``)."""
+    blank = folder / "blank"
+    if not blank.is_file() or blank.is_symlink() or blank.stat().st_size:
+        blank.unlink(missing_ok=True)
+        fd = os.open(blank, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o444)
+        os.close(fd)
+    return blank
 
 
 def jail_argv(
@@ -164,11 +175,13 @@ def jail_argv(
     copy: Path,
     writable: Sequence[Path],
     command: str,
+    blank: Path,
     fence: Sequence[Protected] = (),
     info_fd: int | None = None,
 ) -> list[str]:
     """``bwrap … -- /bin/sh -c command`` in ``copy``; ``writable``: the check's own
-    folders (its ``TMPDIR``, its cache), made first. ``fence``: the copy's own (what the
+    folders (its ``TMPDIR``, its cache), made first; ``blank``: an empty file, what a
+    hidden file reads as (``blank_file``). ``fence``: the copy's own (what the
     agent may read there, not write) and the projects' checkouts. ``info_fd``: where
     bubblewrap writes the pid of the sandbox's first process (``child-pid``), whose death
     takes every process in the sandbox."""
@@ -181,11 +194,11 @@ def jail_argv(
     inner = [(p, k) for p, k in hidden if any(_inside(p, o) for o in open_)]
     outer = [(p, k) for p, k in hidden if (p, k) not in inner and not _inside(p, Path("/run"))]
     for path, kind in outer:
-        argv += _hide(path, kind)
+        argv += _hide(path, kind, blank)
     for folder in open_:
         argv += ["--bind", str(folder), str(folder)]
     for path, kind in inner:  # a hidden place inside the copy stays hidden
-        argv += _hide(path, kind)
+        argv += _hide(path, kind, blank)
     for entry in fence:  # read, not written: the copy's git settings and hooks
         path = entry.path.resolve()
         if entry.read and not entry.write and _inside(path, copy) and _kind(path) is not None:

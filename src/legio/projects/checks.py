@@ -32,7 +32,15 @@ from pathlib import Path
 
 from legio.errors import ProjectError
 from legio.fence.cliconfig import state_dir
-from legio.fence.jail import CHECKS, JailSupport, checks_dir, jail_argv, jail_env, jail_support
+from legio.fence.jail import (
+    CHECKS,
+    JailSupport,
+    blank_file,
+    checks_dir,
+    jail_argv,
+    jail_env,
+    jail_support,
+)
 from legio.projects.checkoutput import MAX_LOG_BYTES, CheckOutput, remove_tree
 from legio.projects.copies import Place, Projects
 from legio.store.checkstore import CheckRecord, CheckState, CheckStore
@@ -261,6 +269,7 @@ class Checks:
                 copy,
                 [tmp, cache],
                 command,
+                blank_file(tmp.parent),
                 fence,
                 info_w,
             )
