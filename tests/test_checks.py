@@ -26,12 +26,12 @@ from legio.frontends.views import projects_lines
 from legio.projects.checkoutput import MAX_LOG_BYTES, TAIL_LINES
 from legio.projects.checks import Checks
 from legio.projects.copies import Place, Projects
-from legio.projects.overview import overview
+from legio.projects.overview import check_projects, overview
 from legio.store.checkstore import CheckRecord, CheckStore
 from legio.store.praetorium import Praetorium
 from legio.timing import now
 from tests.conftest import FakeCli
-from tests.gitrepo import make_project
+from tests.gitrepo import git, make_project
 from tests.legion import fake_cli_config
 
 PY = sys.executable
@@ -392,16 +392,21 @@ async def test_projects_shows_each_copys_last_check_and_nothing_without_one(
 ) -> None:
     b = await bench(f"{PY} fake_pytest.py")
     projects = b.checks.projects
+    lines = await check_projects(projects.config, projects.castra)
+    said = f"project #app: check `{PY} fake_pytest.py` (in each copy, sandboxed, no network"
+    assert ("ok", said + ", killed after 15 min)") in lines
     [before] = await overview(projects, b.checks)
     assert before.check == f"{PY} fake_pytest.py"
     assert projects_lines([before])[1].endswith(", check: not run yet")
     (b.copy / "fake_pytest.py").write_text(PYTEST_LIKE)
-    record = await b.run()
+    head = git(b.copy, "rev-parse", "HEAD").strip()
+    record = await (await b.checks.start("vorenus", "app", b.copy)).wait()
+    assert record.commit == head  # the copy's HEAD when none is named
     [state] = await overview(projects, b.checks)
     assert state.copies[0].check == record
     line = projects_lines([state])[1]
     assert line.startswith("  vorenus: legio/vorenus/main")
-    assert ", check ✅ 212 passed · " in line and line.endswith(" s on c0ffee")
+    assert ", check ✅ 212 passed · " in line and line.endswith(f" s on {head[:7]}")
     projects.config.projects["app"] = ProjectSettings(path=b.project)  # no check any more
     [plain] = await overview(projects, b.checks)
     assert plain.check is None and plain.copies[0].check is None
@@ -445,3 +450,23 @@ async def test_dropping_a_copy_stops_its_check(bench: BenchFactory) -> None:
     assert stopped.detail == "its copy was dropped" and await run.wait() == stopped
     assert await gone(marker)
     assert await b.checks.cancel("vorenus", "app", "again") is None
+
+
+async def test_a_sandbox_that_cannot_start_is_an_error_not_a_failed_check(
+    bench: BenchFactory, tmp_path: Path
+) -> None:
+    broken = tmp_path / "bwrap"
+    broken.write_text(
+        '#!/bin/sh\necho "bwrap: Can\'t mount tmpfs on /newroot/x: No such file"\nexit 1\n'
+    )
+    broken.chmod(0o755)
+    b = await bench("true", support=lambda: JailSupport(True, str(broken)))
+    record = await b.run()
+    assert record.state == "error"
+    assert record.detail == (
+        "the sandbox could not start (bwrap: Can't mount tmpfs on /newroot/x: No such file): "
+        "the check did not run"
+    )
+    gone_bwrap = await bench("true", support=lambda: JailSupport(True, str(tmp_path / "none")))
+    record = await gone_bwrap.run()
+    assert record.state == "error" and (record.detail or "").startswith("the check could not run")

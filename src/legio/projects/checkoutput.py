@@ -20,6 +20,7 @@ MAX_LOG_BYTES = 5 * 1024 * 1024  # a check's log file stops growing here
 TAIL_LINES = 60
 TAIL_CHARS = 8000  # the tail as stored and shown: its last characters
 LINE_CHARS = 500  # a longer line is cut in the tail (the log has it whole)
+LINE_BYTES = 4 * LINE_CHARS  # what the ring keeps of a line (UTF-8, colour codes)
 PARTIAL_BYTES = 64 * 1024  # a line without a newline is cut past this
 
 
@@ -32,7 +33,9 @@ class CheckOutput:
         self.written = 0
         self.cut = False
         self.tally = TallyReader()
-        self.ring: deque[str] = deque(maxlen=TAIL_LINES)
+        self.ring: deque[tuple[bytes, bool]] = deque(maxlen=TAIL_LINES)  # (start, was cut)
+        self.first = b""  # its first line's start (bubblewrap's own error, if it failed)
+        self.lines = 0
         self._partial = bytearray()
         self._skipping = False  # inside a line already cut
 
@@ -49,15 +52,16 @@ class CheckOutput:
         self._lines(chunk)
 
     def _lines(self, chunk: bytes) -> None:
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            if end < 0:
-                break
-            self._take(chunk[start:end])
-            self._line()
-            start = end + 1
-        self._take(chunk[start:])
+        parts = chunk.split(b"\n")
+        for piece in parts[:-1]:
+            if self._partial or self._skipping:
+                self._take(piece)
+                self._line(bytes(self._partial), self._skipping)
+                self._partial.clear()
+                self._skipping = False
+            else:
+                self._line(piece[:PARTIAL_BYTES], len(piece) > PARTIAL_BYTES)
+        self._take(parts[-1])
 
     def _take(self, piece: bytes) -> None:
         if self._skipping:
@@ -67,23 +71,33 @@ class CheckOutput:
         if len(piece) > room:
             self._skipping = True
 
-    def _line(self) -> None:
-        text = bytes(self._partial).decode("utf-8", "replace")
-        cut = self._skipping or len(text) > LINE_CHARS
-        self._partial.clear()
-        self._skipping = False
-        self.tally.feed(text)
-        shown = ANSI.sub("", text)[:LINE_CHARS]
-        self.ring.append(shown + (" …" if cut else ""))
+    def _line(self, raw: bytes, cut: bool) -> None:
+        """One whole line: to the count reader when it may hold a count, into the ring
+        (its start only: decoded when the tail is read)."""
+        if not self.lines:
+            self.first = raw[:LINE_BYTES]
+        self.lines += 1
+        if self.tally.wants(raw):
+            self.tally.feed(raw.decode("utf-8", "replace"))
+        self.ring.append((raw[:LINE_BYTES], cut or len(raw) > LINE_BYTES))
 
     def close(self) -> None:
         if self._partial or self._skipping:
-            self._line()
+            self._line(bytes(self._partial), self._skipping)
+            self._partial.clear()
+            self._skipping = False
         self.file.close()
 
     @property
     def tail(self) -> str:
-        text = "\n".join(self.ring)
+        """The last lines, colours stripped, each cut at ``LINE_CHARS`` (`` …`` marks a
+        cut line), the whole at most ``TAIL_CHARS``."""
+        lines = []
+        for raw, cut in self.ring:
+            text = ANSI.sub("", raw.decode("utf-8", "replace"))
+            cut = cut or len(text) > LINE_CHARS
+            lines.append(text[:LINE_CHARS] + (" …" if cut else ""))
+        text = "\n".join(lines)
         return text if len(text) <= TAIL_CHARS else "…" + text[-(TAIL_CHARS - 1) :]
 
 

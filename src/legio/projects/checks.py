@@ -41,7 +41,7 @@ from legio.fence.jail import (
     jail_env,
     jail_support,
 )
-from legio.projects.checkoutput import MAX_LOG_BYTES, CheckOutput, remove_tree
+from legio.projects.checkoutput import LINE_CHARS, MAX_LOG_BYTES, CheckOutput, remove_tree
 from legio.projects.copies import Place, Projects
 from legio.store.checkstore import CheckRecord, CheckState, CheckStore
 from legio.timing import now
@@ -174,17 +174,21 @@ class Checks:
             logger.info("check #%d (%s on #%s) was cut off by a restart", *_who(record))
         return found
 
-    async def start(self, agent: str, project: str, copy_dir: Path, commit: str) -> CheckRun:
-        """Run ``project``'s check in ``agent``'s copy (``copy_dir``) on ``commit``; the
-        run, started (or already ended: no sandbox). A run on the same copy is stopped
-        first, recorded as superseded. ``ProjectError`` if the project has no check, or
-        ``copy_dir`` is not that copy."""
+    async def start(
+        self, agent: str, project: str, copy_dir: Path, commit: str | None = None
+    ) -> CheckRun:
+        """Run ``project``'s check in ``agent``'s copy (``copy_dir``) on ``commit`` (None:
+        the copy's HEAD, read now); the run, started (or already ended: no sandbox). A run
+        on the same copy is stopped first, recorded as superseded. ``ProjectError`` if the
+        project has no check, or ``copy_dir`` is not that copy."""
         command = self.command(project)
         if command is None:
             raise ProjectError(
                 f'#{project} has no check: add check = "make test" to [projects.{project}]'
             )
         copy = await asyncio.to_thread(self._copy_of, agent, project, copy_dir)
+        if commit is None:  # the copy's HEAD, read with Legio's own git (gitsafe)
+            commit = await self.projects.revision(copy, "HEAD")
         key = agent, project
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
@@ -314,9 +318,9 @@ class Checks:
                 await self._kill(process, inner)
         if run._why is not None:
             return run._why[0], run._why[1], code
-        first = output.ring[0] if output.ring else ""
-        if code != 0 and first.startswith("bwrap: ") and len(output.ring) <= 3:
-            return "error", f"the sandbox could not start ({first}): the check did not run", code
+        if code != 0 and output.first.startswith(b"bwrap: ") and output.lines <= 3:
+            why = output.first.decode("utf-8", "replace")[:LINE_CHARS]
+            return "error", f"the sandbox could not start ({why}): the check did not run", code
         if code == 0:
             return "passed", None, code
         return "failed", f"exit code {code}", code

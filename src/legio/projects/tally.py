@@ -33,6 +33,8 @@ CARGO = re.compile(
 JEST = re.compile(r"^Tests:\s+(.*\d+ total)\s*$")
 VITEST = re.compile(r"^\s*Tests\s{2,}(.*\(\d+\))\s*$")
 COUNT_WORD = re.compile(r"(\d+) (passed|failed|skipped|todo|total)\b")
+# a line without one of these holds no count: not decoded, not read
+HINT = re.compile(rb"passed|failed|error|skipped|no tests ran|Ran |OK|ok|FAIL|PASS|SKIP|Tests")
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,11 @@ class TallyReader:
 
     def _count(self, runner: str) -> _Count:
         return self.counts.setdefault(runner, _Count())
+
+    def wants(self, raw: bytes) -> bool:
+        """Whether a line (as bytes) may matter: it may hold a count, or it may be the
+        ``OK`` / ``FAILED`` line unittest's ``Ran N tests`` waits for."""
+        return self._ran is not None or HINT.search(raw, 0, READ * 2) is not None
 
     def feed(self, line: str) -> None:
         """Read one line of output (its first ``READ`` characters, colours stripped)."""
