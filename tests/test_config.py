@@ -155,3 +155,35 @@ def test_token_is_read_from_the_named_variable(
     assert config.telegram_token() == ""
     monkeypatch.setenv("MY_BOT", " 123:abc \n")
     assert config.telegram_token() == "123:abc"
+
+
+def test_a_projects_check_and_its_timeout_are_checked(
+    write_config: WriteConfig, tmp_path: Path
+) -> None:
+    repo = tmp_path / "app"
+    repo.mkdir()
+    config = load_config(
+        write_config(
+            f'[projects.app]\npath = "{repo}"\ncheck = " make test "\ncheck_timeout = 2.5\n'
+        )
+    )
+    assert config.projects["app"].check == "make test"
+    assert config.projects["app"].check_timeout == 2.5
+    plain = load_config(write_config(f'[projects.app]\npath = "{repo}"\n'))
+    assert (plain.projects["app"].check, plain.projects["app"].check_timeout) == ("", 15)
+    written = config_to_toml(plain)
+    assert "check =" not in written and "check_timeout" not in written  # none: unwritten
+    assert 'check = "make test"\ncheck_timeout = 2.5' in config_to_toml(config)
+    assert load_config(write_config(config_to_toml(config))).projects == config.projects
+    bad = problems_of(
+        write_config(
+            f'[projects.app]\npath = "{repo}"\ncheck = "   "\n'
+            f'[projects.web]\npath = "{repo}"\ncheck = "make"\ncheck_timeout = 0\n'
+            f'[projects.api]\npath = "{repo}"\ncheck_timeout = 5\n'
+            f'[projects.cli]\npath = "{repo}"\ncheck = "{"x" * 2001}"\n'
+        )
+    )
+    assert 'projects.app.check: must be a shell command, e.g. "make test"' in bad
+    assert "projects.web.check_timeout: Input should be greater than 0" in bad
+    assert "projects.api: check_timeout is set but check is not" in bad
+    assert "projects.cli.check: is 2001 characters; keep it under 2000" in bad

@@ -59,6 +59,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "topics",
             "topic_projects",
             "cards",
+            "checks",
             "_migrations",
         },
         "index": {
@@ -75,6 +76,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "idx_telegram_messages_seq",
             "idx_cards_copy",
             "idx_cards_check",
+            "idx_checks_copy",
         },
         "trigger": {
             "nuntii_participants",
@@ -117,6 +119,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m011_pending_forwards",
             "m012_projects",
             "m013_conversations",
+            "m014_checks",
             "m015_cards",
         ]
         plan = " ".join(

@@ -60,6 +60,7 @@ from legio.shell.rules import (
     shorten_middle,
 )
 from legio.store.attachments import Attachment
+from legio.store.checkstore import CheckRecord
 from legio.store.files import DOWNLOAD_LIMIT, guess_mime, kind_of, safe_name
 from legio.store.grants import Grant
 from legio.store.jobstore import Job, JobStore
@@ -75,6 +76,7 @@ __all__ = [
     "ApprovalRequest",
     "Asker",
     "Attachment",
+    "CheckRecord",
     "Compaction",
     "ContextReport",
     "ContextView",
@@ -147,6 +149,7 @@ class LegioApp:
         self.scheduler = engine.scheduler
         self.intake = engine.intake
         self.projects = engine.projects
+        self.checks = engine.checks  # projects' checks (legio.projects.checks)
         self.threads = engine.threads
         self.voice = engine.voice
 

@@ -179,6 +179,33 @@ class ProjectSettings(_Strict):
 
     path: Path
     base: str = ""  # the branch agents start from; "" = the repository's current branch
+    # a shell command run in an agent's copy after a turn changed it ("" = no check),
+    # sandboxed like the agent's shell commands, with no network (docs/projects.md)
+    check: str = ""
+    check_timeout: float = Field(15, gt=0, le=24 * 60)  # minutes; then it is killed
+
+    @field_validator("check")
+    @classmethod
+    def _check(cls, value: str) -> str:
+        if value and not value.strip():
+            raise ValueError('must be a shell command, e.g. "make test", or "" for no check')
+        if "\0" in value:
+            raise ValueError("must not hold a NUL character")
+        if len(value) > MAX_CHECK_CHARS:
+            raise ValueError(
+                f"is {len(value)} characters; keep it under {MAX_CHECK_CHARS} "
+                "(put a longer one in a script in the project and run that)"
+            )
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _timeout_needs_check(self) -> ProjectSettings:
+        if "check_timeout" in self.model_fields_set and not self.check:
+            raise ValueError(
+                'check_timeout is set but check is not: add check = "make test" (the '
+                "command to run), or remove check_timeout"
+            )
+        return self
 
     @field_validator("base")
     @classmethod
@@ -189,6 +216,7 @@ class ProjectSettings(_Strict):
 
 
 _BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}\Z")
+MAX_CHECK_CHARS = 2000
 
 
 class ProjectOptions(_Strict):
@@ -370,6 +398,11 @@ def config_to_toml(config: Config, castra: str = "castra") -> str:
     options = config.project_options.model_dump(mode="json", exclude_defaults=True)
     if float(options.get("max_publish_mb", 0.5)).is_integer():
         options["max_publish_mb"] = int(options["max_publish_mb"])
+    for table in data["projects"].values():  # a project's defaults stay unwritten
+        if not table["check"]:
+            del table["check"], table["check_timeout"]
+        elif float(table["check_timeout"]).is_integer():
+            table["check_timeout"] = int(table["check_timeout"])
     data["projects"] = {**options, **data["projects"]}  # [projects]'s own keys, then tables
     if float(data["voice"]["max_minutes"]).is_integer():
         data["voice"]["max_minutes"] = int(data["voice"]["max_minutes"])

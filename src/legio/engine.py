@@ -4,9 +4,10 @@
 agents' environment, end agent CLIs an earlier run left, open the praetorium and memoria,
 the approval gate and the budget, the sessions and their idle reaper, then the Legatus and
 its job scheduler (started by the front-end, through the door, once the interruptions
-were noted), and the parts the door answers from: intake of files, projects' desk,
-Telegram's conversation facts, voice. ``close()``: the scheduler (running jobs get the
-shutdown grace), every agent, the praetorium, the voice worker, the lock.
+were noted), and the parts the door answers from: intake of files, projects' checks
+(the runs a restart cut off marked so) and desk, Telegram's conversation facts, voice.
+``close()``: the scheduler (running jobs get the shutdown grace), running checks, every
+agent, the praetorium, the voice worker, the lock.
 
 Nothing here is a front-end's business: ``legio.app`` is the door.
 """
@@ -28,10 +29,12 @@ from legio.limits.budget import Budget
 from legio.limits.plan import PlanHealth
 from legio.media.listening import Listener
 from legio.memoria import MemoriaStore
+from legio.projects.checks import Checks
 from legio.request import UNWATCHED
 from legio.sessions.desk import ProjectDesk
 from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.manager import SessionManager
+from legio.store.checkstore import CheckStore
 from legio.store.grants import ApprovalStore
 from legio.store.jobstore import Job
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
@@ -54,6 +57,7 @@ class Engine:
     presenter: Presenter | None = None  # how the front-end shows a job's run
     scheduler: Scheduler = field(init=False)
     intake: Intake = field(init=False)  # files from Caesar
+    checks: Checks = field(init=False)  # projects' checks, run in the agents' copies
     projects: ProjectDesk = field(init=False)  # /diff, /projects, /drop
     threads: ThreadStore = field(init=False)  # Telegram messages, topics, edits
     voice: Listener = field(init=False)  # voice notes transcribed
@@ -62,7 +66,8 @@ class Engine:
         self.scheduler = attach_scheduler(self.legatus, self._present, clock=self.clock)
         files = self.sessions.files
         self.intake = Intake(self.praetorium, self.sessions.attachments, files)
-        self.projects = ProjectDesk(self.sessions)
+        self.checks = Checks(self.sessions.projects, CheckStore(self.praetorium))
+        self.projects = ProjectDesk(self.sessions, self.checks)
         self.threads = ThreadStore(self.praetorium)
         self.voice = Listener(self.config, files)
 
@@ -106,7 +111,13 @@ class Engine:
         sessions.start()
         legatus = Legatus(config, praetorium, memoria, sessions)
         castra = Castra(config.castra)
-        return cls(config, castra, praetorium, memoria, sessions, legatus, lock, clock)
+        engine = cls(config, castra, praetorium, memoria, sessions, legatus, lock, clock)
+        try:
+            await engine.checks.recover()  # the checks a restart cut off say so
+        except BaseException:
+            await engine.close()
+            raise
+        return engine
 
     async def start_jobs(self, present: Presenter | None) -> None:
         self.presenter = present
@@ -122,6 +133,7 @@ class Engine:
         agent, then close the praetorium and release the castra."""
         try:
             await self.scheduler.stop(self.config.shutdown_grace_seconds)
+            await self.checks.close()  # running checks killed, recorded as cancelled
             await self.sessions.shutdown()
             await self.praetorium.close()
             self.voice.close()

@@ -1,10 +1,12 @@
 """Front-ends: they build ``Request`` values and talk to ``legio.app`` (the door) only;
-``admin``, ``views`` and ``usage`` are shared by both, ``telegram`` and ``console`` are
-the two front-ends.
+``admin``, ``views``, ``checkviews`` and ``usage`` are shared by both, ``telegram`` and
+``console`` are the two front-ends.
 
 Modules:
 
 - ``admin``: admin commands for every front-end
+- ``checkviews``: pure text of projects' checks (a card's and `/projects`' badge, the
+  Checks button's report)
 - ``usage``: pure text of `/usage`
 - ``views``: pure text rendering of admin answers
 - ``console/``: see its own docstring.

@@ -24,6 +24,7 @@ from legio.app import (
     estimate_tokens,
     format_line,
 )
+from legio.frontends.checkviews import check_part
 from legio.names import LEGATUS
 from legio.projects.branchwork import FileChange
 from legio.request import CheckLine, WorkCard
@@ -357,13 +358,14 @@ def projects_lines(states: list[ProjectState]) -> list[str]:
         if not state.copies:
             lines.append("  no agent has worked on it yet")
         for copy in state.copies:
-            lines.append(f"  {copy.agent}: " + copy_line(copy))
+            lines.append(f"  {copy.agent}: " + copy_line(copy, checked=state.check is not None))
     return lines
 
 
-def copy_line(copy: CopyState) -> str:
+def copy_line(copy: CopyState, *, checked: bool = False) -> str:
     """One agent's branch in ``/projects``: the branch in the project, ahead and behind,
-    what the copy holds apart, where its HEAD is, why it is not published."""
+    what the copy holds apart, where its HEAD is, why it is not published, and (when the
+    project has a check, ``checked``) its last check."""
     if copy.problem and not copy.branch:
         return f"⚠️ {visible_name(copy.problem)}"
     parts = [visible_name(copy.branch)]
@@ -386,6 +388,8 @@ def copy_line(copy: CopyState) -> str:
         parts.append(f"⚠️ not published: {visible_name(copy.unpublished)}")
     if copy.problem:
         parts.append(f"⚠️ {visible_name(copy.problem)}")
+    if checked:
+        parts.append(check_part(copy.check))
     return ", ".join(parts)
 
 

@@ -7,9 +7,12 @@ Modules:
 
 - ``branchwork``: what merging a branch would bring, read in the project with Legio's
   own git
+- ``checkoutput``: a check's output on its way: a bounded log, the count, the tail
+- ``checks``: a project's check run in an agent's copy, sandboxed, bounded, recorded
 - ``copies``: projects (`[projects]`)
 - ``gitsafe``: every git command Legio runs itself
 - ``overview``: what Caesar sees of the work
 - ``publishing``: bringing an agent's branch into the project
 - ``turnwork``: what one turn did to an agent's work on a project (a work card's facts)
+- ``tally``: the test runner's own count, read from a check's output
 """

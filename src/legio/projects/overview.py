@@ -6,13 +6,15 @@ project by ``legio.projects.branchwork``; never the copy's HEAD or work tree, wh
 can move anywhere. What the copy holds that is not committed is listed apart, as such, and
 a copy whose HEAD is on another branch says so. ``overview`` lists each project with each
 agent's branch the same way (ahead, behind, the last commit), and the agent's other
-``legio/<agent>/*`` branches in the project. Git on a copy goes through
+``legio/<agent>/*`` branches in the project, and each copy's last check
+(``legio.projects.checks``) when the project has one. Git on a copy goes through
 ``legio.projects.gitsafe`` (checked first, a short timeout, nothing of the agent's run).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +22,13 @@ from pathlib import Path
 from legio.castra import Castra
 from legio.config import Config
 from legio.errors import ProjectError
+from legio.fence.jail import jail_support
 from legio.names import NAME
 from legio.projects import gitsafe
 from legio.projects.branchwork import BranchWork, agent_branches, branch_work
+from legio.projects.checks import Checks
 from legio.projects.copies import Place, Projects
+from legio.store.checkstore import CheckRecord
 from legio.visible import visible_name
 
 MAX_LISTED = 20  # uncommitted entries named
@@ -69,6 +74,7 @@ class CopyState:
     published: bool = False  # the branch is in the project
     unpublished: str | None = None  # why its last publishing failed
     others: list[tuple[str, int]] = field(default_factory=list)  # its other branches, ahead
+    check: CheckRecord | None = None  # its last check (when the project has one)
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ class ProjectState:
     base: str
     copies: list[CopyState] = field(default_factory=list)
     problem: str | None = None
+    check: str | None = None  # the project's check command, if it has one
 
 
 async def copy_work(place: Place) -> CopyWork:
@@ -152,12 +159,20 @@ async def _state_of(projects: Projects, agent: str, name: str) -> CopyState:
     return await copy_state(projects, place)
 
 
-async def overview(projects: Projects) -> list[ProjectState]:
+async def _with_check(state: CopyState, checks: Checks | None, name: str) -> CopyState:
+    """``state`` with the copy's last check, when the project has a check."""
+    if checks is None or not checks.configured(name):
+        return state
+    return dataclasses.replace(state, check=await checks.last(state.agent, name))
+
+
+async def overview(projects: Projects, checks: Checks | None = None) -> list[ProjectState]:
     """``/projects``: every project, and every agent's branch in it (copies read in
-    parallel: one slow copy holds up no other)."""
+    parallel: one slow copy holds up no other), with each copy's last check."""
     states = []
     for name in projects.names():
         path = projects.settings(name).path
+        command = checks.command(name) if checks is not None else None
         try:
             repo, base = await projects.repository(name)
         except ProjectError as e:
@@ -165,7 +180,8 @@ async def overview(projects: Projects) -> list[ProjectState]:
             continue
         agents = [agent for agent, _ in projects.copies(name)]
         copies = await asyncio.gather(*(_state_of(projects, a, name) for a in agents))
-        states.append(ProjectState(name, repo, base, list(copies)))
+        copies = [await _with_check(c, checks, name) for c in copies]
+        states.append(ProjectState(name, repo, base, copies, check=command))
     return states
 
 
@@ -195,6 +211,7 @@ async def check_projects(config: Config, castra: Castra) -> list[tuple[str, str]
             continue
         copies = ", ".join(agent for agent, _ in projects.copies(name)) or "no copies yet"
         lines.append(("ok", visible_name(f"project #{name}: {repo} (base {base}; {copies})")))
+        lines += check_line(projects, name)
     lines += granted_projects(castra, projects)
     for prompt in castra.roster().centuriones.values():
         wanted = prompt.settings.project
@@ -209,6 +226,27 @@ async def check_projects(config: Config, castra: Castra) -> list[tuple[str, str]
         elif wanted and not NAME.match(wanted):
             lines.append(("bad", f"{prompt.path}: project {wanted!r} is not a project name"))
     return lines
+
+
+def check_line(projects: Projects, name: str) -> list[tuple[str, str]]:
+    """``legio check``'s line about project ``name``'s check: the command and its time,
+    or why it cannot run (no bubblewrap: checks never run unsandboxed)."""
+    settings = projects.settings(name)
+    if not settings.check:
+        return []
+    support = jail_support()
+    timeout = f"{settings.check_timeout:g} min"
+    if not support.available:
+        return [("bad", f"project #{name}: its check cannot run: {support.detail}")]
+    return [
+        (
+            "ok",
+            visible_name(
+                f"project #{name}: check `{settings.check}` (in each copy, sandboxed, "
+                f"no network, killed after {timeout})"
+            ),
+        )
+    ]
 
 
 def granted_projects(castra: Castra, projects: Projects) -> list[tuple[str, str]]:

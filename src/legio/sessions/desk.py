@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from legio.errors import ProjectError
+from legio.projects.checks import Checks
 from legio.projects.copies import Projects
 from legio.projects.overview import DiffReport, ProjectState, copy_work, diff, overview
 from legio.sessions.manager import SessionManager
@@ -25,9 +26,10 @@ class Target:
 class ProjectDesk:
     """Admin commands about projects, over the sessions' ``Projects``."""
 
-    def __init__(self, sessions: SessionManager) -> None:
+    def __init__(self, sessions: SessionManager, checks: Checks | None = None) -> None:
         self.sessions = sessions
         self.projects: Projects = sessions.projects
+        self.checks = checks  # each copy's last check, in /projects
 
     def names(self) -> list[str]:
         return self.projects.names()
@@ -76,7 +78,7 @@ class ProjectDesk:
         return await diff(self.projects, await self.projects.place(target.agent, target.project))
 
     async def overview(self) -> list[ProjectState]:
-        return await overview(self.projects)
+        return await overview(self.projects, self.checks)
 
     async def drop(self, target: Target) -> int | None:
         """``/drop``: remove the agent's copy, its branch published into the project first
@@ -94,6 +96,8 @@ class ProjectDesk:
             return None
         if here:
             await slot.close("its project copy was dropped")
+        if self.checks is not None:  # its check would run on files that go now
+            await self.checks.cancel(target.agent, target.project, "its copy was dropped")
         place = await self.projects.place(target.agent, target.project)
         await self.projects.publish(place)  # a ProjectError keeps the copy
         left = await copy_work(place)

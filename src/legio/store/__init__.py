@@ -5,6 +5,7 @@ Modules:
 
 - ``attachments``: `AttachmentStore`
 - ``cardstore``: work cards, `Praetorium.cards` (what one turn changed on a project)
+- ``checkstore``: `CheckStore`, projects' check runs
 - ``files``: `FileStore`
 - ``grants``: Caesar's "always" grants and the approval requests (pending ones expire at
   start-up)

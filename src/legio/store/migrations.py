@@ -404,6 +404,40 @@ async def m013_conversations(db: aiosqlite.Connection) -> None:
 
 
 @migration
+async def m014_checks(db: aiosqlite.Connection) -> None:
+    """Projects' checks: one row per run of a copy's check (``legio.store.checkstore``)."""
+    await _script(
+        db,
+        [
+            """CREATE TABLE checks (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                agent TEXT NOT NULL,
+                project TEXT NOT NULL,
+                command TEXT NOT NULL,
+                commit_id TEXT NOT NULL,
+                state TEXT NOT NULL,
+                detail TEXT,
+                timeout_s REAL NOT NULL,
+                started_at TEXT NOT NULL,
+                finished_at TEXT,
+                exit_code INTEGER,
+                duration_s REAL,
+                tail TEXT NOT NULL DEFAULT '',
+                log_bytes INTEGER NOT NULL DEFAULT 0,
+                log_cut INTEGER NOT NULL DEFAULT 0,
+                passed INTEGER,
+                failed INTEGER,
+                skipped INTEGER,
+                total INTEGER,
+                unit TEXT,
+                runner TEXT
+            )""",
+            "CREATE INDEX idx_checks_copy ON checks(agent, project, id)",
+        ],
+    )
+
+
+@migration
 async def m015_cards(db: aiosqlite.Connection) -> None:
     """Work cards: what one agent's turn changed on a project (``legio.store.cardstore``)."""
     await _script(

@@ -1,0 +1,91 @@
+"""Pure text of projects' checks: the badge a card and ``/projects`` show, and the text the
+**Checks** button sends (the tail, made visible).
+
+``check_badge`` is one short line: ``✅ 212 passed · 41 s``, ``❌ 3 failed of 212 · 38 s``,
+``⏳ running``, ``⏱ timed out after 15 min``; the exit code alone when the output held no
+runner's count. ``check_part`` is ``/projects``'s piece of a copy's line; ``check_report``
+the whole of one run, its last lines with every hidden character shown (``⟨U+202E⟩``).
+"""
+
+from __future__ import annotations
+
+from legio.app import CheckRecord
+from legio.visible import visible, visible_name
+
+SHORT_COMMIT = 7
+
+
+def check_duration(seconds: float) -> str:
+    """``41 s``, ``2 min 5 s``, ``15 min``, ``1 h 2 min``."""
+    whole = max(round(seconds), 0)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min" + (f" {secs} s" if secs else "")
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h" + (f" {minutes} min" if minutes else "")
+
+
+def _count(record: CheckRecord) -> str | None:
+    """The runner's count in words, or None where the output held none."""
+    if record.total is None or record.passed is None or record.failed is None:
+        return None
+    if record.unit == "packages":
+        if record.failed:
+            return f"{record.failed} of {record.total} packages failed"
+        return f"{record.passed} packages ok"
+    if record.failed:
+        return f"{record.failed:,} failed of {record.total:,}"
+    return f"{record.passed:,} passed"
+
+
+def check_badge(record: CheckRecord) -> str:
+    """One line for a card or ``/projects``: the state, the count, the time."""
+    took = f" · {check_duration(record.duration_s)}" if record.duration_s is not None else ""
+    count = _count(record)
+    if record.state == "running":
+        return "⏳ running"
+    if record.state == "passed":
+        return f"✅ {count or 'passed'}{took}"
+    if record.state == "failed":
+        code = f"exit code {record.exit_code}"
+        if count is None:
+            return f"❌ failed ({code}){took}"
+        if not record.failed:  # the runner counted no failure, the command still failed
+            return f"❌ {code}, {count}{took}"
+        return f"❌ {count}{took}"
+    if record.state == "timed_out":
+        return f"⏱ timed out after {check_duration(record.timeout_s)}"
+    if record.state == "interrupted":
+        return "⏹ cut off by a restart of Legio"
+    if record.state == "cancelled":
+        return f"⏹ {visible_name(record.detail or 'cancelled')}"
+    return f"⚠️ did not run: {visible_name(record.detail or 'unknown error')}"
+
+
+def check_part(record: CheckRecord | None) -> str:
+    """``/projects``'s piece about a copy's last check (its project has a check)."""
+    if record is None:
+        return "check: not run yet"
+    return f"check {check_badge(record)} on {record.commit[:SHORT_COMMIT] or '?'}"
+
+
+def check_report(record: CheckRecord, *, agent_project: bool = True) -> str:
+    """One run in full, for the **Checks** button: what ran where, how it went, and its
+    last lines (bounded when stored), every hidden character shown."""
+    where = f"{record.agent} on #{record.project} · " if agent_project else ""
+    lines = [
+        f"{where}check #{record.id} on {record.commit[:SHORT_COMMIT] or '?'}: "
+        f"{check_badge(record)}",
+        f"$ {visible_name(record.command)}",
+    ]
+    if record.detail and record.state in ("failed", "timed_out"):
+        lines.append(visible_name(record.detail))
+    if record.log_cut:
+        lines.append("(its log was cut at its size limit; the last lines below are whole)")
+    if record.tail:
+        lines += ["", visible(record.tail)]
+    elif record.state != "running":
+        lines.append("(no output)")
+    return "\n".join(lines)

@@ -1,0 +1,120 @@
+"""A check's output on its way, never held whole: to its log file (cut at a size, with a
+marker), through the runner's count reader (``legio.projects.tally``), and into a ring of
+its last lines (each cut at ``LINE_CHARS``, colours stripped) that becomes the run's
+tail. A line without an end is cut past ``PARTIAL_BYTES``: a check printing one endless
+line holds no more than that. ``remove_tree`` empties a check's temporary folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+from collections import deque
+from pathlib import Path
+
+from legio.projects.tally import ANSI, TallyReader
+
+MAX_LOG_BYTES = 5 * 1024 * 1024  # a check's log file stops growing here
+TAIL_LINES = 60
+TAIL_CHARS = 8000  # the tail as stored and shown: its last characters
+LINE_CHARS = 500  # a longer line is cut in the tail (the log has it whole)
+LINE_BYTES = 4 * LINE_CHARS  # what the ring keeps of a line (UTF-8, colour codes)
+PARTIAL_BYTES = 64 * 1024  # a line without a newline is cut past this
+
+
+class CheckOutput:
+    """A check's output on its way: to the log (bounded), the count reader, the tail ring."""
+
+    def __init__(self, log: Path, max_bytes: int) -> None:
+        self.file = log.open("wb")
+        self.max_bytes = max_bytes
+        self.written = 0
+        self.cut = False
+        self.tally = TallyReader()
+        self.ring: deque[tuple[bytes, bool]] = deque(maxlen=TAIL_LINES)  # (start, was cut)
+        self.first = b""  # its first line's start (bubblewrap's own error, if it failed)
+        self.lines = 0
+        self._partial = bytearray()
+        self._skipping = False  # inside a line already cut
+
+    def write(self, chunk: bytes) -> None:
+        if not self.cut:
+            room = self.max_bytes - self.written
+            self.file.write(chunk[:room])
+            self.written += min(len(chunk), room)
+            if len(chunk) > room:
+                self.cut = True
+                mark = f"\n… cut: the log stops at {self.max_bytes // 1024} KB; the rest "
+                mark += "of the output was not kept (its last lines are in the tail)\n"
+                self.file.write(mark.encode())
+        self._lines(chunk)
+
+    def _lines(self, chunk: bytes) -> None:
+        parts = chunk.split(b"\n")
+        for piece in parts[:-1]:
+            if self._partial or self._skipping:
+                self._take(piece)
+                self._line(bytes(self._partial), self._skipping)
+                self._partial.clear()
+                self._skipping = False
+            else:
+                self._line(piece[:PARTIAL_BYTES], len(piece) > PARTIAL_BYTES)
+        self._take(parts[-1])
+
+    def _take(self, piece: bytes) -> None:
+        if self._skipping:
+            return
+        room = PARTIAL_BYTES - len(self._partial)
+        self._partial += piece[:room]
+        if len(piece) > room:
+            self._skipping = True
+
+    def _line(self, raw: bytes, cut: bool) -> None:
+        """One whole line: to the count reader when it may hold a count, into the ring
+        (its start only: decoded when the tail is read)."""
+        if not self.lines:
+            self.first = raw[:LINE_BYTES]
+        self.lines += 1
+        if self.tally.wants(raw):
+            self.tally.feed(raw.decode("utf-8", "replace"))
+        self.ring.append((raw[:LINE_BYTES], cut or len(raw) > LINE_BYTES))
+
+    def close(self) -> None:
+        if self._partial or self._skipping:
+            self._line(bytes(self._partial), self._skipping)
+            self._partial.clear()
+            self._skipping = False
+        self.file.close()
+
+    @property
+    def tail(self) -> str:
+        """The last lines, colours stripped, each cut at ``LINE_CHARS`` (`` …`` marks a
+        cut line), the whole at most ``TAIL_CHARS``."""
+        lines = []
+        for raw, cut in self.ring:
+            text = ANSI.sub("", raw.decode("utf-8", "replace"))
+            cut = cut or len(text) > LINE_CHARS
+            lines.append(text[:LINE_CHARS] + (" …" if cut else ""))
+        text = "\n".join(lines)
+        return text if len(text) <= TAIL_CHARS else "…" + text[-(TAIL_CHARS - 1) :]
+
+
+def remove_tree(folder: Path) -> None:
+    """``folder`` and all in it, read-only folders too (a Go module cache); never
+    through a link."""
+    if not folder.exists() and not folder.is_symlink():
+        return
+    if folder.is_symlink() or not folder.is_dir():
+        folder.unlink()
+        return
+    for root, dirs, _ in os.walk(folder):
+        for name in dirs:
+            path = os.path.join(root, name)
+            with contextlib.suppress(OSError):
+                if stat.S_ISDIR(os.lstat(path).st_mode):
+                    os.chmod(path, 0o700)
+    with contextlib.suppress(OSError):
+        os.chmod(folder, 0o700)
+    shutil.rmtree(folder, ignore_errors=True)
