@@ -40,6 +40,21 @@ def position(bot: Running, call: Call) -> int:
     return next(i for i, c in enumerate(bot.api.calls) if c is call)
 
 
+async def settled(bot: Running, card: Call, mark: str) -> Call:
+    """The card once its check ended with ``mark``: as sent, or as edited when it ended
+    (a quick check may end before the card is sent; else the card says ``⏳ running``)."""
+    if mark in str(card.params["text"]):
+        return card
+    assert str(card.params["text"]).endswith("⏳ running")
+    assert "🛠 Fix" not in buttons(card)
+    card_id = int(card.result["message_id"])
+    return await bot.api.wait_for_call(
+        "editMessageText",
+        lambda c: int(c.params["message_id"]) == card_id and mark in str(c.params["text"]),
+        start=position(bot, card),
+    )
+
+
 async def card_after(bot: Running, request: str) -> Call:
     start = await bot.ask(request)
     answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus #app"))
@@ -131,3 +146,47 @@ async def test_a_card_after_a_turn_that_changed_the_branch(
         assert "1 uncommitted change(s) went with it" in edited.params["text"]
         assert not copy.exists()
     assert "more" in git(project, "log", "--format=%s", "legio/vorenus/main")
+
+
+async def test_a_card_shows_its_check_and_fix_asks_the_agent(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    """The project's check runs in the agent's sandbox after its turn; the card edits
+    itself when it ends; Checks sends its output and log; Fix is a request to the agent
+    in its lane holding the failure; a fixing turn's card turns green."""
+    project = make_project(tmp_path / "app")  # its test fails: add() subtracts
+    extra = f'[projects.app]\npath = "{project}"\ncheck = "python3 test_app.py"\n'
+    async with running_bot(castra_dir, fake_cli, extra) as bot:
+        note = "echo '# notes' > NOTES.md && git add NOTES.md && git commit -qm notes"
+        card = await card_after(bot, f"@vorenus #app write notes\n{bash(note)}")
+        assert "🧪 Checks" in buttons(card)
+        card_id = int(card.result["message_id"])
+        failed = await settled(bot, card, "❌")
+        assert "❌ failed (exit code 1)" in failed.params["text"]
+        keys = {
+            b["text"]: b["callback_data"]
+            for row in failed.params["reply_markup"]["inline_keyboard"]
+            for b in row
+        }
+        assert {"🔍 Diff", "🧪 Checks", "🛠 Fix", "🗑 Drop"} == set(keys)
+
+        start = len(bot.api.calls)
+        bot.api.add_callback(keys["🧪 Checks"], card_id)
+        report = await bot.answer(start, lambda t: "AssertionError" in t)
+        assert "python3 test_app.py" in report.params["text"]
+        await bot.api.wait_for_call("sendDocument", start=start)
+        assert b"AssertionError" in bot.api.uploads[-1].content
+
+        start = len(bot.api.calls)
+        bot.api.add_callback(keys["🛠 Fix"], card_id)
+        asked = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus #app"))
+        echoed = str(asked.params["text"])  # the fake CLI echoes what it was asked
+        assert "(python3 test_app.py) failed (exit code 1) on your branch" in echoed
+        assert "AssertionError" in echoed
+        history = await bot.answer(await bot.ask("/history 3"), lambda t: "check of #app" in t)
+        assert "caesar" in history.params["text"]
+
+        fix = "sed -i 's/a - b/a + b/' app.py && git commit -qam 'fix add'"
+        card = await card_after(bot, f"@vorenus #app fix it\n{bash(fix)}")
+        passed = await settled(bot, card, "✅")
+        assert "🛠 Fix" not in str(passed.params["reply_markup"])

@@ -443,6 +443,19 @@ class LegioApp:
         """What card ``card_id``'s turn changed, and what moved since (None: no such card)."""
         return await self.sessions.cards.diff(card_id)
 
+    async def check(self, run_id: int) -> CheckRecord | None:
+        """A project check's run (a card's 🧪 line), as it is now."""
+        return await self.checks.get(run_id)
+
+    def check_log(self, run_id: int) -> Path | None:
+        """A check run's whole log, while it is kept."""
+        return self.checks.log_path(run_id)
+
+    async def fix_request(self, card_id: int) -> Request | None:
+        """🛠 Fix: a request asking card ``card_id``'s agent to fix its failed check, on its
+        project, with the failing output (bounded, escaped); None if there is nothing to fix."""
+        return await self.sessions.cards.fix_request(card_id)
+
     def hears(self, file: PendingFile) -> bool:
         """Whether ``file`` is a voice note or audio Legio transcribes."""
         return self.voice.hears(file)

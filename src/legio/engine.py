@@ -68,6 +68,7 @@ class Engine:
         self.intake = Intake(self.praetorium, self.sessions.attachments, files)
         self.checks = Checks(self.sessions.projects, CheckStore(self.praetorium))
         self.projects = ProjectDesk(self.sessions, self.checks)
+        self.sessions.cards.run_checks(self.checks)  # a check after each card's turn
         self.threads = ThreadStore(self.praetorium)
         self.voice = Listener(self.config, files)
 

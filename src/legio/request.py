@@ -85,14 +85,6 @@ class SentFile:
 
 
 @dataclass(frozen=True)
-class CheckLine:
-    """A project check's result as a card shows it."""
-
-    state: Literal["running", "passed", "failed", "timed_out", "cancelled", "error"]
-    summary: str  # e.g. "212 passed · 41 s", "3 failed of 212 · 38 s", "timed out after 15 min"
-
-
-@dataclass(frozen=True)
 class WorkCard:
     """What one agent's turn changed on a project: data for a front-end's work card."""
 
@@ -106,7 +98,7 @@ class WorkCard:
     added: int
     removed: int
     uncommitted: int  # entries the copy held uncommitted after the turn
-    check: CheckLine | None = None  # None: no check configured for the project
+    check_id: int | None = None  # the project check run after this turn (None: no check)
     publishable: bool = False  # a forge is configured for the project
 
 

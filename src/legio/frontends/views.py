@@ -10,6 +10,7 @@ from __future__ import annotations
 from legio.app import (
     AgentStatus,
     Attachment,
+    CheckRecord,
     Compaction,
     ContextReport,
     CopyState,
@@ -24,10 +25,10 @@ from legio.app import (
     estimate_tokens,
     format_line,
 )
-from legio.frontends.checkviews import check_part
+from legio.frontends.checkviews import check_badge, check_part
 from legio.names import LEGATUS
 from legio.projects.branchwork import FileChange
-from legio.request import CheckLine, WorkCard
+from legio.request import WorkCard
 from legio.visible import visible_name
 
 PAGE_LIMIT = 4000  # under Telegram's 4096, with room for a page marker
@@ -418,22 +419,10 @@ def agent_header(app: LegioApp, agent: str, project: str | None = None) -> str:
     return f"⚔️ {agent}{tag}{f' — {description}' if description else ''}\n{RULE}\n"
 
 
-def check_text(check: CheckLine) -> str:
-    """A check's result on a card: ``✅ 212 passed · 41 s``, ``checks ⏳``…"""
-    mark = {
-        "running": "🧪 checks ⏳",
-        "passed": "✅",
-        "failed": "❌",
-        "timed_out": "⏱",
-        "cancelled": "🧪 check cancelled:",
-        "error": "⚠️ check:",
-    }[check.state]
-    return f"{mark} {check.summary}".rstrip()
-
-
-def card_text(card: WorkCard) -> str:
+def card_text(card: WorkCard, check: CheckRecord | None = None) -> str:
     """A work card: ``🗂 vorenus #app · legio/vorenus/main`` then what the turn changed
-    (``2 new commits · 4 files +120 −30``) and its check."""
+    (``2 new commits · 4 files +120 −30``) and its check (``check``: its run as it is now;
+    none given while a run is named: ``checks ⏳``)."""
     changed = []
     if card.commits:
         changed.append(_plural(card.commits, "new commit"))
@@ -443,8 +432,10 @@ def card_text(card: WorkCard) -> str:
         changed.append(f"{card.uncommitted} not committed")
     if not changed:
         changed.append("no new commit")
-    if card.check is not None:
-        changed.append(check_text(card.check))
+    if check is not None:
+        changed.append(check_badge(check))
+    elif card.check_id is not None:
+        changed.append("checks ⏳")
     return f"🗂 {card.agent} #{card.project} · {card.branch}\n" + " · ".join(changed)
 
 

@@ -11,6 +11,7 @@ taps never reach here (``bot.py``'s gate answers them "not yours").
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -19,18 +20,21 @@ from dataclasses import dataclass
 from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 from telegram.error import BadRequest, TelegramError
 
-from legio.app import LegioApp, Target
+from legio.app import CheckRecord, LegioApp, Target
 from legio.errors import ProjectError
-from legio.frontends.telegram.diffs import send_card_diff
+from legio.frontends.checkviews import check_report
+from legio.frontends.telegram.diffs import send_card_diff, send_document
 from legio.frontends.telegram.lanes import Lane, in_lane
-from legio.frontends.telegram.sending import send_with_retries
+from legio.frontends.telegram.sending import plain_pages, send_with_retries
 from legio.frontends.views import card_text
-from legio.request import WorkCard
+from legio.request import Reply, Watch, WorkCard
 
 logger = logging.getLogger(__name__)
 
 SHOWN_KEPT = 500  # cards whose message Legio remembers (to edit when its check ends)
 LaneFor = Callable[[Bot, int, str], Awaitable[Lane]]
+Work = Callable[[Bot, int, int, Callable[[Watch], Awaitable[list[Reply]]]], Awaitable[None]]
+Tap = Callable[[CallbackQuery, Message, WorkCard], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -39,8 +43,11 @@ class _Shown:
     message_id: int
 
 
-def card_keyboard(card: WorkCard, *, confirm_drop: bool = False) -> InlineKeyboardMarkup:
-    """The card's buttons; ``confirm_drop``: Drop's second question instead."""
+def card_keyboard(
+    card: WorkCard, check: CheckRecord | None = None, *, confirm_drop: bool = False
+) -> InlineKeyboardMarkup:
+    """The card's buttons (``check``: its run as it is now); ``confirm_drop``: Drop's
+    second question instead."""
     if confirm_drop:
         return InlineKeyboardMarkup(
             [
@@ -53,10 +60,10 @@ def card_keyboard(card: WorkCard, *, confirm_drop: bool = False) -> InlineKeyboa
             ]
         )
     row = [InlineKeyboardButton("🔍 Diff", callback_data=f"card:diff:{card.id}")]
-    if card.check is not None:
+    if card.check_id is not None:
         row.append(InlineKeyboardButton("🧪 Checks", callback_data=f"card:checks:{card.id}"))
     second = []
-    if card.check is not None and card.check.state in ("failed", "timed_out"):
+    if check is not None and check.state in ("failed", "timed_out"):
         second.append(InlineKeyboardButton("🛠 Fix", callback_data=f"card:fix:{card.id}"))
     if card.publishable:
         second.append(InlineKeyboardButton("🚀 Publish", callback_data=f"card:pub:{card.id}"))
@@ -73,10 +80,15 @@ class CardDesk:
         self.shown: dict[int, list[_Shown]] = {}
         self.bot: Bot | None = None
         self.lane_for: LaneFor | None = None
+        self.work: Work | None = None  # runs a request under a live view (Fix)
+        self.publish: Tap | None = None  # 🚀 Publish, when a forge is configured
 
     @property
     def app(self) -> LegioApp:
         return self._app()
+
+    async def _check(self, card: WorkCard) -> CheckRecord | None:
+        return await self.app.check(card.check_id) if card.check_id is not None else None
 
     def _remember(self, card_id: int, message: Message) -> None:
         self.shown.setdefault(card_id, []).append(_Shown(message.chat_id, message.message_id))
@@ -85,11 +97,12 @@ class CardDesk:
 
     async def send(self, bot: Bot, chat_id: int, card: WorkCard) -> None:
         """Post ``card`` silently (in the lane the caller is in)."""
+        check = await self._check(card)
         message = await send_with_retries(
             bot,
             chat_id,
-            card_text(card),
-            reply_markup=card_keyboard(card),
+            card_text(card, check),
+            reply_markup=card_keyboard(card, check),
             disable_notification=True,
         )
         self._remember(card.id, message)
@@ -109,13 +122,14 @@ class CardDesk:
                     except TelegramError as e:
                         logger.warning("card %s could not be sent: %s", card.id, e)
             return
+        check = await self._check(card)
         for shown in self.shown.get(card.id, []):
             with contextlib.suppress(BadRequest):  # "message is not modified", or deleted
                 await bot.edit_message_text(
-                    card_text(card),
+                    card_text(card, check),
                     chat_id=shown.chat_id,
                     message_id=shown.message_id,
-                    reply_markup=card_keyboard(card),
+                    reply_markup=card_keyboard(card, check),
                 )
 
     # ---------------------------------------------------------- taps
@@ -139,7 +153,7 @@ class CardDesk:
         if action == "keep":
             await query.answer("Kept.")
             if message is not None:
-                await message.edit_reply_markup(card_keyboard(card))
+                await message.edit_reply_markup(card_keyboard(card, await self._check(card)))
             return
         if message is None:
             await query.answer("This card is too old to answer here.")
@@ -153,8 +167,54 @@ class CardDesk:
             await query.answer("Drawing the diff…")
             with in_lane(lane):
                 await send_card_diff(message.get_bot(), message.chat_id, self.app, card.id)
+        elif action == "checks":
+            await query.answer()
+            with in_lane(lane):
+                await self._checks(message, card)
+        elif action == "fix":
+            await self._fix(query, message, card, lane)
+        elif action == "pub" and self.publish is not None:
+            with in_lane(lane):
+                await self.publish(query, message, card)
         else:
             await query.answer("Unknown button.")
+
+    async def _checks(self, message: Message, card: WorkCard) -> None:
+        """🧪 Checks: the run's last lines as text, its whole log as a document."""
+        bot, chat_id = message.get_bot(), message.chat_id
+        check = await self._check(card)
+        if check is None:
+            await send_with_retries(bot, chat_id, "This card's check is no longer recorded.")
+            return
+        for piece in plain_pages(check_report(check)):
+            await send_with_retries(bot, chat_id, piece)
+        log = self.app.check_log(check.id)
+        if log is not None and not check.running:
+            try:
+                content = await asyncio.to_thread(log.read_bytes)
+            except OSError:
+                return
+            if content:
+                await send_document(
+                    bot, chat_id, f"{card.agent}-{card.project}-check{check.id}.log", content
+                )
+
+    async def _fix(
+        self, query: CallbackQuery, message: Message, card: WorkCard, lane: Lane
+    ) -> None:
+        """🛠 Fix: an ordinary request to the card's agent, in its lane, with the failure."""
+        request = await self.app.fix_request(card.id)
+        if request is None or self.work is None:
+            await query.answer("Its check did not fail: nothing to fix.")
+            return
+        await query.answer(f"Asking {card.agent} to fix it…")
+        with in_lane(lane):
+            await self.work(
+                message.get_bot(),
+                message.chat_id,
+                0,
+                lambda watch: self.app.handle_message(request, watch),
+            )
 
     async def _drop(self, query: CallbackQuery, message: Message, card: WorkCard) -> None:
         try:
@@ -171,4 +231,5 @@ class CardDesk:
             said = f"🗑 Dropped {card.agent}'s copy of #{card.project} (its branch stays{lost})."
         await query.answer("Dropped." if left is not None else "Nothing to drop.")
         with contextlib.suppress(TelegramError):
-            await message.edit_text(f"{card_text(card)}\n{said}", reply_markup=None)
+            text = card_text(card, await self._check(card))
+            await message.edit_text(f"{text}\n{said}", reply_markup=None)

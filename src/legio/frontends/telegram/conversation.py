@@ -70,6 +70,7 @@ class Conversation:
         self.notice_bot: Bot | None = None  # says when a topic is gone
         self.cards = CardDesk(app, caesar_ids)  # work cards after turns on projects
         self.cards.lane_for = self.lane_for
+        self.cards.work = work
 
     @property
     def app(self) -> LegioApp:
