@@ -422,7 +422,7 @@ def agent_header(app: LegioApp, agent: str, project: str | None = None) -> str:
 def card_text(card: WorkCard, check: CheckRecord | None = None) -> str:
     """A work card: ``🗂 vorenus #app · legio/vorenus/main`` then what the turn changed
     (``2 new commits · 4 files +120 −30``) and its check (``check``: its run as it is now;
-    none given while a run is named: ``checks ⏳``)."""
+    none given while a run is named: ``⏳ running``)."""
     changed = []
     if card.commits:
         changed.append(_plural(card.commits, "new commit"))
@@ -435,7 +435,7 @@ def card_text(card: WorkCard, check: CheckRecord | None = None) -> str:
     if check is not None:
         changed.append(check_badge(check))
     elif card.check_id is not None:
-        changed.append("checks ⏳")
+        changed.append("⏳ running")
     return f"🗂 {card.agent} #{card.project} · {card.branch}\n" + " · ".join(changed)
 
 
