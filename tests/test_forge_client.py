@@ -76,7 +76,9 @@ async def test_second_open_pull_is_refused_with_the_forges_reason(
 ) -> None:
     forge.repos[REPO].branches["legio/vorenus/main"] = "a" * 40
     await client.open_pull(REPO, "legio/vorenus/main", "main", "t", "b")
-    with pytest.raises(ForgeError, match="A pull request already exists for caesar:legio/vorenus/main"):
+    with pytest.raises(
+        ForgeError, match="A pull request already exists for caesar:legio/vorenus/main"
+    ):
         await client.open_pull(REPO, "legio/vorenus/main", "main", "t", "b")
     found = await client.find_pull(REPO, "legio/vorenus/main")
     assert found is not None and found.number == 1

@@ -58,6 +58,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "nuntius_edits",
             "topics",
             "topic_projects",
+            "pulls",
             "_migrations",
         },
         "index": {
@@ -72,6 +73,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "idx_jobs_next_run",
             "idx_turns_created",
             "idx_telegram_messages_seq",
+            "idx_pulls_state",
         },
         "trigger": {
             "nuntii_participants",
@@ -114,6 +116,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m011_pending_forwards",
             "m012_projects",
             "m013_conversations",
+            "m016_pulls",
         ]
         plan = " ".join(
             str(r)

@@ -26,6 +26,7 @@ __all__ = [
     "NothingToCompact",
     "PraetoriumError",
     "ProjectError",
+    "PushRejected",
     "SearchQueryError",
     "TurnHeld",
     "VoiceError",
@@ -125,3 +126,13 @@ class ForgeError(LegioError):
         self.reason = reason
         self.status = status
         super().__init__(f"{what}: {reason}" if what else reason)
+
+
+class PushRejected(ForgeError):
+    """git push was refused (protected branch, no permission, not a fast-forward): ``reason``
+    is git's and the forge's own words; ``non_fast_forward``: a force-push (of Legio's own
+    branch, after Caesar confirms) would go through."""
+
+    def __init__(self, what: str, reason: str, *, non_fast_forward: bool = False) -> None:
+        super().__init__(what, reason)
+        self.non_fast_forward = non_fast_forward

@@ -24,8 +24,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import subprocess
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -56,6 +58,29 @@ class FakeRepo:
     statuses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     branches: dict[str, str] = field(default_factory=dict)  # branch -> sha (tests set it)
     next_number: int = 1
+    bare: Path | None = None  # a bare repository standing for the forge's git side
+
+    def sha_of(self, branch: str) -> str:
+        """The commit ``branch`` names: set by a test, else read in ``bare``; ""."""
+        if branch in self.branches:
+            return self.branches[branch]
+        if self.bare is None:
+            return ""
+        done = subprocess.run(
+            [
+                "git",
+                "--git-dir",
+                str(self.bare),
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                f"refs/heads/{branch}^{{commit}}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return done.stdout.strip()
 
 
 class FakeForge:
@@ -107,8 +132,10 @@ class FakeForge:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def add_repo(self, full_name: str, default_branch: str = "main") -> FakeRepo:
-        self.repos[full_name] = FakeRepo(full_name, default_branch)
+    def add_repo(
+        self, full_name: str, default_branch: str = "main", bare: Path | None = None
+    ) -> FakeRepo:
+        self.repos[full_name] = FakeRepo(full_name, default_branch, bare=bare)
         return self.repos[full_name]
 
     def new_id(self) -> int:
@@ -364,7 +391,7 @@ class FakeForge:
             return self._issues(call, repo, rest[1:])
         if rest[0] == "commits" and len(rest) >= 3 and rest[-1] in ("check-runs", "status"):
             ref = "/".join(rest[1:-1])
-            sha = repo.branches.get(ref, ref)
+            sha = repo.sha_of(ref) or ref
             if rest[-1] == "check-runs":
                 runs = repo.check_runs.get(sha, [])
                 return self._json(call, {"total_count": len(runs), "check_runs": runs})
@@ -421,7 +448,7 @@ class FakeForge:
                             }
                         ],
                     )
-                if branch not in repo.branches:
+                if not repo.sha_of(branch):
                     return self._error(
                         call,
                         422,
@@ -444,7 +471,7 @@ class FakeForge:
                     "created_at": _iso(time.time()),
                     "head": {
                         "ref": branch,
-                        "sha": repo.branches[branch],
+                        "sha": repo.sha_of(branch),
                         "repo": {"full_name": repo.full_name},
                     },
                     "base": {"ref": base},
@@ -463,8 +490,8 @@ class FakeForge:
                 )
                 return self._json(call, item)
             branch = item["head"]["ref"]
-            if item["state"] == "open" and branch in repo.branches:
-                item["head"]["sha"] = repo.branches[branch]  # a push moves an open PR's head
+            if item["state"] == "open" and repo.sha_of(branch):
+                item["head"]["sha"] = repo.sha_of(branch)  # a push moves an open PR's head
             return self._json(call, item)
         if rest[1] == "files":
             return self._json(call, repo.files.get(number, []))
