@@ -77,7 +77,7 @@ async def test_second_open_pull_is_refused_with_the_forges_reason(
     forge.repos[REPO].branches["legio/vorenus/main"] = "a" * 40
     await client.open_pull(REPO, "legio/vorenus/main", "main", "t", "b")
     with pytest.raises(
-        ForgeError, match="A pull request already exists for caesar:legio/vorenus/main"
+        ForgeError, match=r"A pull request already exists for caesar:legio/vorenus/main\."
     ):
         await client.open_pull(REPO, "legio/vorenus/main", "main", "t", "b")
     found = await client.find_pull(REPO, "legio/vorenus/main")
@@ -104,7 +104,7 @@ async def test_server_errors_are_retried_then_succeed(forge: FakeForge, client: 
 
 async def test_forge_down_is_one_error_in_words(forge: FakeForge, client: GitHub) -> None:
     forge.fail("/repos/caesar/app", 503, times=50)
-    with pytest.raises(ForgeError, match="HTTP 503.*5 tries; the forge may be down"):
+    with pytest.raises(ForgeError, match=r"HTTP 503.*5 tries; the forge may be down"):
         await client.repo(REPO)
 
 

@@ -2,8 +2,9 @@
 
 - **Environment.** A Claude CLI inherits the daemon's whole environment (``options.env``
   can add, not remove), so ``scrub_environment`` deletes the Telegram token variable, the
-  forge token variable (kept in ``legio.fence.vault`` first) and every variable matching ``[claude] env_deny`` from the daemon's own ``os.environ``
-  before any CLI starts; a denied name is denied even if agents' CLIs would use it
+  forge token variable (kept in ``legio.fence.vault`` first) and every variable matching
+  ``[claude] env_deny`` from the daemon's own ``os.environ`` before any CLI starts; a denied
+  name is denied even if agents' CLIs would use it
   (``ANTHROPIC_API_KEY``…).
 - **Built-in tools.** Every agent gets an explicit list (frontmatter ``tools``, else the
   coding set for centuriones and ``WebSearch, WebFetch`` for the Legatus). With the
@@ -43,7 +44,6 @@ from legio.castra import PROMPT_FILE, AgentPrompt, Castra
 from legio.config import Config
 from legio.errors import LegioError
 from legio.fence.cliconfig import daemon_config_dir, daemon_home, state_dir
-from legio.fence.vault import keep_forge_token
 from legio.fence.keys import (
     KEY_REASON,
     SOCKET_VARS,
@@ -53,6 +53,7 @@ from legio.fence.keys import (
     key_stores,
     remember_sockets,
 )
+from legio.fence.vault import keep_forge_token
 from legio.names import LEGATUS
 
 logger = logging.getLogger(__name__)
