@@ -180,6 +180,10 @@ class ForgeSettings(_Strict):
     kind: Literal["github"] = "github"
     api_url: str = "https://api.github.com"  # GitHub Enterprise: https://<host>/api/v3
     token_env: str = "GITHUB_TOKEN"
+    # CI of a pull request Legio opened is polled this often, doubling to max_poll_seconds
+    # while nothing changes (conditional requests: an unchanged answer costs no rate limit)
+    poll_seconds: float = Field(30, gt=0, le=3600)
+    max_poll_seconds: float = Field(300, gt=0, le=24 * 3600)
 
     @field_validator("api_url")
     @classmethod

@@ -5,8 +5,8 @@ agents' environment, end agent CLIs an earlier run left, open the praetorium and
 the approval gate and the budget, the sessions and their idle reaper, then the Legatus and
 its job scheduler (started by the front-end, through the door, once the interruptions
 were noted), and the parts the door answers from: intake of files, projects' desk,
-Telegram's conversation facts, voice. ``close()``: the scheduler (running jobs get the
-shutdown grace), every agent, the praetorium, the voice worker, the lock.
+Telegram's conversation facts, voice, the forge. ``close()``: the scheduler (running jobs
+get the shutdown grace), every agent, the forge, the praetorium, the voice worker, the lock.
 
 Nothing here is a front-end's business: ``legio.app`` is the door.
 """
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from legio.castra import Castra
 from legio.config import Config
 from legio.fence.policy import scrub_environment
+from legio.forge.station import ForgeStation
 from legio.jobs.schedule import zone
 from legio.jobs.scheduler import Clock, Scheduler
 from legio.legatus.intake import Intake
@@ -57,6 +58,7 @@ class Engine:
     projects: ProjectDesk = field(init=False)  # /diff, /projects, /drop
     threads: ThreadStore = field(init=False)  # Telegram messages, topics, edits
     voice: Listener = field(init=False)  # voice notes transcribed
+    forge: ForgeStation = field(init=False)  # Publish, pull requests, CI, issues
 
     def __post_init__(self) -> None:
         self.scheduler = attach_scheduler(self.legatus, self._present, clock=self.clock)
@@ -65,6 +67,7 @@ class Engine:
         self.projects = ProjectDesk(self.sessions)
         self.threads = ThreadStore(self.praetorium)
         self.voice = Listener(self.config, files)
+        self.forge = ForgeStation.open(self.config, self.sessions.projects, self.praetorium)
 
     @classmethod
     async def open(
@@ -123,6 +126,7 @@ class Engine:
         try:
             await self.scheduler.stop(self.config.shutdown_grace_seconds)
             await self.sessions.shutdown()
+            await self.forge.close()
             await self.praetorium.close()
             self.voice.close()
         finally:

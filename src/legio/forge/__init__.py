@@ -4,7 +4,13 @@ and reads issues, outside every sandbox.
 
 Modules:
 
+- ``asks``: what 🛠 Fix and 💬 Address ask the agent
 - ``base``: the seam (``Forge``) and the values it answers with
+- ``ci``: following the pull requests Legio opened: CI, reviews, their end
 - ``github``: GitHub and GitHub Enterprise over the REST API
+- ``publish``: Publish: push, then the pull request opened or updated
+- ``push``: pushing Legio's own branch with the token through a pipe
+- ``station``: the forge wired for the engine
 - ``transport``: conditional requests, rate limit, retries, the forge's reasons
+- ``untrusted``: the forge's words bounded, escaped and marked
 """

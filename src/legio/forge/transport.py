@@ -107,8 +107,10 @@ class Transport(gh_httpx.GitHubAPI):
         max_wait_s: float = 3600.0,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
+        # gidgethub types its client as httpx2's (a fork with the same API)
+        shared: Any = client
         super().__init__(
-            client, "legio", oauth_token=token or None, cache=Cache(), base_url=api_url
+            shared, "legio", oauth_token=token or None, cache=Cache(), base_url=api_url
         )
         self.client = client
         self.token = token
