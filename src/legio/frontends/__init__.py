@@ -5,6 +5,7 @@ the two front-ends.
 Modules:
 
 - ``admin``: admin commands for every front-end
+- ``forgelines``: ``/publish``, ``/issues`` and the lines of forge events
 - ``usage``: pure text of `/usage`
 - ``views``: pure text rendering of admin answers
 - ``console/``: see its own docstring.
