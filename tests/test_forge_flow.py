@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,7 @@ async def flow(
 ) -> AsyncIterator[Flow]:
     project = make_project(tmp_path / "app")
     remote = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
     git(project, "remote", "set-url", "origin", f"file://{remote}")
     git(project, "push", "--quiet", "origin", "main")
     monkeypatch.setenv("GITHUB_TOKEN", CANARY)
