@@ -6,6 +6,7 @@ Modules:
 
 - ``asks``: what 🛠 Fix and 💬 Address ask the agent
 - ``base``: the seam (``Forge``) and the values it answers with
+- ``checkup``: ``legio check``'s forge lines
 - ``ci``: following the pull requests Legio opened: CI, reviews, their end
 - ``github``: GitHub and GitHub Enterprise over the REST API
 - ``publish``: Publish: push, then the pull request opened or updated

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from legio.config import Config
+from legio.config import Config, ProjectSettings
 from legio.errors import ForgeError, ProjectError
 from legio.forge.base import Forge, PullRequest
 from legio.forge.push import push, push_target, remote_url, repo_of_url
@@ -75,6 +75,21 @@ def title_and_body(
     return title or f"{agent}'s work", "\n\n".join(lines)[:MAX_BODY]
 
 
+async def repo_name(settings: ProjectSettings, project: str) -> str:
+    """``owner/name`` of ``project`` on the forge: its ``repo``, else its remote's URL."""
+    if settings.repo:
+        return settings.repo
+    url = await remote_url(settings.path, settings.remote)
+    name = repo_of_url(url)
+    if not name:
+        raise ForgeError(
+            f"#{project}",
+            f"cannot tell its repository on the forge from remote {settings.remote!r} "
+            f'({url or "no such remote"}): set [projects.{project}] repo = "owner/name"',
+        )
+    return name
+
+
 class Publisher:
     """Publish for every project of the config; see the module docstring."""
 
@@ -96,19 +111,8 @@ class Publisher:
         return self.forge
 
     async def repo_name(self, project: str) -> str:
-        """``owner/name`` of ``project`` on the forge: ``repo``, else its remote's URL."""
-        settings = self.projects.settings(project)
-        if settings.repo:
-            return settings.repo
-        url = await remote_url(settings.path, settings.remote)
-        name = repo_of_url(url)
-        if not name:
-            raise ForgeError(
-                f"#{project}",
-                f"cannot tell its repository on the forge from remote {settings.remote!r} "
-                f'({url or "no such remote"}): set [projects.{project}] repo = "owner/name"',
-            )
-        return name
+        """``owner/name`` of ``project`` on the forge (``repo_name``)."""
+        return await repo_name(self.projects.settings(project), project)
 
     async def publish(
         self, agent: str, project: str, *, force: bool = False, summary: str = "", check: str = ""
