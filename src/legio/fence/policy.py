@@ -62,6 +62,7 @@ DEFAULT_CENTURIO_TOOLS = ("Read", "Write", "Edit", "Glob", "Grep", "Bash", "WebS
 DEFAULT_LEGATUS_TOOLS = ("WebSearch", "WebFetch")
 WORKSPACE = "workspace"
 
+FORGE_TOKENS = ("GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITLAB_TOKEN")
 READ_TOOLS = {"Read", "Glob", "Grep", "LS", "NotebookRead"}
 WRITE_TOOLS = {"Write", "Edit", "MultiEdit", "NotebookEdit"}
 SEARCH_TOOLS = {"Glob", "Grep", "LS"}
@@ -78,6 +79,7 @@ def denied_env_names(config: Config, environ: dict[str, str] | None = None) -> l
     patterns = [
         config.telegram.token_env,
         config.forge_token_env(),
+        *FORGE_TOKENS,  # the forges' usual token variables: Caesar's, whatever [forge] says
         *config.claude.env_deny,
         *SOCKET_VARS,
     ]
