@@ -1,0 +1,85 @@
+"""The forge through real python-telegram-bot on the fake Bot API: /publish opens the pull
+request, CI red comes back as one ❌ line in the agent's lane with 🛠 Fix, and the tap
+sends the agent a request carrying the failing job's log tail as the forge's words."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.botbench import Running, running_bot
+from tests.conftest import FakeCli
+from tests.fakes.fake_forge import FakeForge
+from tests.gitrepo import git, make_project
+from tests.legion import processes_of
+
+TOKEN = "ghp_bot_canary_77"
+REPO = "caesar/app"
+
+
+@pytest.fixture
+async def forge() -> AsyncIterator[FakeForge]:
+    async with FakeForge(TOKEN) as server:
+        yield server
+
+
+@pytest.fixture
+async def bot(
+    castra_dir: Path,
+    fake_cli: FakeCli,
+    tmp_path: Path,
+    forge: FakeForge,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[Running]:
+    project = make_project(tmp_path / "app")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    git(project, "remote", "set-url", "origin", str(remote))
+    git(project, "push", "--quiet", "origin", "main")
+    forge.add_repo(REPO, bare=remote)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    extra = (
+        f'[forge]\napi_url = "{forge.api_url}"\npoll_seconds = 0.05\nmax_poll_seconds = 0.2\n'
+        f'[projects.app]\npath = "{project}"\nrepo = "{REPO}"\n'
+    )
+    async with running_bot(castra_dir, fake_cli, extra) as running:
+        yield running
+
+
+def bash(command: str) -> str:
+    return f"TOOL Bash {json.dumps({'command': command})}"
+
+
+async def test_publish_then_red_ci_then_fix(
+    bot: Running, forge: FakeForge, fake_cli: FakeCli
+) -> None:
+    start = await bot.ask(
+        "@vorenus #app fix add\n"
+        + bash("printf 'def add(a, b):\\n    return a + b\\n' > app.py && git commit -qam fix")
+    )
+    await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    start = await bot.ask("/publish vorenus #app")
+    done = await bot.answer(start, lambda t: "pull request" in t)
+    assert done.params["text"].startswith("🚀 Opened pull request #1 of vorenus on #app")
+    [pull] = forge.pulls(REPO)
+
+    forge.add_check_run(REPO, pull["head"]["sha"], "tests", conclusion="failure", log="E  0 != 4")
+    line = await bot.answer(0, lambda t: t.startswith("❌ CI failed"))
+    assert "tests" in line.params["text"]
+    [[button]] = line.params["reply_markup"]["inline_keyboard"]
+    assert button["text"] == "🛠 Fix"
+
+    before = len(processes_of(fake_cli, "vorenus"))
+    start = len(bot.api.calls)
+    message_id = int(line.result["message_id"])
+    bot.api.add_callback(button["callback_data"], message_id)
+    await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    process = processes_of(fake_cli, "vorenus")[-1]
+    prompt = process.raw_prompts[-1]
+    assert "The CI of your pull request #1" in prompt
+    assert "E  0 != 4" in prompt and "untrusted" in prompt
+    assert len(processes_of(fake_cli, "vorenus")) >= before
+    assert sum(t.startswith("❌ CI failed") for t in bot.answers()) == 1
