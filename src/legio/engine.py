@@ -68,6 +68,7 @@ class Engine:
         self.threads = ThreadStore(self.praetorium)
         self.voice = Listener(self.config, files)
         self.forge = ForgeStation.open(self.config, self.sessions.projects, self.praetorium)
+        self.sessions.project_tools = self.forge.tools_for  # read-only, served in-process
 
     @classmethod
     async def open(

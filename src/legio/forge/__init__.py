@@ -8,6 +8,7 @@ Modules:
 - ``base``: the seam (``Forge``) and the values it answers with
 - ``checkup``: ``legio check``'s forge lines
 - ``ci``: following the pull requests Legio opened: CI, reviews, their end
+- ``forgetools``: the agent's read-only forge tools, served in-process
 - ``github``: GitHub and GitHub Enterprise over the REST API
 - ``publish``: Publish: push, then the pull request opened or updated
 - ``push``: pushing Legio's own branch with the token through a pipe

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
+
+from claude_agent_sdk import SdkMcpTool
 
 from legio.config import Config
 from legio.errors import ForgeError
 from legio.fence.vault import forge_token
 from legio.forge.base import Forge, Issue
 from legio.forge.ci import CiFollower
+from legio.forge.forgetools import forge_tools
 from legio.forge.github import GitHub
 from legio.forge.publish import Published, Publisher
 from legio.projects.copies import Projects
@@ -102,6 +106,13 @@ class ForgeStation:
     async def issue(self, project: str, number: int) -> Issue:
         forge = self.required()
         return await forge.issue(await self.publisher.repo_name(project), number)
+
+    def tools_for(self, agent: str, project: str) -> list[SdkMcpTool[Any]]:
+        """The read-only forge tools of an agent working on ``project`` (none without a
+        forge or for an unknown project)."""
+        if self.forge is None or project not in self.config.projects:
+            return []
+        return forge_tools(self.forge, project, self.publisher.repo_name)
 
     async def close(self) -> None:
         if self.follower is not None:
