@@ -43,6 +43,7 @@ async def bot(
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     extra = (
         f'[forge]\napi_url = "{forge.api_url}"\npoll_seconds = 0.05\nmax_poll_seconds = 0.2\n'
+        "follow_reviews = true\n"
         f'[projects.app]\npath = "{project}"\nrepo = "{REPO}"\n'
     )
     async with running_bot(castra_dir, fake_cli, extra) as running:
@@ -83,3 +84,23 @@ async def test_publish_then_red_ci_then_fix(
     assert "E  0 != 4" in prompt and "untrusted" in prompt
     assert len(processes_of(fake_cli, "vorenus")) >= before
     assert sum(t.startswith("❌ CI failed") for t in bot.answers()) == 1
+
+
+async def test_changes_requested_go_to_the_agent_with_follow_reviews(
+    bot: Running, forge: FakeForge, fake_cli: FakeCli
+) -> None:
+    start = await bot.ask(
+        "@vorenus #app fix add\n"
+        + bash("printf 'def add(a, b):\\n    return a + b\\n' > app.py && git commit -qam fix")
+    )
+    await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    start = await bot.ask("/publish vorenus #app")
+    await bot.answer(start, lambda t: "pull request" in t)
+    start = len(bot.api.calls)
+    forge.add_review(REPO, 1, "CHANGES_REQUESTED", "Name it plus()", ["and add a docstring"])
+    line = await bot.answer(start, lambda t: t.startswith("💬 reviewer asked for changes"))
+    assert not line.params.get("reply_markup")  # no tap needed: it went at once
+    await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    prompt = processes_of(fake_cli, "vorenus")[-1].raw_prompts[-1]
+    assert "asked for changes on your pull request #1" in prompt
+    assert "Name it plus()" in prompt and "app.py:2: and add a docstring" in prompt

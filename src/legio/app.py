@@ -501,6 +501,11 @@ class LegioApp:
         forge's words bounded, escaped and marked as not Caesar's)."""
         return Request(fix_text(event), lane=event.agent, project=event.project)
 
+    def forge_follows_reviews(self) -> bool:
+        """``[forge] follow_reviews``: a review asking for changes is sent to the agent at
+        once (as if 💬 Address were tapped)."""
+        return self.config.forge is not None and self.config.forge.follow_reviews
+
     async def forge_issues(self, project: str, limit: int = 30) -> list[Issue]:
         """``/issues #project``: its open issues, newest first (``ForgeError``)."""
         return await self.engine.forge.issues(project, limit=limit)

@@ -184,6 +184,7 @@ class ForgeSettings(_Strict):
     # while nothing changes (conditional requests: an unchanged answer costs no rate limit)
     poll_seconds: float = Field(30, gt=0, le=3600)
     max_poll_seconds: float = Field(300, gt=0, le=24 * 3600)
+    follow_reviews: bool = False  # a review asking for changes goes to the agent unasked
 
     @field_validator("api_url")
     @classmethod

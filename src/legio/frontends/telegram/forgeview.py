@@ -12,6 +12,7 @@ button from before a restart says so.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import logging
@@ -49,6 +50,7 @@ class ForgeView:
         self.work = work
         self.events: OrderedDict[str, ForgeEvent] = OrderedDict()
         self._ids = itertools.count(1)
+        self.running: set[asyncio.Task[None]] = set()  # requests sent without a tap
 
     @staticmethod
     def owns(data: str | None) -> bool:
@@ -60,7 +62,8 @@ class ForgeView:
             return
         markup = None
         label = BUTTONS.get(event.kind)
-        if label is not None:
+        auto = event.kind == "changes_requested" and self.app.forge_follows_reviews()
+        if label is not None and not auto:
             key = str(next(self._ids))
             self.events[key] = event
             while len(self.events) > KEPT:
@@ -75,6 +78,18 @@ class ForgeView:
                 )
             except TelegramError as e:
                 logger.warning("could not post a forge event (%s): %s", event.kind, e)
+                return
+            if auto:  # [forge] follow_reviews: Address without a tap (not holding CI up)
+                task = asyncio.create_task(self._address(self.chat_id, event))
+                self.running.add(task)
+                task.add_done_callback(self.running.discard)
+
+    async def _address(self, chat_id: int, event: ForgeEvent) -> None:
+        request = self.app.forge_request(event)
+        with in_lane(await self.lane_for(self.bot, chat_id, event.agent)):
+            await self.work(
+                self.bot, chat_id, 0, lambda watch: self.app.handle_message(request, watch)
+            )
 
     async def on_tap(self, query: CallbackQuery) -> None:
         """🛠 Fix / 💬 Address: the agent gets the request, in its lane, on the project."""
