@@ -17,6 +17,7 @@ import pytest
 
 from legio.app import ForgeEvent, LegioApp
 from legio.frontends.admin import Admin
+from legio.legatus.scheduling import job_runner
 from tests.conftest import FakeCli
 from tests.fakes.fake_forge import FakeForge
 from tests.gitrepo import git, make_project
@@ -158,9 +159,42 @@ async def test_the_agents_forge_tools_read_issues_bounded_escaped_and_marked(
     assert {"forge_issues", "forge_issue", "forge_pull_files", "forge_pull_checks"} <= set(tools)
     forge_named = [t for t in tools if t.startswith("forge_")]
     assert sorted(forge_named) == sorted(  # reading only: nothing comments, closes, merges
-        ["forge_issues", "forge_issue", "forge_pull_files", "forge_pull_checks"]
+        ["forge_issues", "forge_new_issues", "forge_issue", "forge_pull_files", "forge_pull_checks"]
     )
 
     await app.handle_message("@vorenus no project this time")  # its workspace: no forge tools
     tools = processes_of(fake_cli, "vorenus")[-1].listed_tools()["memoria_vorenus"]
     assert not [t for t in tools if t.startswith("forge_")]
+
+
+async def test_a_morning_triage_job_gets_the_issues_opened_since_its_last_run(
+    flow: Flow, fake_cli: FakeCli
+) -> None:
+    """The job the Legatus sets up ("every weekday at 8, @pullo: triage the new issues of
+    #app") runs on the project; each run's forge_new_issues gives the issues since the last."""
+    app, forge = flow.app, flow.forge
+    forge.add_issue(REPO, "first bug")
+    forge.add_issue(REPO, "second bug")
+    asked = "triage the new issues\nCALL_TOOL memoria_pullo forge_new_issues {}"
+    schedule = {"request": asked, "target": "pullo", "cron": "0 8 * * 1-5", "project": "#app"}
+    [reply] = await app.handle_message(
+        f"CALL_TOOL legatus_tools schedule_job {json.dumps(schedule)}"
+    )
+    assert "Scheduled job #1" in reply.text
+    job = await app.scheduler.jobs.get(1)
+    assert job is not None
+
+    async def run_job() -> str:
+        nuntius = await app.praetorium.post("scheduler", job.request, ["pullo"])
+        assert await job_runner(app.legatus)(job, nuntius) == "answer"
+        answer = (await app.praetorium.get_history(1))[0]
+        assert (answer.sender, answer.project) == ("pullo", "app")
+        return answer.text
+
+    first = await run_job()
+    assert "2 new issue(s) of caesar/app (the first look" in first
+    assert "#1 first bug" in first and "https://github.example/caesar/app/issues/2" in first
+    forge.add_issue(REPO, "third bug")
+    second = await run_job()
+    assert "1 new issue(s) of caesar/app since #2" in second
+    assert "#3 third bug" in second and "first bug" not in second

@@ -59,6 +59,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "topics",
             "topic_projects",
             "pulls",
+            "forge_seen",
             "_migrations",
         },
         "index": {

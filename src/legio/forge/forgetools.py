@@ -1,25 +1,26 @@
 """The agent's read-only forge tools, served by Legio in-process (the token never crosses).
 
 An agent working on a project whose repository is on the forge gets, beside its memoria
-tools: ``forge_issues`` (the open issues), ``forge_issue`` (one issue with its comments),
-``forge_pull_files`` and ``forge_pull_checks`` (a pull request's files, and its head's
-check runs and statuses). Each is scoped by closure to that agent's project: no argument
-names another repository. Everything the forge wrote (titles, bodies, comments, names) is
-bounded and escaped inside ``<forge_text … untrusted="true">`` (``legio.forge.untrusted``):
-data for the agent, never Caesar's words. There is no tool that writes to the forge:
-Publish is Caesar's tap.
+tools: ``forge_issues`` (the open issues), ``forge_new_issues`` (those opened since the
+agent last asked: a morning triage's input, kept in the praetorium), ``forge_issue``
+(one issue with its comments), ``forge_pull_files`` and ``forge_pull_checks`` (a pull
+request's files, and its head's check runs and statuses). Each is scoped by closure to
+that agent's project: no argument names another repository. Everything the forge wrote
+(titles, bodies, comments, names) is bounded and escaped inside ``<forge_text …
+untrusted="true">`` (``legio.forge.untrusted``): data for the agent, never Caesar's
+words. There is no tool that writes to the forge: Publish is Caesar's tap.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import wraps
-from typing import Any
+from typing import Any, Protocol
 
 from claude_agent_sdk import SdkMcpTool, tool
 
 from legio.errors import LegioError
-from legio.forge.base import Forge
+from legio.forge.base import Forge, Issue
 from legio.forge.untrusted import NOTICE, clean, wrap
 
 Result = dict[str, Any]
@@ -63,8 +64,27 @@ def _schema(properties: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def forge_tools(forge: Forge, project: str, repo_of: RepoOf) -> list[SdkMcpTool[Any]]:
-    """The read-only tools for project ``project`` (its repository: ``repo_of(project)``)."""
+class Seen(Protocol):
+    """Where the newest issue an agent was shown is kept (``PullStore``)."""
+
+    async def seen_issue(self, agent: str, project: str) -> int: ...
+
+    async def saw_issue(self, agent: str, project: str, number: int) -> None: ...
+
+
+def _issue_lines(issues: list[Issue]) -> str:
+    return "\n".join(
+        f"#{i.number} {' '.join(i.title.split())} [{', '.join(i.labels)}] by {i.author}, "
+        f"{i.created_at[:10]} {i.url}"
+        for i in issues
+    )
+
+
+def forge_tools(
+    forge: Forge, project: str, repo_of: RepoOf, agent: str = "", seen: Seen | None = None
+) -> list[SdkMcpTool[Any]]:
+    """The read-only tools for project ``project`` (its repository: ``repo_of(project)``);
+    with ``seen``, also ``forge_new_issues`` for ``agent``."""
 
     @tool(
         "forge_issues",
@@ -78,12 +98,28 @@ def forge_tools(forge: Forge, project: str, repo_of: RepoOf) -> list[SdkMcpTool[
         issues = await forge.issues(repo, limit=MAX_LISTED)
         if not issues:
             return _result(f"{repo} has no open issue.")
-        lines = [
-            f"#{i.number} {' '.join(i.title.split())} [{', '.join(i.labels)}] by {i.author}, "
-            f"{i.created_at[:10]} {i.url}"
-            for i in issues
-        ]
-        return _result(f"{NOTICE}\n" + wrap("issues", "\n".join(lines), repo=repo))
+        return _result(f"{NOTICE}\n" + wrap("issues", _issue_lines(issues), repo=repo))
+
+    @tool(
+        "forge_new_issues",
+        f"The open issues of #{project}'s repository opened since you last called this tool "
+        "(all open ones the first time), oldest first, each with its link: the input of a "
+        "recurring triage.",
+        _schema({}),
+    )
+    @_guarded
+    async def forge_new_issues(args: dict[str, Any]) -> Result:
+        assert seen is not None
+        repo = await repo_of(project)
+        last = await seen.seen_issue(agent, project)
+        issues = [i for i in await forge.issues(repo, limit=MAX_LISTED) if i.number > last]
+        if not issues:
+            return _result(f"No new issue in {repo} since #{last} (the newest you were shown).")
+        issues.sort(key=lambda i: i.number)
+        await seen.saw_issue(agent, project, issues[-1].number)
+        since = f"since #{last}" if last else "(the first look: every open issue)"
+        head = f"{len(issues)} new issue(s) of {repo} {since}."
+        return _result(f"{head}\n{NOTICE}\n" + wrap("issues", _issue_lines(issues), repo=repo))
 
     @tool(
         "forge_issue",
@@ -146,4 +182,5 @@ def forge_tools(forge: Forge, project: str, repo_of: RepoOf) -> list[SdkMcpTool[
         )
         return _result(head + "\n" + wrap("checks", "\n".join(lines) or "(none)", repo=repo))
 
-    return [forge_issues, forge_issue, forge_pull_files, forge_pull_checks]
+    tools = [forge_issues, forge_issue, forge_pull_files, forge_pull_checks]
+    return [*tools, forge_new_issues] if seen is not None and agent else tools

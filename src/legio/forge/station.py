@@ -112,7 +112,7 @@ class ForgeStation:
         forge or for an unknown project)."""
         if self.forge is None or project not in self.config.projects:
             return []
-        return forge_tools(self.forge, project, self.publisher.repo_name)
+        return forge_tools(self.forge, project, self.publisher.repo_name, agent, self.pulls)
 
     async def close(self) -> None:
         if self.follower is not None:

@@ -406,7 +406,8 @@ async def m013_conversations(db: aiosqlite.Connection) -> None:
 @migration
 async def m016_pulls(db: aiosqlite.Connection) -> None:
     """Pull requests Legio opened on the forge (``legio.store.pullstore``): followed for CI
-    and reviews until merged or closed, across restarts."""
+    and reviews until merged or closed, across restarts; and the newest issue each agent
+    has seen of each project (``forge_new_issues``: the issues opened since)."""
     await _script(
         db,
         [
@@ -428,6 +429,13 @@ async def m016_pulls(db: aiosqlite.Connection) -> None:
                 UNIQUE (repo, number)
             )""",
             "CREATE INDEX idx_pulls_state ON pulls(state)",
+            """CREATE TABLE forge_seen (
+                agent TEXT NOT NULL,
+                project TEXT NOT NULL,
+                last_issue INTEGER NOT NULL,
+                seen_at TEXT NOT NULL,
+                PRIMARY KEY (agent, project)
+            )""",
         ],
     )
 

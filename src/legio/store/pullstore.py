@@ -4,7 +4,9 @@ One row per pull request (``repo``, ``number``), with the agent and project it c
 head commit as last pushed, its state (``open`` until merged or closed), and what was
 already told to Caesar: ``reported_sha`` (the head whose CI result was said) and
 ``reported_review`` (the last review said), so a restart neither repeats nor loses a
-line. Every write is one statement (the connection is shared and in autocommit mode).
+line. ``forge_seen`` keeps, per agent and project, the newest issue number the agent was
+shown by ``forge_new_issues`` (issue numbers only grow: "new" is a higher number). Every
+write is one statement (the connection is shared and in autocommit mode).
 """
 
 from __future__ import annotations
@@ -122,4 +124,21 @@ class PullStore:
         await self._db.execute(
             f"UPDATE pulls SET {sets}, updated_at = ? WHERE id = ?",
             (*values.values(), now().isoformat(), pull_id),
+        )
+
+    async def seen_issue(self, agent: str, project: str) -> int:
+        """The newest issue number ``agent`` was shown of ``project`` (0: none yet)."""
+        async with self._db.execute(
+            "SELECT last_issue FROM forge_seen WHERE agent = ? AND project = ?", (agent, project)
+        ) as cursor:
+            row = await cursor.fetchone()
+        return int(row["last_issue"]) if row is not None else 0
+
+    async def saw_issue(self, agent: str, project: str, number: int) -> None:
+        """``agent`` was shown ``project``'s issues up to ``number``."""
+        await self._db.execute(
+            "INSERT INTO forge_seen (agent, project, last_issue, seen_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (agent, project) DO UPDATE SET "
+            "last_issue = max(last_issue, excluded.last_issue), seen_at = excluded.seen_at",
+            (agent, project, number, now().isoformat()),
         )
