@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from legio.app import ForgeEvent, LegioApp
+from legio.app import ApprovalRequest, Decision, ForgeEvent, LegioApp
 from legio.frontends.admin import Admin
 from legio.legatus.scheduling import job_runner
 from tests.conftest import FakeCli
@@ -158,8 +158,17 @@ async def test_the_agents_forge_tools_read_issues_bounded_escaped_and_marked(
     tools = processes_of(fake_cli, "vorenus")[-1].listed_tools()["memoria_vorenus"]
     assert {"forge_issues", "forge_issue", "forge_pull_files", "forge_pull_checks"} <= set(tools)
     forge_named = [t for t in tools if t.startswith("forge_")]
-    assert sorted(forge_named) == sorted(  # reading only: nothing comments, closes, merges
-        ["forge_issues", "forge_new_issues", "forge_issue", "forge_pull_files", "forge_pull_checks"]
+    assert sorted(forge_named) == sorted(  # writes only through Caesar; no merge, no push
+        [
+            "forge_issues",
+            "forge_new_issues",
+            "forge_issue",
+            "forge_pull_files",
+            "forge_pull_checks",
+            "forge_comment",
+            "forge_add_labels",
+            "forge_close_issue",
+        ]
     )
 
     await app.handle_message("@vorenus no project this time")  # its workspace: no forge tools
@@ -198,3 +207,51 @@ async def test_a_morning_triage_job_gets_the_issues_opened_since_its_last_run(
     second = await run_job()
     assert "1 new issue(s) of caesar/app since #2" in second
     assert "#3 third bug" in second and "first bug" not in second
+
+
+class Caesar:
+    """An asker that answers every approval with ``choice`` and keeps what it was shown."""
+
+    def __init__(self, choice: str) -> None:
+        self.choice = choice
+        self.shown: list[ApprovalRequest] = []
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        self.shown.append(request)
+        return Decision(self.choice)  # type: ignore[arg-type]
+
+    async def answer(self, request: object) -> None:
+        return None
+
+
+async def test_writing_to_the_forge_asks_caesar_first_showing_exactly_what(flow: Flow) -> None:
+    app, forge = flow.app, flow.forge
+    forge.add_issue(REPO, "a bug")
+    comment = call("forge_comment", {"number": "1", "body": "Fixed in #2, I think."})
+    [reply] = await app.handle_message("@vorenus #app note it\n" + comment)
+    assert "Caesar did not allow this" in reply.text  # nobody to ask: refused
+    assert forge.calls_to("POST", "/comments") == []
+
+    no = Caesar("deny")
+    app.set_asker(no)
+    [reply] = await app.handle_message("@vorenus #app note it\n" + comment)
+    assert "nothing was written" in reply.text and forge.calls_to("POST", "/comments") == []
+    assert no.shown[0].full_target == "comment on caesar/app#1:\nFixed in #2, I think."
+
+    yes = Caesar("once")
+    app.set_asker(yes)
+    [reply] = await app.handle_message("@vorenus #app note it\n" + comment)
+    assert "Commented on caesar/app#1" in reply.text
+    assert forge.repos[REPO].comments[1][-1]["body"] == "Fixed in #2, I think."
+    labels = call("forge_add_labels", {"number": "1", "labels": "bug, easy"})
+    [reply] = await app.handle_message("@vorenus #app label it\n" + labels)
+    assert "is labelled: bug, easy" in reply.text
+    [reply] = await app.handle_message(
+        "@vorenus #app close it\n" + call("forge_close_issue", {"number": "1"})
+    )
+    assert "Closed caesar/app#1." in reply.text and forge.repos[REPO].items[1]["state"] == "closed"
+    assert [r.full_target for r in yes.shown] == [
+        "comment on caesar/app#1:\nFixed in #2, I think.",
+        "add labels to caesar/app#1: bug, easy",
+        "close issue caesar/app#1",
+    ]

@@ -68,7 +68,9 @@ class Engine:
         self.threads = ThreadStore(self.praetorium)
         self.voice = Listener(self.config, files)
         self.forge = ForgeStation.open(self.config, self.sessions.projects, self.praetorium)
-        self.sessions.project_tools = self.forge.tools_for  # read-only, served in-process
+        self.sessions.project_tools = self.forge.tools_for  # served in-process
+        if self.sessions.approvals is not None:  # the forge's writes ask Caesar first
+            self.forge.confirm = self.sessions.approvals.confirm
 
     @classmethod
     async def open(

@@ -166,7 +166,7 @@ class FakeForge:
         return item
 
     def add_comment(self, repo: str, number: int, body: str, login: str = "someone") -> None:
-        self.repos[repo].comments[number].append(
+        self.repos[repo].comments.setdefault(number, []).append(
             {
                 "id": self.new_id(),
                 "body": body,
@@ -517,9 +517,23 @@ class FakeForge:
         if item is None:
             return self._error(call, 404, "Not Found")
         if len(rest) == 1:
+            if call.method == "PATCH":
+                item.update({k: v for k, v in (call.body or {}).items() if k in ("state", "title")})
             return self._json(call, item)
         if rest[1] == "comments":
+            if call.method == "POST":
+                self.add_comment(
+                    repo.full_name, number, (call.body or {}).get("body", ""), self.login
+                )
+                made = repo.comments[number][-1]
+                made["html_url"] = f"{item['html_url']}#issuecomment-{made['id']}"
+                return self._json(call, made, 201)
             return self._json(call, repo.comments.get(number, []))
+        if rest[1] == "labels" and call.method == "POST":
+            names = [label["name"] for label in item["labels"]]
+            names += [n for n in (call.body or {}).get("labels", []) if n not in names]
+            item["labels"] = [{"name": n} for n in names]
+            return self._json(call, item["labels"])
         return self._error(call, 404, "Not Found")
 
 

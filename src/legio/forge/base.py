@@ -111,7 +111,8 @@ class PrFile:
 
 
 class Forge(Protocol):
-    """What Legio asks of a forge (all reads but ``open_pull`` and ``update_pull``)."""
+    """What Legio asks of a forge (all reads but the pull requests' opening and updating,
+    and the writes an agent may ask for, each after Caesar's Allow)."""
 
     web_host: str  # where its repositories live ("github.com"): for push URLs
 
@@ -154,5 +155,17 @@ class Forge(Protocol):
     async def reviews(self, repo: str, number: int) -> list[Review]: ...
 
     async def review_comments(self, repo: str, number: int) -> list[Comment]: ...
+
+    # writes an agent may ask for (legio.forge.forgetools: only after Caesar's Allow)
+
+    async def comment(self, repo: str, number: int, body: str) -> str:
+        """Comment on an issue or pull request; the comment's link."""
+        ...
+
+    async def add_labels(self, repo: str, number: int, labels: list[str]) -> list[str]:
+        """Add labels to an issue or pull request; its labels now."""
+        ...
+
+    async def close_issue(self, repo: str, number: int) -> None: ...
 
     async def close(self) -> None: ...

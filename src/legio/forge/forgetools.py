@@ -8,7 +8,9 @@ request's files, and its head's check runs and statuses). Each is scoped by clos
 that agent's project: no argument names another repository. Everything the forge wrote
 (titles, bodies, comments, names) is bounded and escaped inside ``<forge_text …
 untrusted="true">`` (``legio.forge.untrusted``): data for the agent, never Caesar's
-words. There is no tool that writes to the forge: Publish is Caesar's tap.
+words. Writing (a comment, labels, closing an issue) goes only through ``write_tools``,
+each asking Caesar first with exactly what would be written; no tool merges, pushes or
+opens a pull request: Publish is Caesar's tap.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from legio.forge.untrusted import NOTICE, clean, wrap
 Result = dict[str, Any]
 Handler = Callable[[dict[str, Any]], Awaitable[Result]]
 RepoOf = Callable[[str], Awaitable[str]]
+# (agent, tool, exactly what it would write, rule) -> Caesar allowed it now
+Confirm = Callable[[str, str, str, str], Awaitable[bool]]
+WRITE_RULE = "forge writes (always asked)"
+MAX_COMMENT = 20_000
 MAX_LISTED = 50
 COMMENT_LIMIT = 4_000
 
@@ -81,10 +87,16 @@ def _issue_lines(issues: list[Issue]) -> str:
 
 
 def forge_tools(
-    forge: Forge, project: str, repo_of: RepoOf, agent: str = "", seen: Seen | None = None
+    forge: Forge,
+    project: str,
+    repo_of: RepoOf,
+    agent: str = "",
+    seen: Seen | None = None,
+    confirm: Confirm | None = None,
 ) -> list[SdkMcpTool[Any]]:
     """The read-only tools for project ``project`` (its repository: ``repo_of(project)``);
-    with ``seen``, also ``forge_new_issues`` for ``agent``."""
+    with ``seen``, also ``forge_new_issues`` for ``agent``; with ``confirm``, the write
+    tools (``write_tools``)."""
 
     @tool(
         "forge_issues",
@@ -183,4 +195,71 @@ def forge_tools(
         return _result(head + "\n" + wrap("checks", "\n".join(lines) or "(none)", repo=repo))
 
     tools = [forge_issues, forge_issue, forge_pull_files, forge_pull_checks]
-    return [*tools, forge_new_issues] if seen is not None and agent else tools
+    if seen is not None and agent:
+        tools.append(forge_new_issues)
+    if confirm is not None and agent:
+        tools += write_tools(forge, project, repo_of, agent, confirm)
+    return tools
+
+
+def write_tools(
+    forge: Forge, project: str, repo_of: RepoOf, agent: str, confirm: Confirm
+) -> list[SdkMcpTool[Any]]:
+    """``forge_comment``, ``forge_add_labels``, ``forge_close_issue``: each asks Caesar
+    first (``confirm``: the approval gate), showing exactly what would be written, and
+    writes only on his Allow, given for this one call."""
+
+    async def allowed(tool_name: str, what: str) -> None:
+        if not await confirm(agent, f"forge: {tool_name}", what, WRITE_RULE):
+            raise LegioError(
+                "Caesar did not allow this (denied, or no answer): nothing was written. "
+                "Do not try it another way; tell him what you wanted to write."
+            )
+
+    @tool(
+        "forge_comment",
+        f"Comment on an issue or pull request of #{project}'s repository. Caesar is asked "
+        "first and sees exactly this text; nothing is written without his Allow.",
+        _schema({"number": "the issue's or pull request's number", "body": "the comment"}),
+    )
+    @_guarded
+    async def forge_comment(args: dict[str, Any]) -> Result:
+        number, body = _number(args), str(args.get("body") or "")
+        if not body.strip() or len(body) > MAX_COMMENT:
+            raise LegioError(f"body: give the comment's text (1 to {MAX_COMMENT:,} characters)")
+        repo = await repo_of(project)
+        await allowed("comment", f"comment on {repo}#{number}:\n{body}")
+        url = await forge.comment(repo, number, body)
+        return _result(f"Commented on {repo}#{number}: {url}")
+
+    @tool(
+        "forge_add_labels",
+        f"Add labels to an issue or pull request of #{project}'s repository (comma "
+        "separated). Caesar is asked first.",
+        _schema({"number": "the issue's number", "labels": "e.g. 'bug, easy'"}),
+    )
+    @_guarded
+    async def forge_add_labels(args: dict[str, Any]) -> Result:
+        number = _number(args)
+        labels = [x.strip() for x in str(args.get("labels") or "").split(",") if x.strip()]
+        if not labels or any(len(x) > 50 for x in labels):
+            raise LegioError("labels: give one or more labels, comma separated")
+        repo = await repo_of(project)
+        await allowed("add labels", f"add labels to {repo}#{number}: {', '.join(labels)}")
+        now = await forge.add_labels(repo, number, labels)
+        return _result(f"{repo}#{number} is labelled: {', '.join(now)}")
+
+    @tool(
+        "forge_close_issue",
+        f"Close an issue of #{project}'s repository. Caesar is asked first.",
+        _schema({"number": "the issue's number"}),
+    )
+    @_guarded
+    async def forge_close_issue(args: dict[str, Any]) -> Result:
+        number = _number(args)
+        repo = await repo_of(project)
+        await allowed("close", f"close issue {repo}#{number}")
+        await forge.close_issue(repo, number)
+        return _result(f"Closed {repo}#{number}.")
+
+    return [forge_comment, forge_add_labels, forge_close_issue]

@@ -242,6 +242,19 @@ class GitHub:
         found = await self._get(f"/repos/{repo}/pulls/{number}/comments?per_page={PAGE}")
         return [_comment(c) for c in found if isinstance(c, dict)]
 
+    async def comment(self, repo: str, number: int, body: str) -> str:
+        data = await self.http.post(f"/repos/{repo}/issues/{number}/comments", data={"body": body})
+        return str(data.get("html_url") or "")
+
+    async def add_labels(self, repo: str, number: int, labels: list[str]) -> list[str]:
+        data = await self.http.post(
+            f"/repos/{repo}/issues/{number}/labels", data={"labels": labels}
+        )
+        return [str(label.get("name")) for label in data if isinstance(label, dict)]
+
+    async def close_issue(self, repo: str, number: int) -> None:
+        await self.http.patch(f"/repos/{repo}/issues/{number}", data={"state": "closed"})
+
 
 async def _tail(client: httpx.AsyncClient, url: str, limit: int) -> str:
     """The last ``limit`` bytes at ``url``, read as a stream (no header of ours sent)."""

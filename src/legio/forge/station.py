@@ -20,7 +20,7 @@ from legio.errors import ForgeError
 from legio.fence.vault import forge_token
 from legio.forge.base import Forge, Issue
 from legio.forge.ci import CiFollower
-from legio.forge.forgetools import forge_tools
+from legio.forge.forgetools import Confirm, forge_tools
 from legio.forge.github import GitHub
 from legio.forge.publish import Published, Publisher
 from legio.projects.copies import Projects
@@ -54,6 +54,7 @@ class ForgeStation:
                 max_interval_s=max(config.forge.max_poll_seconds, config.forge.poll_seconds),
             )
         self.notify: Notify | None = None
+        self.confirm: Confirm | None = None  # the approval gate's (legio.engine): writes ask
         self._started = False
 
     @classmethod
@@ -112,7 +113,9 @@ class ForgeStation:
         forge or for an unknown project)."""
         if self.forge is None or project not in self.config.projects:
             return []
-        return forge_tools(self.forge, project, self.publisher.repo_name, agent, self.pulls)
+        return forge_tools(
+            self.forge, project, self.publisher.repo_name, agent, self.pulls, self.confirm
+        )
 
     async def close(self) -> None:
         if self.follower is not None:
