@@ -18,6 +18,7 @@ import pytest
 from legio.app import ApprovalRequest, Decision, ForgeEvent, LegioApp
 from legio.frontends.admin import Admin
 from legio.legatus.scheduling import job_runner
+from legio.shell.rules import Choice
 from tests.conftest import FakeCli
 from tests.fakes.fake_forge import FakeForge
 from tests.gitrepo import git, make_project
@@ -212,13 +213,13 @@ async def test_a_morning_triage_job_gets_the_issues_opened_since_its_last_run(
 class Caesar:
     """An asker that answers every approval with ``choice`` and keeps what it was shown."""
 
-    def __init__(self, choice: str) -> None:
+    def __init__(self, choice: Choice) -> None:
         self.choice = choice
         self.shown: list[ApprovalRequest] = []
 
     async def approve(self, request: ApprovalRequest) -> Decision:
         self.shown.append(request)
-        return Decision(self.choice)  # type: ignore[arg-type]
+        return Decision(self.choice)
 
     async def answer(self, request: object) -> None:
         return None
