@@ -37,9 +37,10 @@ from legio.projects.publishing import agents_branch
 PUSH_TIMEOUT_S = 300.0
 SCP = re.compile(r"(?:[A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+):(?!//)(.+)")
 OWNER_NAME = re.compile(r"/*([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9._-]{1,100}?)(?:\.git)?/*")
+# the pipe read by its path: dash reads only one-digit descriptors in ``<&N``
 HELPER = (
     '!f() { test "$1" = get || exit 0; cat >/dev/null; '
-    "printf 'username=x-access-token\\npassword='; cat <&%d; printf '\\n'; }; f"
+    "printf 'username=x-access-token\\npassword='; cat /dev/fd/%d; printf '\\n'; }; f"
 )
 
 
