@@ -132,7 +132,8 @@ async def push(
     if target.local:
         settings.append(("protocol.file.allow", "always"))
     else:
-        settings += [("protocol.https.allow", "always"), ("http.followRedirects", "false")]
+        scheme = urlsplit(target.url).scheme  # https (push_target allows nothing else)
+        settings += [(f"protocol.{scheme}.allow", "always"), ("http.followRedirects", "false")]
         if target.token:
             if not token:
                 raise ForgeError(
