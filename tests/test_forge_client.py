@@ -145,3 +145,19 @@ async def test_ref_with_slashes_and_job_log_tail_without_the_token(
 def test_web_host() -> None:
     assert web_host_of("https://api.github.com") == "github.com"
     assert web_host_of("https://ghe.example.com/api/v3") == "ghe.example.com"
+
+
+async def test_a_moved_repository_is_said_not_followed(forge: FakeForge, client: GitHub) -> None:
+    forge.fail("/repos/caesar/app", 301, times=1, body="")
+    with pytest.raises(ForgeError, match=r"moved \(HTTP 301\): a renamed repository"):
+        await client.repo(REPO)
+
+
+def test_rate_wait_reads_retry_after_and_the_reset() -> None:
+    from legio.forge.transport import rate_wait
+
+    assert rate_wait(429, {"retry-after": "7"}, 0) == 7
+    assert rate_wait(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "100"}, 40) == 61
+    assert rate_wait(403, {"x-ratelimit-remaining": "12"}, 0) is None  # a plain refusal
+    assert rate_wait(404, {"retry-after": "7"}, 0) is None
+    assert rate_wait(429, {"retry-after": "not a date"}, 0) == 60

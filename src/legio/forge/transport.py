@@ -79,13 +79,14 @@ def rate_wait(status: int, headers: Mapping[str, str], now: float) -> float | No
     """Seconds to wait when an answer says the rate limit is reached; None otherwise."""
     if status not in (403, 429):
         return None
-    after = headers.get("retry-after", "")
-    if after.strip().isdigit():
+    after = headers.get("retry-after", "").strip()
+    if after.isdigit():
         return float(after)
-    if after:
-        with_date = email.utils.parsedate_to_datetime(after) if after else None
-        if with_date is not None:
-            return max(0.0, with_date.timestamp() - now)
+    if after:  # an HTTP date
+        try:
+            return max(0.0, email.utils.parsedate_to_datetime(after).timestamp() - now)
+        except (TypeError, ValueError):
+            return 60.0
     if headers.get("x-ratelimit-remaining", "").strip() == "0":
         reset = headers.get("x-ratelimit-reset", "").strip()
         return max(0.0, float(reset) - now) + 1 if reset.isdigit() else 60.0
@@ -154,6 +155,16 @@ class Transport(gh_httpx.GitHubAPI):
                 if wait is not None:
                     await self._wait_for_limit(wait)
                     continue
+                if 300 <= status < 400 and status != 304:
+                    moved = answer.get("location", "")
+                    raise ForgeError(
+                        self.what(method, url),
+                        self.clean(
+                            f"moved (HTTP {status}{' to ' + moved if moved else ''}): "
+                            "a renamed repository? set [projects.<name>] repo"
+                        ),
+                        status,
+                    )
                 if status < 400 or status == 304:
                     if status in (200, 201) and not _is_json(answer, content):
                         problem = f"an answer that is not JSON (HTTP {status})"
