@@ -60,6 +60,8 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "topic_projects",
             "cards",
             "checks",
+            "pulls",
+            "forge_seen",
             "_migrations",
         },
         "index": {
@@ -77,6 +79,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "idx_cards_copy",
             "idx_cards_check",
             "idx_checks_copy",
+            "idx_pulls_state",
         },
         "trigger": {
             "nuntii_participants",
@@ -121,6 +124,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m013_conversations",
             "m014_checks",
             "m015_cards",
+            "m016_pulls",
         ]
         plan = " ".join(
             str(r)

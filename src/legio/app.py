@@ -13,7 +13,7 @@ it typed questions or to act. Files come in through ``accept_file``, ``fetch_fil
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +22,9 @@ from legio.config import Config
 from legio.engine import Engine
 from legio.errors import LegioError
 from legio.fence.sandbox import sandbox_status_lines
+from legio.forge.asks import fix_text
+from legio.forge.base import Issue
+from legio.forge.publish import Published
 from legio.jobs.schedule import zone
 from legio.jobs.scheduler import Clock
 from legio.legatus.conversations import Dispatched
@@ -35,6 +38,9 @@ from legio.projects.overview import CopyState, DiffReport, ProjectState
 from legio.request import (
     UNWATCHED,
     CardDiff,
+    FailedJob,
+    ForgeCallback,
+    ForgeEvent,
     PendingFile,
     Pointer,
     Reply,
@@ -83,8 +89,12 @@ __all__ = [
     "CopyState",
     "Decision",
     "DiffReport",
+    "FailedJob",
     "Fetch",
+    "ForgeCallback",
+    "ForgeEvent",
     "Grant",
+    "Issue",
     "Job",
     "JobRun",
     "LegioApp",
@@ -92,6 +102,7 @@ __all__ = [
     "PendingFile",
     "Pointer",
     "ProjectState",
+    "Published",
     "QuestionRequest",
     "Reply",
     "ReplyCallback",
@@ -487,6 +498,7 @@ class LegioApp:
             self.sessions.budget.notify = notify
         if self.sessions.health is not None:
             self.sessions.health.notify = notify
+        self.engine.forge.notify = notify  # the forge's rate limit, said once
 
     async def usage(self) -> UsageReport | None:
         """``/usage``: spend per agent and model, today and over the last 7 days."""
@@ -496,3 +508,36 @@ class LegioApp:
     def plan_lines(self) -> list[str]:
         """The plan's windows as the API last reported them (subscription logins only)."""
         return self.sessions.health.lines() if self.sessions.health is not None else []
+
+    # ---------------------------------------------------------- the forge
+
+    async def publish(
+        self, agent: str, project: str, *, force: bool = False, summary: str = "", check: str = ""
+    ) -> Published:
+        """🚀 Publish: push the agent's branch (``legio/<agent>/…``) and open or update its
+        pull request (``legio.forge.publish``). ``force`` only after Caesar confirmed a
+        force-push (a ``PushRejected`` with ``non_fast_forward``); ``summary``: the PR's
+        title and body; ``check``: the last check's line. ``ForgeError``/``ProjectError``."""
+        return await self.engine.forge.publish(
+            agent, project, force=force, summary=summary, check=check
+        )
+
+    async def follow_forge(self, callback: ForgeCallback) -> Callable[[], None]:
+        """Call ``callback`` with every ``ForgeEvent`` of the pull requests Legio opened (CI
+        settled, reviews, merged or closed); following starts with the first subscriber.
+        Returns the unsubscribe function."""
+        return await self.engine.forge.follow(callback)
+
+    def forge_request(self, event: ForgeEvent) -> Request:
+        """🛠 Fix / 💬 Address: the request for the agent, in its lane, on the project (the
+        forge's words bounded, escaped and marked as not Caesar's)."""
+        return Request(fix_text(event), lane=event.agent, project=event.project)
+
+    def forge_follows_reviews(self) -> bool:
+        """``[forge] follow_reviews``: a review asking for changes is sent to the agent at
+        once (as if 💬 Address were tapped)."""
+        return self.config.forge is not None and self.config.forge.follow_reviews
+
+    async def forge_issues(self, project: str, limit: int = 30) -> list[Issue]:
+        """``/issues #project``: its open issues, newest first (``ForgeError``)."""
+        return await self.engine.forge.issues(project, limit=limit)

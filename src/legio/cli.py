@@ -35,6 +35,7 @@ from legio.fence.guard import PathGuard
 from legio.fence.launch import TOKEN_FD_ENV, take_token
 from legio.fence.policy import denied_env_names
 from legio.fence.sandbox import announce_sandbox, keys_report, policy_report
+from legio.forge.checkup import check_forge
 from legio.jobs.schedule import local_zone_name
 from legio.limits.plan import login_state
 from legio.media.listening import voice_line
@@ -227,6 +228,7 @@ def check_config(config: Config, *, is_root: bool | None = None, console: bool =
                 report.ok(f"approvals: {name} also asks before {', '.join(own)} (its ask:)")
     with ThreadPoolExecutor(1) as thread:  # its own loop: a caller may run one already
         projects = thread.submit(asyncio.run, check_projects(config, castra)).result()
+        projects += thread.submit(asyncio.run, check_forge(config)).result()
     for mark, text in [*projects, voice_line(config), *keys_report(config, castra)]:
         getattr(report, mark)(text)
     report.lines += policy_lines(config, castra)

@@ -173,6 +173,37 @@ class BudgetSettings(_Strict):
     per_turn_usd: float = Field(5.0, ge=0)
 
 
+class ForgeSettings(_Strict):
+    """Where projects' pull requests, CI and issues live (``[forge]``): GitHub or GitHub
+    Enterprise through the REST API; the token is read once, never shown to agents."""
+
+    kind: Literal["github"] = "github"
+    api_url: str = "https://api.github.com"  # GitHub Enterprise: https://<host>/api/v3
+    token_env: str = "GITHUB_TOKEN"
+    # CI of a pull request Legio opened is polled this often, doubling to max_poll_seconds
+    # while nothing changes (conditional requests: an unchanged answer costs no rate limit)
+    poll_seconds: float = Field(30, gt=0, le=3600)
+    max_poll_seconds: float = Field(300, gt=0, le=24 * 3600)
+    follow_reviews: bool = False  # a review asking for changes goes to the agent unasked
+
+    @field_validator("api_url")
+    @classmethod
+    def _api(cls, value: str) -> str:
+        if not re.match(r"https?://[^\s/]+(/\S*)?\Z", value):
+            raise ValueError(
+                'must be an http(s) URL, e.g. "https://api.github.com" or '
+                '"https://github.example.com/api/v3"'
+            )
+        return value.rstrip("/")
+
+    @field_validator("token_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        if not _ENV_NAME.match(value):
+            raise ValueError("must be the name of an environment variable, e.g. GITHUB_TOKEN")
+        return value
+
+
 class ProjectSettings(_Strict):
     """One of Caesar's git repositories agents may work on (``[projects.<name>]``), each
     agent in its own clone on its own branch (see docs/projects.md)."""
@@ -207,6 +238,23 @@ class ProjectSettings(_Strict):
             )
         return self
 
+    repo: str = ""  # "owner/name" on the forge; "" = read from the remote's URL
+    remote: str = "origin"  # the remote Publish pushes to
+
+    @field_validator("repo")
+    @classmethod
+    def _repo(cls, value: str) -> str:
+        if value and not _REPO.match(value):
+            raise ValueError('must be "owner/name" as on the forge, e.g. "caesar/app"')
+        return value
+
+    @field_validator("remote")
+    @classmethod
+    def _remote(cls, value: str) -> str:
+        if value.startswith("-") or not _BRANCH.match(value) or ".." in value or "/" in value:
+            raise ValueError('must be the name of a git remote, e.g. "origin"')
+        return value
+
     @field_validator("base")
     @classmethod
     def _branch(cls, value: str) -> str:
@@ -217,6 +265,7 @@ class ProjectSettings(_Strict):
 
 _BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}\Z")
 MAX_CHECK_CHARS = 2000
+_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}\Z")
 
 
 class ProjectOptions(_Strict):
@@ -277,6 +326,7 @@ class Config(_Strict):
     approvals: ApprovalSettings = Field(default_factory=ApprovalSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
+    forge: ForgeSettings | None = None  # no [forge]: no publishing, CI or issues
     projects: dict[str, ProjectSettings] = Field(default_factory=dict)
     project_options: ProjectOptions = Field(default_factory=ProjectOptions, exclude=True)
 
@@ -315,6 +365,11 @@ class Config(_Strict):
     def telegram_token(self) -> str:
         """The bot token from the environment variable named by ``telegram.token_env``."""
         return os.environ.get(self.telegram.token_env, "").strip()
+
+    def forge_token_env(self) -> str:
+        """The variable the forge token is read from (hidden from agents even without
+        ``[forge]``: a ``GITHUB_TOKEN`` in Legio's environment is never theirs)."""
+        return (self.forge or ForgeSettings()).token_env
 
 
 def default_config_path() -> Path:
@@ -392,6 +447,8 @@ def config_to_toml(config: Config, castra: str = "castra") -> str:
     """Render a config as TOML (tomli-w), with ``castra`` written as given."""
     data = config.model_dump(mode="json")
     data["castra"] = castra
+    if data.get("forge") is None:
+        data.pop("forge", None)  # TOML has no null: no [forge] table
     for key in ("session_idle_timeout_minutes", "shutdown_grace_seconds"):
         if float(data[key]).is_integer():
             data[key] = int(data[key])

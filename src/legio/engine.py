@@ -5,9 +5,9 @@ agents' environment, end agent CLIs an earlier run left, open the praetorium and
 the approval gate and the budget, the sessions and their idle reaper, then the Legatus and
 its job scheduler (started by the front-end, through the door, once the interruptions
 were noted), and the parts the door answers from: intake of files, projects' checks
-(the runs a restart cut off marked so) and desk, Telegram's conversation facts, voice.
-``close()``: the scheduler (running jobs get the shutdown grace), running checks, every
-agent, the praetorium, the voice worker, the lock.
+(the runs a restart cut off marked so) and desk, Telegram's conversation facts, voice, the
+forge. ``close()``: the scheduler (running jobs get the shutdown grace), running checks,
+every agent, the forge, the praetorium, the voice worker, the lock.
 
 Nothing here is a front-end's business: ``legio.app`` is the door.
 """
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from legio.castra import Castra
 from legio.config import Config
 from legio.fence.policy import scrub_environment
+from legio.forge.station import ForgeStation
 from legio.jobs.schedule import zone
 from legio.jobs.scheduler import Clock, Scheduler
 from legio.legatus.intake import Intake
@@ -61,6 +62,7 @@ class Engine:
     projects: ProjectDesk = field(init=False)  # /diff, /projects, /drop
     threads: ThreadStore = field(init=False)  # Telegram messages, topics, edits
     voice: Listener = field(init=False)  # voice notes transcribed
+    forge: ForgeStation = field(init=False)  # Publish, pull requests, CI, issues
 
     def __post_init__(self) -> None:
         self.scheduler = attach_scheduler(self.legatus, self._present, clock=self.clock)
@@ -71,6 +73,10 @@ class Engine:
         self.sessions.cards.run_checks(self.checks)  # a check after each card's turn
         self.threads = ThreadStore(self.praetorium)
         self.voice = Listener(self.config, files)
+        self.forge = ForgeStation.open(self.config, self.sessions.projects, self.praetorium)
+        self.sessions.project_tools = self.forge.tools_for  # served in-process
+        if self.sessions.approvals is not None:  # the forge's writes ask Caesar first
+            self.forge.confirm = self.sessions.approvals.confirm
 
     @classmethod
     async def open(
@@ -136,6 +142,7 @@ class Engine:
             await self.scheduler.stop(self.config.shutdown_grace_seconds)
             await self.checks.close()  # running checks killed, recorded as cancelled
             await self.sessions.shutdown()
+            await self.forge.close()
             await self.praetorium.close()
             self.voice.close()
         finally:

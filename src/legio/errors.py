@@ -19,12 +19,14 @@ __all__ = [
     "ConfigError",
     "ContextOverflow",
     "DuplicateOrigin",
+    "ForgeError",
     "LegioError",
     "MemoriaError",
     "MessageParseError",
     "NothingToCompact",
     "PraetoriumError",
     "ProjectError",
+    "PushRejected",
     "SearchQueryError",
     "TurnHeld",
     "VoiceError",
@@ -112,3 +114,25 @@ class ProjectError(LegioError):
 class VoiceError(LegioError):
     """A voice note Legio cannot transcribe: empty, undecodable, too long, or the speech
     model cannot be fetched or loaded. The message is one line for Caesar."""
+
+
+class ForgeError(LegioError):
+    """The forge (GitHub) refused or could not be reached: ``reason`` is the forge's (or
+    git's) own words ("Bad credentials", "Not Found", a 422's message), ``status`` the
+    HTTP status (0: no answer, or git). The message never holds the token."""
+
+    def __init__(self, what: str, reason: str, status: int = 0) -> None:
+        self.what = what
+        self.reason = reason
+        self.status = status
+        super().__init__(f"{what}: {reason}" if what else reason)
+
+
+class PushRejected(ForgeError):
+    """git push was refused (protected branch, no permission, not a fast-forward): ``reason``
+    is git's and the forge's own words; ``non_fast_forward``: a force-push (of Legio's own
+    branch, after Caesar confirms) would go through."""
+
+    def __init__(self, what: str, reason: str, *, non_fast_forward: bool = False) -> None:
+        super().__init__(what, reason)
+        self.non_fast_forward = non_fast_forward

@@ -168,3 +168,39 @@ class Callbacks:
 
 
 UNWATCHED = Callbacks()
+
+
+# ---------------------------------------------------------------- the forge
+
+
+@dataclass(frozen=True)
+class FailedJob:
+    """A failing CI job of a pull request Legio opened."""
+
+    name: str
+    url: str
+    tail: str  # its log's last lines: bounded, escaped, the forge's words (never Caesar's)
+
+
+ForgeKind = Literal["ci_passed", "ci_failed", "merged", "closed", "changes_requested"]
+
+
+@dataclass(frozen=True)
+class ForgeEvent:
+    """Something the forge said about a pull request Legio opened (``follow_forge``):
+    CI settled green (``ci_passed``) or red (``ci_failed``, with ``jobs``), the pull
+    request merged or closed by hand (following stops), or a review asking for changes
+    (``changes_requested``, with ``comments``: reviewers' words, bounded and escaped)."""
+
+    kind: ForgeKind
+    project: str
+    agent: str
+    number: int
+    url: str
+    sha: str = ""  # the head commit the event is about
+    jobs: tuple[FailedJob, ...] = ()
+    comments: tuple[str, ...] = ()
+    reviewer: str = ""
+
+
+ForgeCallback = Callable[[ForgeEvent], Awaitable[None]]

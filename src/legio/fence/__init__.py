@@ -18,4 +18,5 @@ Modules:
 - ``safefs``: reading and writing in folders an agent can change without following its
   links
 - ``sandbox``: Bash inside the CLI's OS sandbox or not at all
+- ``vault``: the forge token, held in Legio's memory alone
 """

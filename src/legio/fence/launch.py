@@ -6,7 +6,8 @@ read it. So ``legio run`` reads the token, and, while its environment still hold
 token or a variable matching ``[claude] env_deny``, starts itself again in the same
 process (``execve``, same pid) with those variables left out; the token travels
 through an inherited pipe (``LEGIO_TOKEN_FD``) that the new image reads and closes at
-once. Then the process makes itself non-dumpable (Linux ``prctl``): its memory and
+once, and so does the forge token (``[forge] token_env``, then held by
+``legio.fence.vault``). Then the process makes itself non-dumpable (Linux ``prctl``): its memory and
 ``/proc`` files are closed to other processes of the same user. The Claude CLIs it
 starts are ordinary processes again (``execve`` resets the flag).
 """
@@ -24,6 +25,7 @@ from legio.config import Config
 from legio.errors import LegioError
 from legio.fence.keys import remember_sockets
 from legio.fence.policy import denied_env_names
+from legio.fence.vault import forge_token, keep
 
 logger = logging.getLogger(__name__)
 
@@ -81,17 +83,19 @@ def take_token(config: Config, command: str = "run") -> str:
     ``legio <command>``) once: the new image returns from here with the token."""
     handed = os.environ.pop(TOKEN_FD_ENV, None)
     if handed is not None:
-        token = _read_token(handed)
+        token, _, forge = _read_token(handed).partition("\n")
+        keep(config.forge_token_env(), forge)
         set_non_dumpable()
         return token
     token = config.telegram_token()
+    forge = forge_token(config)  # kept in the vault before the variable goes
     secrets = denied_env_names(config)
     remember_sockets(os.environ)  # agents' sockets stay hidden once their variables go
     if secrets:
         env = {k: v for k, v in os.environ.items() if k not in secrets}
         read, write = os.pipe()
         try:
-            os.write(write, token.encode())
+            os.write(write, f"{token}\n{forge}".encode())
             os.close(write)
             os.set_inheritable(read, True)
             env[TOKEN_FD_ENV] = str(read)

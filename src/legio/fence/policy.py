@@ -1,9 +1,10 @@
 """What an agent may touch: its environment, its tools, its folders, its shell.
 
 - **Environment.** A Claude CLI inherits the daemon's whole environment (``options.env``
-  can add, not remove), so ``scrub_environment`` deletes the Telegram token variable and
-  every variable matching ``[claude] env_deny`` from the daemon's own ``os.environ``
-  before any CLI starts; a denied name is denied even if agents' CLIs would use it
+  can add, not remove), so ``scrub_environment`` deletes the Telegram token variable, the
+  forge token variable (kept in ``legio.fence.vault`` first) and every variable matching
+  ``[claude] env_deny`` from the daemon's own ``os.environ`` before any CLI starts; a denied
+  name is denied even if agents' CLIs would use it
   (``ANTHROPIC_API_KEY``…).
 - **Built-in tools.** Every agent gets an explicit list (frontmatter ``tools``, else the
   coding set for centuriones and ``WebSearch, WebFetch`` for the Legatus). With the
@@ -52,6 +53,7 @@ from legio.fence.keys import (
     key_stores,
     remember_sockets,
 )
+from legio.fence.vault import keep_forge_token
 from legio.names import LEGATUS
 
 logger = logging.getLogger(__name__)
@@ -60,6 +62,7 @@ DEFAULT_CENTURIO_TOOLS = ("Read", "Write", "Edit", "Glob", "Grep", "Bash", "WebS
 DEFAULT_LEGATUS_TOOLS = ("WebSearch", "WebFetch")
 WORKSPACE = "workspace"
 
+FORGE_TOKENS = ("GITHUB_TOKEN", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITLAB_TOKEN")
 READ_TOOLS = {"Read", "Glob", "Grep", "LS", "NotebookRead"}
 WRITE_TOOLS = {"Write", "Edit", "MultiEdit", "NotebookEdit"}
 SEARCH_TOOLS = {"Glob", "Grep", "LS"}
@@ -73,13 +76,20 @@ WRITING = re.compile(r">|\b(rm|mv|cp|tee|truncate|dd|install|ln|chmod|touch)\b|s
 def denied_env_names(config: Config, environ: dict[str, str] | None = None) -> list[str]:
     """Variables of ``environ`` that agents must not see (agents' sockets always)."""
     environ = dict(os.environ if environ is None else environ)
-    patterns = [config.telegram.token_env, *config.claude.env_deny, *SOCKET_VARS]
+    patterns = [
+        config.telegram.token_env,
+        config.forge_token_env(),
+        *FORGE_TOKENS,  # the forges' usual token variables: Caesar's, whatever [forge] says
+        *config.claude.env_deny,
+        *SOCKET_VARS,
+    ]
     return sorted(name for name in environ if any(fnmatch.fnmatchcase(name, p) for p in patterns))
 
 
 def scrub_environment(config: Config) -> list[str]:
     """Remove secrets from this process's environment before any CLI inherits it."""
     removed = denied_env_names(config)
+    keep_forge_token(config)  # read once, here, before it leaves the environment
     remember_sockets(os.environ)  # their paths stay hidden (legio.fence.keys)
     for name in removed:
         os.environ.pop(name, None)

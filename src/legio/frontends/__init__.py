@@ -7,6 +7,7 @@ Modules:
 - ``admin``: admin commands for every front-end
 - ``checkviews``: pure text of projects' checks (a card's and `/projects`' badge, the
   Checks button's report)
+- ``forgelines``: ``/publish``, ``/issues`` and the lines of forge events
 - ``usage``: pure text of `/usage`
 - ``views``: pure text rendering of admin answers
 - ``console/``: see its own docstring.

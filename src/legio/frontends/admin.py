@@ -1,5 +1,5 @@
 """Admin commands, the same for every front-end: /history /status /search /stop /reset,
-/compact, /context, /retry, /jobs, /cancel and /help.
+/compact, /context, /retry, /jobs, /cancel, /publish, /issues (``forgelines``) and /help.
 
 ``Admin.run(text)`` parses one command line, asks ``LegioApp`` and returns the answer as
 a list of pages (rendered by ``legio.frontends.views``), each short enough for one
@@ -23,6 +23,7 @@ from legio.errors import (
     ProjectError,
     SearchQueryError,
 )
+from legio.frontends import forgelines
 from legio.frontends.usage import usage_lines
 from legio.frontends.views import (
     agent_header,
@@ -413,6 +414,16 @@ COMMANDS = [
         "remove an agent's copy (its branch stays in the project)",
         Admin.cmd_drop,
         waits=True,
+    ),
+    CommandInfo(
+        "publish",
+        "/publish <agent> <project>",
+        "push an agent's branch and open (or update) its pull request",
+        forgelines.cmd_publish,
+        waits=True,
+    ),
+    CommandInfo(
+        "issues", "/issues #project", "a project's open issues on the forge", forgelines.cmd_issues
     ),
     CommandInfo("help", "/help", "this list", Admin.cmd_help),
 ]

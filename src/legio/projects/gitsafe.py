@@ -191,6 +191,7 @@ async def _exec(
     *,
     cwd: Path,
     env: dict[str, str] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> tuple[int, bytes, str]:
     try:
         process = await asyncio.create_subprocess_exec(
@@ -201,6 +202,7 @@ async def _exec(
             stderr=asyncio.subprocess.PIPE,
             env={**_environment(settings), **(env or {})},
             cwd=cwd,
+            pass_fds=tuple(pass_fds),
         )
     except FileNotFoundError as e:
         raise ProjectError("git is not installed: install it (apt install git)") from e
@@ -336,9 +338,11 @@ async def run_raw(
     given: bytes | None = None,
     settings: Sequence[tuple[str, str]] = (),
     objects: Path | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> tuple[int, bytes, str]:
     """As ``run``, returning (exit code, stdout bytes, stderr) and never raising for a
-    failing command."""
+    failing command. ``pass_fds``: descriptors git and its helpers inherit (a credential
+    helper's pipe, ``legio.forge.push``)."""
     git_dir = git_dir_of(repo)
     config = list(SAFE_SETTINGS)
     if hostile:
@@ -359,7 +363,7 @@ async def run_raw(
         tree = str(repo) if work_tree else empty  # never the daemon's working folder
         where = ["--git-dir", str(git_dir), "--work-tree", tree]
         code, out, err = await _exec(
-            [*where, *args], config, limit_s, given, cwd=Path(empty), env=env
+            [*where, *args], config, limit_s, given, cwd=Path(empty), env=env, pass_fds=pass_fds
         )
     return code, out[:MAX_OUTPUT], err
 

@@ -128,6 +128,7 @@ class WorkCards:
             removed=row.removed,
             uncommitted=row.uncommitted,
             check_id=row.check_id,
+            publishable=self.projects.config.forge is not None,
         )
 
     async def row(self, card_id: int) -> CardRow | None:

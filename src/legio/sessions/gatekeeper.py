@@ -267,6 +267,32 @@ class Gatekeeper:
             message=f"Caesar denied this call.{said} Do not try it another way."
         )
 
+    async def confirm(self, agent: str, tool: str, what: str, rule: str) -> bool:
+        """Ask Caesar once about an action Legio's own tool would take for ``agent`` (a
+        write to the forge): ``what`` is exactly what it would do. True only for an Allow
+        given now (no grant is kept: the next one asks again); no front-end, no answer in
+        time, Deny or Stop: False."""
+        if self.asker is None:
+            logger.warning("%s: %s needs Caesar's approval, but no front-end asks", agent, tool)
+            return False
+        request = ApprovalRequest(
+            id=0,
+            agent=agent,
+            tool=tool,
+            target=shorten(what),
+            rules=(rule,),
+            timeout_s=self.timeout_s,
+            full_target=what,
+        )
+        request.id = await self.store.open_request(agent, tool, what) if self.store else 0
+        request.id = request.id or self._new_id()
+        await notify(
+            self.status_of(agent), agent, WAITING.format(agent=agent, what=shorten(what, 60))
+        )
+        decision = await self._wait(request, self.asker.approve(request))
+        logger.info("%s: %s: %s", agent, tool, request.outcome)
+        return decision is not None and decision.choice in ("once", "session", "always")
+
     async def _wait(
         self, request: ApprovalRequest | QuestionRequest, answer: Awaitable[Any]
     ) -> Any:

@@ -46,7 +46,7 @@ from legio.sessions.outbox import Outbox, send_file_for
 from legio.sessions.pipeline import Deliver, Prefix, TurnPipeline
 from legio.sessions.reaper import Reaper
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure
-from legio.sessions.spec import AgentSpec, SpecFactory, centurio_spec
+from legio.sessions.spec import AgentSpec, ProjectTools, SpecFactory, centurio_spec
 from legio.sessions.turn import (
     Outcome,
     StatusCallback,
@@ -97,6 +97,7 @@ class SessionManager:
         self.logins = LoginSync.of(self.castra.root, self.env)  # one login for all CLIs
         self.projects = Projects(config, self.castra)  # agents' copies of Caesar's repositories
         self.receipts = Receipts()  # the order requests and stops arrived in
+        self.project_tools: ProjectTools | None = None  # the forge's tools (legio.engine)
         self.errands = AgentErrands(self._close_for_stop)  # requests not ended, and stops
         self.cards = WorkCards(praetorium, self.projects, self.castra.root)  # after each turn
         self.pipeline = TurnPipeline(  # what happens inside an agent's turn
@@ -127,7 +128,9 @@ class SessionManager:
         factory = self._specs.get(name)
         if factory is not None:
             return await factory(name)
-        return centurio_spec(self.config, self.castra, self.memoria, name, self.outbox)
+        return centurio_spec(
+            self.config, self.castra, self.memoria, name, self.outbox, self.project_tools
+        )
 
     def send_file_tool(self, prompt: AgentPrompt) -> SdkMcpTool[Any]:  # the Legatus's
         return send_file_for(self.config, self.castra, prompt, self.outbox)

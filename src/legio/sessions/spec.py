@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, McpSdkServerConfig
+from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, McpSdkServerConfig, SdkMcpTool
 
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
@@ -39,6 +39,8 @@ from legio.sessions.turn import StatusCallback
 logger = logging.getLogger(__name__)
 
 Servers = Callable[..., dict[str, tuple[McpSdkServerConfig, list[str]]]]  # (copy=None)
+# more tools for an agent working on a project: (agent, project) -> tools (the forge's)
+ProjectTools = Callable[[str, str], list[SdkMcpTool[Any]]]
 
 
 @dataclass(frozen=True)
@@ -111,14 +113,22 @@ def spec_from_prompt(
 
 
 def centurio_spec(
-    config: Config, castra: Castra, memoria: MemoriaStore, name: str, outbox: Outbox
+    config: Config,
+    castra: Castra,
+    memoria: MemoriaStore,
+    name: str,
+    outbox: Outbox,
+    project_tools: ProjectTools | None = None,
 ) -> AgentSpec:
     """The spec of centurio ``name`` from its prompt file (``CastraError`` if gone); its
-    server holds its memoria tools and ``send_file`` (queued in ``outbox``)."""
+    server holds its memoria tools and ``send_file`` (queued in ``outbox``), and, in a
+    project's copy, ``project_tools`` for that project (the forge's read-only tools)."""
     prompt = castra.read_centurio(name)
 
     def servers(copy: Path | None = None) -> dict[str, tuple[McpSdkServerConfig, list[str]]]:
         extra = [send_file_for(config, castra, prompt, outbox, copy)]
+        if copy is not None and project_tools is not None:
+            extra += project_tools(name, copy.name)  # a copy's folder is named for its project
         server = build_memoria_centurio_server(memoria, name, extra)
         return {server.name: (server.config, [t.name for t in server.tools])}
 

@@ -13,6 +13,7 @@ Modules:
 - ``lifecycle``: one daemon per castra (lock file)
 - ``migrations``: the praetorium's schema
 - ``praetorium``: `Praetorium`
+- ``pullstore``: pull requests Legio opened on the forge, followed until closed
 - ``records``: per-agent records, `Praetorium.records` (checkpoints, compactions, usage)
 - ``threads``: `ThreadStore`
 """

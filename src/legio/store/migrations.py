@@ -466,6 +466,43 @@ async def m015_cards(db: aiosqlite.Connection) -> None:
     )
 
 
+@migration
+async def m016_pulls(db: aiosqlite.Connection) -> None:
+    """Pull requests Legio opened on the forge (``legio.store.pullstore``): followed for CI
+    and reviews until merged or closed, across restarts; and the newest issue each agent
+    has seen of each project (``forge_new_issues``: the issues opened since)."""
+    await _script(
+        db,
+        [
+            """CREATE TABLE pulls (
+                id INTEGER PRIMARY KEY,
+                project TEXT NOT NULL,
+                agent TEXT NOT NULL,
+                repo TEXT NOT NULL,
+                number INTEGER NOT NULL,
+                url TEXT NOT NULL,
+                branch TEXT NOT NULL,
+                base TEXT NOT NULL,
+                head_sha TEXT NOT NULL DEFAULT '',
+                state TEXT NOT NULL DEFAULT 'open',
+                reported_sha TEXT NOT NULL DEFAULT '',
+                reported_review INTEGER NOT NULL DEFAULT 0,
+                created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL,
+                UNIQUE (repo, number)
+            )""",
+            "CREATE INDEX idx_pulls_state ON pulls(state)",
+            """CREATE TABLE forge_seen (
+                agent TEXT NOT NULL,
+                project TEXT NOT NULL,
+                last_issue INTEGER NOT NULL,
+                seen_at TEXT NOT NULL,
+                PRIMARY KEY (agent, project)
+            )""",
+        ],
+    )
+
+
 async def migrate(db: aiosqlite.Connection) -> None:
     """Apply the migrations this database has not had yet, each in one transaction."""
     await db.execute(

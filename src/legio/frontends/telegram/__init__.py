@@ -13,6 +13,7 @@ Modules:
 - ``downloads``: which file a Telegram message carries, an album's messages as one
   request, fetching them (`getFile`) for…
 - ``drafts``: streamed answers
+- ``forgeview``: forge events in the agent's lane, 🛠 Fix and 💬 Address
 - ``hearing``: a voice note in Telegram
 - ``lanes``: the topic a request's messages go to
 - ``sending``: Telegram sending

@@ -16,6 +16,8 @@ The modules of this package are named relative to it (``admission`` is
   ``conversation``; the topic a request's messages go to: ``lanes``. While agents work:
   ``status``, ``drafts``.
 - Answers: rendered and split by ``sending``; voice notes heard first: ``hearing``.
+- The forge's events (CI, reviews) posted in the agent's lane with 🛠 Fix / 💬 Address:
+  ``forgeview``.
 - ``serve`` runs the bot and stops it in order: polling, grace period, interrupt, engine.
 """
 
@@ -54,6 +56,7 @@ from legio.frontends.telegram.conversation import Conversation
 from legio.frontends.telegram.diffs import diff_page, diff_pictures
 from legio.frontends.telegram.downloads import UNSUPPORTED, Albums, accept, fetch, resume_pending
 from legio.frontends.telegram.drafts import DraftSupport, LiveView
+from legio.frontends.telegram.forgeview import ForgeView
 from legio.frontends.telegram.hearing import hear
 from legio.frontends.telegram.lanes import LaneBot, in_lane
 from legio.frontends.telegram.sending import (
@@ -109,6 +112,7 @@ class LegioBot:
         self.downloads: set[asyncio.Task[Any]] = set()  # cancelled at shutdown, resumed at start
         self.albums = Albums()
         self.asker: TelegramAsker | None = None
+        self.forge: ForgeView | None = None
         self.talk = Conversation(lambda: self.app, self._work, self.caesar_ids)  # replies, topics
         # each update's receipt, taken in the gate in the order updates arrive (handlers run
         # as tasks, so a later /stop may run before an earlier message's handler starts)
@@ -150,6 +154,9 @@ class LegioBot:
             logger.exception("could not finish the downloads a restart interrupted")
         await self.tell_interruptions(application.bot)
         await self.app.start_jobs(self.present_job)  # after the interruptions were noted
+        chat = min(self.caesar_ids, default=None)  # CI and reviews: ✅/❌ in the agent's lane
+        self.forge = ForgeView(application.bot, self._app, chat, self.talk.lane_for, self._work)
+        await self._app.follow_forge(self.forge.on_event)
 
     async def present_job(self, job: Job, run: JobRun) -> None:
         """A scheduled job's run, shown like a request in the chat it was set from."""
@@ -394,10 +401,14 @@ class LegioBot:
         """A button tap: an approval, an agent's question, Stop, or a work card's."""
         receipt = self.arrival(update)
         query = update.callback_query
-        if query is not None and (query.data or "").startswith("card:"):
-            if receipt is not None:
-                self.app.settle(receipt)
+        mine = query is not None and (query.data or "").startswith("card:")
+        forge = query is not None and self.forge is not None and self.forge.owns(query.data)
+        if (mine or forge) and receipt is not None:
+            self.app.settle(receipt)  # a tap that stops nothing
+        if query is not None and mine:
             await self.talk.cards.on_tap(query)
+        elif query is not None and forge and self.forge is not None:
+            await self.forge.on_tap(query)  # 🛠 Fix / 💬 Address
         elif query is not None and self.asker is not None:
             await self.asker.on_tap(query, receipt)
 

@@ -21,8 +21,9 @@ from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMar
 from telegram.error import BadRequest, TelegramError
 
 from legio.app import CheckRecord, LegioApp, Target
-from legio.errors import ProjectError
-from legio.frontends.checkviews import check_report
+from legio.errors import ForgeError, ProjectError, PushRejected
+from legio.frontends.checkviews import check_badge, check_report
+from legio.frontends.forgelines import published_text
 from legio.frontends.telegram.diffs import send_card_diff, send_document
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.telegram.sending import plain_pages, send_with_retries
@@ -34,7 +35,6 @@ logger = logging.getLogger(__name__)
 SHOWN_KEPT = 500  # cards whose message Legio remembers (to edit when its check ends)
 LaneFor = Callable[[Bot, int, str], Awaitable[Lane]]
 Work = Callable[[Bot, int, int, Callable[[Watch], Awaitable[list[Reply]]]], Awaitable[None]]
-Tap = Callable[[CallbackQuery, Message, WorkCard], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,6 @@ class CardDesk:
         self.bot: Bot | None = None
         self.lane_for: LaneFor | None = None
         self.work: Work | None = None  # runs a request under a live view (Fix)
-        self.publish: Tap | None = None  # 🚀 Publish, when a forge is configured
 
     @property
     def app(self) -> LegioApp:
@@ -173,9 +172,17 @@ class CardDesk:
                 await self._checks(message, card)
         elif action == "fix":
             await self._fix(query, message, card, lane)
-        elif action == "pub" and self.publish is not None:
+        elif action in ("pub", "force") and card.publishable:
+            await query.answer("Publishing…")
+            if action == "force":
+                with contextlib.suppress(TelegramError):
+                    await message.edit_reply_markup(None)
             with in_lane(lane):
-                await self.publish(query, message, card)
+                await self._publish(message, card, force=action == "force")
+        elif action == "nopub":
+            await query.answer("Not published.")
+            with contextlib.suppress(TelegramError):
+                await message.edit_text(f"{message.text or ''}\nNot published.", reply_markup=None)
         else:
             await query.answer("Unknown button.")
 
@@ -198,6 +205,44 @@ class CardDesk:
                 await send_document(
                     bot, chat_id, f"{card.agent}-{card.project}-check{check.id}.log", content
                 )
+
+    async def _publish(self, message: Message, card: WorkCard, *, force: bool) -> None:
+        """🚀 Publish: Legio pushes the agent's branch and opens or updates its pull
+        request; a push the forge refuses as not a fast-forward asks before forcing."""
+        bot, chat_id = message.get_bot(), message.chat_id
+        check = await self._check(card)
+        try:
+            done = await self.app.publish(
+                card.agent, card.project, force=force, check=check_badge(check) if check else ""
+            )
+        except PushRejected as e:
+            if not e.non_fast_forward or force:
+                await send_with_retries(bot, chat_id, f"The forge refused the push: {e.reason}")
+                return
+            ask = InlineKeyboardMarkup(
+                [
+                    [
+                        InlineKeyboardButton(
+                            f"⚠️ Replace the forge's {card.branch}",
+                            callback_data=f"card:force:{card.id}",
+                        ),
+                        InlineKeyboardButton("Cancel", callback_data=f"card:nopub:{card.id}"),
+                    ]
+                ]
+            )
+            await send_with_retries(
+                bot,
+                chat_id,
+                f"The forge refused the push: {e.reason}\nIts {card.branch} has commits "
+                f"{card.agent}'s branch does not. Replace it with {card.agent}'s? Only Legio's "
+                "own branch moves; your base branch is never pushed.",
+                reply_markup=ask,
+            )
+            return
+        except (ForgeError, ProjectError) as e:
+            await send_with_retries(bot, chat_id, f"Not published: {e}")
+            return
+        await send_with_retries(bot, chat_id, published_text(done))
 
     async def _fix(
         self, query: CallbackQuery, message: Message, card: WorkCard, lane: Lane

@@ -1,0 +1,181 @@
+"""Publish: an agent's branch pushed to the forge and its pull request opened or updated,
+by Legio, outside every sandbox, after Caesar's tap.
+
+``Publisher.publish(agent, project)``: the agent's branch is brought from its copy into the
+project first (``Projects.publish``, as after every turn), then Legio's own git pushes
+*that* commit, read in the project, to ``refs/heads/legio/<agent>/…`` of the project's
+remote (``legio.forge.push``: never another branch, never forced unless ``force``). Then
+the open pull request of that branch is found (``head=owner:branch``) and updated, or one
+is opened against the base; a 422 "already exists" (opened meanwhile) is found and updated.
+Title and body come from the caller's summary, else the branch's commits, with the last
+check's line if given and a line saying it was opened through Legio. The pull request is
+recorded (``PullStore``) so CI and reviews are followed (``legio.forge.ci``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from legio.config import Config, ProjectSettings
+from legio.errors import ForgeError, ProjectError
+from legio.forge.base import Forge, PullRequest
+from legio.forge.push import push, push_target, remote_url, repo_of_url
+from legio.projects.branchwork import BranchWork, branch_work
+from legio.projects.copies import Projects
+from legio.projects.publishing import agents_branch
+from legio.store.pullstore import PullRecord, PullStore
+
+logger = logging.getLogger(__name__)
+
+MAX_TITLE = 120
+MAX_BODY = 60_000  # GitHub takes 65,536 characters
+OPENED_BY = "Opened through Legio by {agent} (its branch pushed by Legio after Caesar's tap)."
+
+
+@dataclass(frozen=True)
+class Published:
+    """What Publish did: the pull request, and the commit pushed."""
+
+    project: str
+    agent: str
+    repo: str  # "owner/name"
+    branch: str
+    base: str
+    number: int
+    url: str
+    created: bool  # a new pull request (False: the open one was updated)
+    commit: str  # the branch's commit now on the forge
+    pushed: bool  # False: the forge had that commit already
+
+
+def title_and_body(
+    work: BranchWork, agent: str, summary: str = "", check: str = ""
+) -> tuple[str, str]:
+    """A pull request's title and body: the summary's first line and the rest, else the
+    branch's commits; the check's line; how it was opened."""
+    summary = summary.strip()
+    if summary:
+        first, _, rest = summary.partition("\n")
+        title, text = first.strip("# ").strip(), rest.strip()
+    elif len(work.commits) == 1 or (work.commits and work.ahead == 1):
+        title, text = work.commits[0].subject, ""
+    else:
+        title = f"{agent}: {work.ahead} commits on {work.base}"
+        text = "\n".join(f"- {c.subject} ({c.short})" for c in work.commits)
+        if work.ahead > len(work.commits):
+            text += f"\n- … and {work.ahead - len(work.commits)} earlier"
+    if len(title) > MAX_TITLE:
+        title = title[: MAX_TITLE - 1] + "…"
+    lines = [text] if text else []
+    lines.append(f"{work.file_count} file(s) changed, +{work.added} −{work.removed}.")
+    if check.strip():
+        lines.append(f"Last check: {check.strip()}")
+    lines.append(OPENED_BY.format(agent=agent))
+    return title or f"{agent}'s work", "\n\n".join(lines)[:MAX_BODY]
+
+
+async def repo_name(settings: ProjectSettings, project: str) -> str:
+    """``owner/name`` of ``project`` on the forge: its ``repo``, else its remote's URL."""
+    if settings.repo:
+        return settings.repo
+    url = await remote_url(settings.path, settings.remote)
+    name = repo_of_url(url)
+    if not name:
+        raise ForgeError(
+            f"#{project}",
+            f"cannot tell its repository on the forge from remote {settings.remote!r} "
+            f'({url or "no such remote"}): set [projects.{project}] repo = "owner/name"',
+        )
+    return name
+
+
+class Publisher:
+    """Publish for every project of the config; see the module docstring."""
+
+    def __init__(
+        self, config: Config, projects: Projects, forge: Forge | None, pulls: PullStore, token: str
+    ) -> None:
+        self.config = config
+        self.projects = projects
+        self.forge = forge
+        self.pulls = pulls
+        self._token = token
+
+    def _forge(self) -> Forge:
+        if self.forge is None:
+            raise ForgeError(
+                "publishing",
+                "no forge: add [forge] to legio.toml (docs/configuration.md) and restart",
+            )
+        return self.forge
+
+    async def repo_name(self, project: str) -> str:
+        """``owner/name`` of ``project`` on the forge (``repo_name``)."""
+        return await repo_name(self.projects.settings(project), project)
+
+    async def publish(
+        self, agent: str, project: str, *, force: bool = False, summary: str = "", check: str = ""
+    ) -> Published:
+        """Push the agent's branch and open or update its pull request (module docstring)."""
+        forge = self._forge()
+        if not self.projects.copy_dir(agent, project).exists():
+            raise ProjectError(f"{agent} has no copy of #{project}: nothing to publish")
+        place = await self.projects.place(agent, project)
+        await self.projects.publish(place)
+        branch, base, repo = place.branch, place.base, place.repo
+        if not agents_branch(branch, agent) or branch == base:
+            raise ForgeError("publishing", f"{branch!r} is not Legio's branch of {agent}")
+        work = await branch_work(repo, branch, base, text=False)
+        if work is None or work.ahead == 0:
+            raise ForgeError(
+                "publishing",
+                f"{agent}'s branch {branch} has no commit that {base} lacks: nothing to publish",
+            )
+        name = await self.repo_name(project)
+        settings = self.projects.settings(project)
+        target = push_target(await remote_url(repo, settings.remote), forge.web_host, name)
+        pushed = await push(repo, target, branch, agent, base, work.tip, self._token, force=force)
+        title, body = title_and_body(work, agent, summary, check)
+        pull, created = await self._pull(forge, name, branch, base, title, body)
+        await self.pulls.opened(
+            project=project,
+            agent=agent,
+            repo=name,
+            number=pull.number,
+            url=pull.url,
+            branch=branch,
+            base=base,
+            head_sha=work.tip,
+        )
+        logger.info(
+            "%s: %s pushed to %s (%s), pull request #%d %s",
+            agent,
+            branch,
+            name,
+            work.tip[:12],
+            pull.number,
+            "opened" if created else "updated",
+        )
+        return Published(
+            project, agent, name, branch, base, pull.number, pull.url, created, work.tip, pushed
+        )
+
+    @staticmethod
+    async def _pull(
+        forge: Forge, repo: str, branch: str, base: str, title: str, body: str
+    ) -> tuple[PullRequest, bool]:
+        found = await forge.find_pull(repo, branch)
+        if found is None:
+            try:
+                return await forge.open_pull(repo, branch, base, title, body), True
+            except ForgeError as e:
+                if "already exists" not in e.reason:
+                    raise
+                found = await forge.find_pull(repo, branch)
+                if found is None:
+                    raise
+        return await forge.update_pull(repo, found.number, title, body), False
+
+    async def record_of(self, agent: str, project: str) -> PullRecord | None:
+        return await self.pulls.of(project, agent)

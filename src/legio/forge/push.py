@@ -1,0 +1,169 @@
+"""Pushing an agent's branch from the project to the forge: Legio's own git, the token
+handed to git through a pipe, never in argv, a file or the environment.
+
+``push_target`` reads the project's remote (``[projects.<name>] remote``, from the
+project's own config: Caesar's, which no agent writes) and decides the URL and transport:
+a local path or ``file://`` (tests, a mirror on the same machine) is pushed to as it is;
+``https://<forge host>/…`` gets the token; an ssh or ``git@host:owner/name`` remote of
+the forge's host becomes its https form (Legio uses no ssh key of its user); any other
+host or ``http://`` is refused (the token goes to the forge's host, over TLS, only).
+
+The token: git asks the credential helper Legio configures for this one command
+(``GIT_CONFIG_*``: ``credential.helper`` emptied, then a shell function that answers
+``get`` by reading an inherited pipe). Legio writes the token into the pipe and closes its
+end before git starts; the first ``get`` drains it, so the pipe is empty for the rest of
+the push. docs/security.md says why this and not ``http.extraHeader`` or a file.
+
+``push`` refuses anything but ``refs/heads/legio/<agent>/…`` (``agents_branch``) and the
+project's base branch; it never forces unless ``force`` (which the caller sets only after
+Caesar confirmed it, and then for Legio's own branch alone). A rejection is a
+``PushRejected`` with git's (and the forge's ``remote:``) own words, the token removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from legio.errors import ForgeError, PushRejected
+from legio.fence.vault import REDACTED, redact
+from legio.projects import gitsafe
+from legio.projects.publishing import agents_branch
+
+PUSH_TIMEOUT_S = 300.0
+SCP = re.compile(r"(?:[A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+):(?!//)(.+)")
+OWNER_NAME = re.compile(r"/*([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9._-]{1,100}?)(?:\.git)?/*")
+# the pipe read by its path: dash reads only one-digit descriptors in ``<&N``
+HELPER = (
+    '!f() { test "$1" = get || exit 0; cat >/dev/null; '
+    "printf 'username=x-access-token\\npassword='; cat /dev/fd/%d; printf '\\n'; }; f"
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a push goes: the URL git gets, and whether the token goes with it."""
+
+    url: str
+    token: bool  # https to the forge's host
+    local: bool  # a path or file:// (the file transport)
+
+
+def repo_of_url(url: str) -> str:
+    """``owner/name`` from a remote URL (https, ssh://, git@host:owner/name.git); ""."""
+    url = url.strip()
+    scp = SCP.fullmatch(url)
+    path = scp.group(2) if scp and "://" not in url else urlsplit(url).path
+    match = OWNER_NAME.fullmatch(path)
+    return f"{match.group(1)}/{match.group(2)}" if match else ""
+
+
+async def remote_url(repo: Path, remote: str) -> str:
+    """The push URL of ``remote`` in the project (``pushurl``, else ``url``); ""."""
+    for key in (f"remote.{remote}.pushurl", f"remote.{remote}.url"):
+        out = await gitsafe.run(
+            repo, "config", "--get", key, hostile=False, work_tree=False, check=False
+        )
+        if out.strip():
+            return out.strip().splitlines()[0]
+    return ""
+
+
+def push_target(url: str, web_host: str, repo_name: str) -> Target:
+    """How to push to ``url`` (see the module docstring); ``ForgeError`` when Legio won't."""
+    if url.startswith("file://") or url.startswith("/"):
+        return Target(url, token=False, local=True)
+    parts = urlsplit(url)
+    scp = SCP.fullmatch(url) if "://" not in url else None
+    host = (scp.group(1) if scp else parts.hostname or "").lower()
+    if host != web_host.lower():
+        raise ForgeError(
+            "publishing",
+            f"the remote's URL {redact(url)!r} is not on the forge ({web_host}): Legio pushes "
+            "only to its forge (set [projects.<name>] remote to the forge's remote)",
+        )
+    if parts.scheme == "https" and not parts.username and not parts.password:
+        return Target(url, token=True, local=False)
+    if parts.scheme in ("", "ssh", "git+ssh") and repo_name:
+        return Target(f"https://{web_host}/{repo_name}.git", token=True, local=False)
+    raise ForgeError(
+        "publishing",
+        f"the remote's URL {redact(url)!r} is not https (Legio sends the token over TLS only, "
+        "and never a URL with a password in it)",
+    )
+
+
+def _reason(stdout: str, stderr: str) -> str:
+    """git's own words about a refused push: the ``!`` lines and ``remote:``/``error:``s."""
+    lines = [line.split("\t")[-1].strip() for line in stdout.splitlines() if line.startswith("!")]
+    for line in stderr.splitlines():
+        line = line.strip()
+        if line.startswith(("remote:", "error:", "fatal:", "! [")) and line not in lines:
+            text = line.removeprefix("remote:").strip()
+            if text and not text.startswith("error: failed to push some refs"):
+                lines.append(text)
+    return "; ".join(dict.fromkeys(lines))[:1000] or "git push failed"
+
+
+async def push(
+    repo: Path,
+    target: Target,
+    branch: str,
+    agent: str,
+    base: str,
+    commit: str,
+    token: str,
+    *,
+    force: bool = False,
+) -> bool:
+    """Push ``commit`` to ``refs/heads/<branch>`` of ``target``; whether it moved the
+    branch (False: it was there already). ``PushRejected`` (``non_fast_forward`` set when
+    a force would do) or ``ForgeError`` otherwise."""
+    if not agents_branch(branch, agent) or branch == base:
+        raise ForgeError("publishing", f"{branch!r} is not Legio's branch of {agent}: not pushed")
+    spec = f"{'+' if force else ''}{commit}:refs/heads/{branch}"
+    settings: list[tuple[str, str]] = [("push.default", "nothing"), ("push.gpgSign", "false")]
+    fds: list[int] = []
+    read = -1
+    if target.local:
+        settings.append(("protocol.file.allow", "always"))
+    else:
+        scheme = urlsplit(target.url).scheme  # https (push_target allows nothing else)
+        settings += [(f"protocol.{scheme}.allow", "always"), ("http.followRedirects", "false")]
+        if target.token:
+            if not token:
+                raise ForgeError(
+                    "publishing", "no forge token: set [forge] token_env's variable and restart"
+                )
+            read, write = os.pipe()
+            os.write(write, token.encode())
+            os.close(write)
+            fds.append(read)
+            settings.append(("credential.helper", HELPER % read))
+    args = ["push", "--porcelain", "--no-verify", "--no-signed", "--", target.url, spec]
+    try:
+        code, out, err = await gitsafe.run_raw(
+            repo,
+            *args,
+            hostile=False,
+            work_tree=False,
+            limit_s=PUSH_TIMEOUT_S,
+            settings=settings,
+            pass_fds=fds,
+        )
+    finally:
+        if read >= 0:
+            with contextlib.suppress(OSError):
+                os.close(read)
+    text = out.decode(errors="replace")
+    clean = redact(text).replace(token, REDACTED) if token else redact(text)
+    errors = redact(err).replace(token, REDACTED) if token else redact(err)
+    if code != 0:
+        reason = _reason(clean, errors)
+        rejected = "non-fast-forward" in reason or "fetch first" in reason
+        raise PushRejected(f"pushing {branch}", reason, non_fast_forward=rejected)
+    return "[up to date]" not in clean

@@ -1,0 +1,116 @@
+"""``/publish`` and ``/issues``: the forge's admin commands, for every front-end, and the
+one-line texts of forge events (``event_line``) a front-end posts in the agent's lane.
+
+Registered in ``legio.frontends.admin``'s ``COMMANDS`` table. ``/publish <agent> <project>``
+pushes the agent's branch and opens or updates its pull request; a push refused as not a
+fast-forward says so and how to force it (``/publish <agent> <project> force``: Caesar's
+explicit word, and then only Legio's own branch moves). Every text from the forge shown
+here is cleaned (bounded, no control characters) by the engine.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Protocol
+
+from legio.app import ForgeEvent, Issue, LegioApp, Published
+from legio.errors import ForgeError, ProjectError, PushRejected
+from legio.frontends.views import paginate
+
+
+class Admin(Protocol):
+    """What a command needs of ``legio.frontends.admin.Admin``: the door."""
+
+    app: LegioApp
+
+
+MAX_TITLE = 100
+
+
+def published_text(done: Published) -> str:
+    """What Caesar is told after Publish."""
+    what = "Opened" if done.created else "Updated"
+    pushed = "pushed" if done.pushed else "already on the forge"
+    return (
+        f"🚀 {what} pull request #{done.number} of {done.agent} on #{done.project}: {done.url}\n"
+        f"{done.branch} → {done.base} ({done.commit[:12]} {pushed})."
+    )
+
+
+def event_line(event: ForgeEvent) -> str:
+    """One line about a forge event, for the agent's lane."""
+    pull = f"#{event.number} ({event.project}, {event.agent})"
+    if event.kind == "ci_passed":
+        return f"✅ CI passed on pull request {pull}: {event.url}"
+    if event.kind == "ci_failed":
+        names = ", ".join(job.name for job in event.jobs) or "a check"
+        return f"❌ CI failed on pull request {pull}: {names}. {event.url}"
+    if event.kind == "changes_requested":
+        who = event.reviewer or "a reviewer"
+        return f"💬 {who} asked for changes on pull request {pull}: {event.url}"
+    if event.kind == "merged":
+        return f"🟣 Pull request {pull} was merged: following it stops. {event.url}"
+    return f"⚪ Pull request {pull} was closed: following it stops. {event.url}"
+
+
+def _age(created_at: str, now: datetime) -> str:
+    try:
+        then = datetime.fromisoformat(created_at.replace("Z", "+00:00"))
+    except ValueError:
+        return "?"
+    days = (now - then).days
+    if days >= 1:
+        return f"{days}d"
+    hours = int((now - then).total_seconds() // 3600)
+    return f"{hours}h" if hours else "new"
+
+
+def issue_lines(project: str, issues: list[Issue], now: datetime | None = None) -> list[str]:
+    """``/issues``: number, title, labels, age — one line each."""
+    now = now or datetime.now(UTC)
+    if not issues:
+        return [f"#{project} has no open issue."]
+    lines = [f"Open issues of #{project} (newest first):"]
+    for issue in issues:
+        title = " ".join(issue.title.split())
+        title = title if len(title) <= MAX_TITLE else title[: MAX_TITLE - 1] + "…"
+        labels = f" [{', '.join(issue.labels)}]" if issue.labels else ""
+        lines.append(f"#{issue.number} {title}{labels} · {_age(issue.created_at, now)}")
+    return lines
+
+
+async def cmd_publish(admin: Admin, args: str) -> list[str]:
+    usage = "/publish <agent> <project> [force], e.g. /publish vorenus #app"
+    words = args.split()
+    force = bool(words) and words[-1].lower() == "force"
+    if force:
+        words = words[:-1]
+    try:
+        target = admin.app.project_target(" ".join(words), usage)
+        done = await admin.app.publish(target.agent, target.project, force=force)
+    except PushRejected as e:
+        text = f"The forge refused the push: {e.reason}"
+        if e.non_fast_forward:
+            text += (
+                f"\nThe forge's branch has commits {words[0] if words else 'the agent'}'s "
+                "does not. To replace it with the agent's (only Legio's own branch moves): "
+                f"/publish {' '.join(words)} force"
+            )
+        return [text]
+    except (ForgeError, ProjectError) as e:
+        return [f"Not published: {e}"]
+    return [published_text(done)]
+
+
+async def cmd_issues(admin: Admin, args: str) -> list[str]:
+    names = admin.app.project_names()
+    words = [w.lstrip("#").lower() for w in args.split()]
+    project = words[0] if words else (names[0] if len(names) == 1 else "")
+    if project not in names:
+        listing = ", ".join(f"#{n}" for n in names) or "none"
+        return [f"Use /issues #project, one of: {listing}."]
+    try:
+        issues = await admin.app.forge_issues(project)
+    except (ForgeError, ProjectError) as e:
+        return [f"Cannot list the issues of #{project}: {e}"]
+    return paginate(issue_lines(project, issues))
