@@ -75,8 +75,9 @@ async def test_backup_while_messages_flow_restores_row_by_row(
 
     async def writer() -> None:
         while not done.is_set():
-            posted.append((await praetorium.post("caesar", f"@vorenus more {len(posted)}",
-                                                 ["vorenus"])).seq)
+            posted.append(
+                (await praetorium.post("caesar", f"@vorenus more {len(posted)}", ["vorenus"])).seq
+            )
             flowing.set()
             await asyncio.sleep(0)
 
@@ -141,8 +142,7 @@ async def test_keep_prunes_oldest_and_nonempty_target_is_refused(
 
 def evil_archive(path: Path, name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> Path:
     with tarfile.open(path, "w:gz") as tar:
-        for good, data in (("legio.toml", b'castra = "castra"\n'),
-                           ("castra/praetorium.db", b"")):
+        for good, data in (("legio.toml", b'castra = "castra"\n'), ("castra/praetorium.db", b"")):
             info = tarfile.TarInfo(good)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
@@ -205,9 +205,7 @@ def test_secrets_never_reach_the_archive_config() -> None:
         "projects": {"app": {"path": "/src/app"}},
         "list": ["fine"],
     }
-    assert sorted(removed) == [
-        "claude.api_key", "list[1]", "projects.app.base", "telegram.token"
-    ]
+    assert sorted(removed) == ["claude.api_key", "list[1]", "projects.app.base", "telegram.token"]
 
 
 KILLED_BACKUP = textwrap.dedent(
