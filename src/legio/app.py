@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from legio.castra import Roster
@@ -31,9 +32,21 @@ from legio.limits.budget import Notifier, UsageReport
 from legio.limits.plan import PlanHealth
 from legio.media.voice import Progress, Transcript
 from legio.names import CAESAR, LEGATUS
+from legio.operations.digest import Digest, DigestReady
+from legio.operations.export import (
+    EXTENSIONS,
+    FORMATS,
+    ExportResult,
+    ExportSpec,
+    Format,
+    export_history,
+    parse_since,
+)
+from legio.operations.routine import Follower
 from legio.projects.overview import CopyState, DiffReport, ProjectState
 from legio.request import (
     UNWATCHED,
+    BackupFailed,
     PendingFile,
     Pointer,
     Reply,
@@ -67,18 +80,24 @@ from legio.visible import visible
 
 __all__ = [
     "DOWNLOAD_LIMIT",
+    "FORMATS",
     "SHOWN_MAX",
     "AgentStatus",
     "ApprovalRequest",
     "Asker",
     "Attachment",
+    "BackupFailed",
     "Compaction",
     "ContextReport",
     "ContextView",
     "CopyState",
     "Decision",
     "DiffReport",
+    "Digest",
+    "DigestReady",
+    "ExportResult",
     "Fetch",
+    "Format",
     "Grant",
     "Job",
     "JobRun",
@@ -460,6 +479,30 @@ class LegioApp:
         """``/usage``: spend per agent and model, today and over the last 7 days."""
         budget = self.sessions.budget
         return await budget.usage_report() if budget is not None else None
+
+    # ---------------------------------------------------------- operations
+
+    def follow_operations(self, follower: Follower) -> None:
+        """Be told of a failed automatic backup (``BackupFailed``) and of the morning
+        digest (``DigestReady``, to send silently)."""
+        self.engine.routine.follow(follower)
+
+    async def export(
+        self, fmt: Format = "md", agent: str | None = None, since: str | None = None
+    ) -> ExportResult:
+        """``/export``: the conversation (``agent``'s; from the day ``since``, 2026-11-01 on
+        the owner's clock) written, streamed, to a file in ``castra/state/exports/`` (the
+        previous exports there removed). ``LegioError`` for a date that is not one."""
+        start = parse_since(since, zone_name=self.config.timezone) if since else None
+        folder = self.castra.root / "state" / "exports"
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.iterdir():
+            old.unlink(missing_ok=True)
+        tz = zone(self.config.timezone)
+        made = datetime.now(tz)
+        out = folder / f"legio-{agent or 'all'}-{made:%Y-%m-%d}.{EXTENSIONS[fmt]}"
+        spec = ExportSpec(fmt, agent, start, tz)
+        return await asyncio.to_thread(export_history, self.praetorium.path, out, spec, made)
 
     def plan_lines(self) -> list[str]:
         """The plan's windows as the API last reported them (subscription logins only)."""

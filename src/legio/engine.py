@@ -5,8 +5,9 @@ agents' environment, end agent CLIs an earlier run left, open the praetorium and
 the approval gate and the budget, the sessions and their idle reaper, then the Legatus and
 its job scheduler (started by the front-end, through the door, once the interruptions
 were noted), and the parts the door answers from: intake of files, projects' desk,
-Telegram's conversation facts, voice. ``close()``: the scheduler (running jobs get the
-shutdown grace), every agent, the praetorium, the voice worker, the lock.
+Telegram's conversation facts, voice, the operations' routine (backups, digest).
+``close()``: the routine, the scheduler (running jobs get the shutdown grace), every
+agent, the praetorium, the voice worker, the lock.
 
 Nothing here is a front-end's business: ``legio.app`` is the door.
 """
@@ -28,6 +29,7 @@ from legio.limits.budget import Budget
 from legio.limits.plan import PlanHealth
 from legio.media.listening import Listener
 from legio.memoria import MemoriaStore
+from legio.operations.routine import Routine
 from legio.request import UNWATCHED
 from legio.sessions.desk import ProjectDesk
 from legio.sessions.gatekeeper import Gatekeeper
@@ -57,6 +59,7 @@ class Engine:
     projects: ProjectDesk = field(init=False)  # /diff, /projects, /drop
     threads: ThreadStore = field(init=False)  # Telegram messages, topics, edits
     voice: Listener = field(init=False)  # voice notes transcribed
+    routine: Routine = field(init=False)  # automatic backups, the morning digest
 
     def __post_init__(self) -> None:
         self.scheduler = attach_scheduler(self.legatus, self._present, clock=self.clock)
@@ -65,6 +68,7 @@ class Engine:
         self.projects = ProjectDesk(self.sessions)
         self.threads = ThreadStore(self.praetorium)
         self.voice = Listener(self.config, files)
+        self.routine = Routine(self.config, self.praetorium, zone(self.config.timezone))
 
     @classmethod
     async def open(
@@ -111,6 +115,7 @@ class Engine:
     async def start_jobs(self, present: Presenter | None) -> None:
         self.presenter = present
         await self.scheduler.start()
+        self.routine.start()
 
     async def _present(self, job: Job, run: JobRun) -> object:
         if self.presenter is None:
@@ -121,6 +126,7 @@ class Engine:
         """Stop the scheduler (running jobs get the shutdown grace), disconnect every
         agent, then close the praetorium and release the castra."""
         try:
+            await self.routine.stop()
             await self.scheduler.stop(self.config.shutdown_grace_seconds)
             await self.sessions.shutdown()
             await self.praetorium.close()

@@ -5,6 +5,7 @@ the two front-ends.
 Modules:
 
 - ``admin``: admin commands for every front-end
+- ``digestview``: pure text of the morning digest and of a failed backup
 - ``usage``: pure text of `/usage`
 - ``views``: pure text rendering of admin answers
 - ``console/``: see its own docstring.

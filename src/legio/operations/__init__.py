@@ -9,6 +9,7 @@
   HTML or JSON Lines), streamed in keyset-paged batches, in bounded memory
 - ``digest``: the morning digest: a ``Digest`` value computed from the praetorium and the
   records only (never a model), tables added later read only when they exist
+- ``commands``: the ``legio backup``, ``restore`` and ``export`` sub-commands
 - ``routine``: the daemon's own timetable: automatic backups (``[backup] every``) with
   ``state/backups/last.json``, the digest at ``[digest] at``, events for the front-ends
 """

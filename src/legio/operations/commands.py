@@ -8,31 +8,15 @@ it, the file exported) and returns an exit code; ``legio.cli`` registers them
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, time
 from pathlib import Path
 
 from legio.castra import Castra
 from legio.config import load_config
-from legio.errors import LegioError
 from legio.jobs.schedule import zone
 from legio.operations.backup import backup_dir, make_backup, prune
-from legio.operations.export import EXTENSIONS, FORMATS, ExportSpec, export_history
+from legio.operations.export import EXTENSIONS, FORMATS, ExportSpec, export_history, parse_since
 from legio.operations.restore import restore
 from legio.timing import now
-
-
-def parse_since(text: str, *, zone_name: str = "") -> datetime:
-    """``2026-11-01`` (midnight on the owner's clock) or an ISO time, as an aware time."""
-    place = zone(zone_name)
-    try:
-        if len(text) == 10:
-            return datetime.combine(datetime.fromisoformat(text).date(), time(), place)
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise LegioError(
-            f"{text!r} is not a date: write it as 2026-11-01 (or 2026-11-01T08:00)"
-        ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=place)
 
 
 def cmd_backup(args: argparse.Namespace) -> int:

@@ -21,10 +21,12 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, time, tzinfo
 from pathlib import Path
 from typing import Literal, TextIO
 
+from legio.errors import LegioError
+from legio.jobs.schedule import zone
 from legio.operations.backup import BackupError
 from legio.store.migrations import MIGRATIONS
 
@@ -121,6 +123,20 @@ def entries(db: sqlite3.Connection, spec: ExportSpec) -> Iterator[list[Entry]]:
             )
             for r in rows
         ]
+
+
+def parse_since(text: str, *, zone_name: str = "") -> datetime:
+    """``2026-11-01`` (midnight on the owner's clock) or an ISO time, as an aware time."""
+    place = zone(zone_name)
+    try:
+        if len(text) == 10:
+            return datetime.combine(datetime.fromisoformat(text).date(), time(), place)
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise LegioError(
+            f"{text!r} is not a date: write it as 2026-11-01 (or 2026-11-01T08:00)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=place)
 
 
 # ---------------------------------------------------------------- the formats

@@ -55,6 +55,7 @@ from legio.frontends.telegram.downloads import UNSUPPORTED, Albums, accept, fetc
 from legio.frontends.telegram.drafts import DraftSupport, LiveView
 from legio.frontends.telegram.hearing import hear
 from legio.frontends.telegram.lanes import LaneBot, in_lane
+from legio.frontends.telegram.opsview import show_operation
 from legio.frontends.telegram.sending import (
     NO_PREVIEW,
     SendChains,
@@ -131,6 +132,8 @@ class LegioBot:
         self.asker = TelegramAsker(application.bot, sorted(self.caesar_ids), self._app)
         self._app.set_asker(self.asker)  # approvals and questions as buttons
         self._app.set_notifier(self.asker.notify, self.talk.dispatched)  # limits; topics
+        chats, bot = sorted(self.caesar_ids), application.bot
+        self._app.follow_operations(lambda event: show_operation(bot, chats, event))  # digest
         if isinstance(application.bot, LaneBot):  # threaded mode: a topic per centurio
             application.bot.watch(self.talk.lost_topic)
             self.talk.notice_bot = application.bot

@@ -208,8 +208,8 @@ async def send_pages(bot: Bot, chat_id: int, pages: list[str]) -> None:
         for piece in plain_pages(page):
             await send_with_retries(bot, chat_id, piece)
     for name, content in getattr(pages, "documents", ()):
-        text = visible(content.decode(errors="replace"))  # the file itself stays exact
-        if len(text) <= SHORT_DOCUMENT and text.strip():
+        text = "" if isinstance(content, Path) else visible(content.decode(errors="replace"))
+        if len(text) <= SHORT_DOCUMENT and text.strip():  # the file itself stays exact
             language = name.rsplit(".", 1)[-1]
             entity = MessageEntity(MessageEntity.PRE, 0, _utf16(text), language=language)
             await send_with_retries(bot, chat_id, text, entities=[entity])
