@@ -256,3 +256,31 @@ async def test_kill_9_during_a_backup_leaves_the_earlier_archives_whole(
     later = make_backup(load_config(config_path), folder).archive  # cleans the leftovers
     assert archives(folder) == [earlier, later]
     assert not [p for p in folder.iterdir() if p.name.endswith((".part", ".db"))]
+
+
+async def test_the_daemon_backs_up_on_its_own_and_keeps_the_newest(
+    tmp_path: Path, castra_dir: Path, write_config: Callable[[str], Path]
+) -> None:
+    from datetime import UTC, datetime
+
+    from legio.operations.routine import Routine, read_json
+
+    folder = tmp_path / "auto"
+    config = load_config(write_config(f'[backup]\nevery = "daily"\nkeep = 2\ndir = "{folder}"\n'))
+    for day in range(3):  # three older archives
+        make_backup(config, folder, moment=datetime(2026, 1, 1 + day, tzinfo=UTC))
+    async with await Praetorium.open(castra_dir / "praetorium.db") as p:
+        await p.post("caesar", "kept", ["legatus"])
+        routine = Routine(config, p, UTC)
+        routine.start()  # no last.json yet: due at once
+        try:
+            for _ in range(600):
+                if (last := read_json(routine.last_path)) is not None:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            await routine.stop()
+    assert last is not None and last["ok"] is True and last["error"] is None
+    kept = archives(folder)
+    assert len(kept) == 2 and str(kept[-1]) == last["archive"]
+    assert datetime.fromisoformat(last["finished"]).tzinfo is not None

@@ -80,13 +80,14 @@ def next_backup(every: str, last: dict[str, Any] | None, moment: datetime) -> da
 
 def next_digest(at: str, zone: tzinfo, sent_on: str | None, moment: datetime) -> datetime | None:
     """When the next digest is due: today at ``at`` on the owner's clock unless it was
-    sent today (or that time is long past and it was), else tomorrow's."""
+    sent today, or none was ever sent and that time has passed (a new daemon waits for
+    tomorrow's), else tomorrow's."""
     if not at:
         return None
     hour, minute = (int(x) for x in at.split(":"))
     local = moment.astimezone(zone)
     due = datetime.combine(local.date(), time(hour, minute), zone)
-    if sent_on == local.date().isoformat():
+    if sent_on == local.date().isoformat() or (sent_on is None and due <= moment):
         due = datetime.combine(local.date() + timedelta(days=1), time(hour, minute), zone)
     return due
 
