@@ -267,10 +267,10 @@ async def test_the_daemon_backs_up_on_its_own_and_keeps_the_newest(
 
     folder = tmp_path / "auto"
     config = load_config(write_config(f'[backup]\nevery = "daily"\nkeep = 2\ndir = "{folder}"\n'))
-    for day in range(3):  # three older archives
-        make_backup(config, folder, moment=datetime(2026, 1, 1 + day, tzinfo=UTC))
     async with await Praetorium.open(castra_dir / "praetorium.db") as p:
         await p.post("caesar", "kept", ["legatus"])
+        for day in range(3):  # three older archives
+            make_backup(config, folder, moment=datetime(2026, 1, 1 + day, tzinfo=UTC))
         routine = Routine(config, p, UTC)
         routine.start()  # no last.json yet: due at once
         try:

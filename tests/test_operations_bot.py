@@ -29,7 +29,7 @@ async def test_export_sends_a_document(castra_dir: Path, fake_cli: FakeCli) -> N
         ]
         start = await bot.ask("/export html")
         await bot.api.wait_for_call("sendDocument", start=start)
-        page = [u for u in bot.api.uploads if u.filename.endswith(".html")][0].content.decode()
+        page = next(u for u in bot.api.uploads if u.filename.endswith(".html")).content.decode()
         assert "&lt;b&gt;guard&lt;/b&gt;" in page and "legatus only" in page
         call = await bot.answer(await bot.ask("/export pdf"))
         assert call.params["text"].startswith("/export does not know 'pdf'.")
