@@ -271,8 +271,8 @@ async def test_the_daemon_backs_up_on_its_own_and_keeps_the_newest(
         await p.post("caesar", "kept", ["legatus"])
         for day in range(3):  # three older archives
             make_backup(config, folder, moment=datetime(2026, 1, 1 + day, tzinfo=UTC))
-        routine = Routine(config, p, UTC)
-        routine.start()  # no last.json yet: due at once
+        routine = Routine(config, p, UTC, first_delay_s=0)
+        routine.start()  # no last.json yet: due after first_delay_s
         try:
             for _ in range(600):
                 if (last := read_json(routine.last_path)) is not None:

@@ -13,9 +13,10 @@ from pathlib import Path
 from legio.castra import Castra
 from legio.config import load_config
 from legio.jobs.schedule import zone
-from legio.operations.backup import backup_dir, make_backup, prune
+from legio.operations.backup import BackupError, backup_dir, make_backup, prune
 from legio.operations.export import EXTENSIONS, FORMATS, ExportSpec, export_history, parse_since
 from legio.operations.restore import restore
+from legio.operations.routine import record_last
 from legio.timing import now
 
 
@@ -23,7 +24,12 @@ def cmd_backup(args: argparse.Namespace) -> int:
     """Write one archive of the castra (the daemon may be running)."""
     config = load_config(args.config)
     folder = Path(args.dir).resolve() if args.dir else backup_dir(config)
-    result = make_backup(config, folder, attachments=args.attachments or None)
+    try:
+        result = make_backup(config, folder, attachments=args.attachments or None)
+    except BackupError as e:
+        record_last(config.castra, now(), None, str(e))  # legio status shows it
+        raise
+    record_last(config.castra, now(), result.archive, None)
     print(
         f"backup written: {result.archive} ({result.size / 1e6:.1f} MB, {result.files} files, "
         f"{result.seconds:.1f} s)"

@@ -5,10 +5,10 @@ praetorium closes. It sleeps until the next thing is due (at most a minute at a 
 a changed clock or a suspended machine is noticed):
 
 - a backup every ``[backup] every`` (hourly, daily, weekly), counted from the last one's
-  ``finished`` in ``castra/state/backups/last.json`` (none yet: at once). The archive is
-  written in a thread (``make_backup``), the oldest beyond ``keep`` removed, and the
-  result written to ``last.json`` (``finished``, ``archive``, ``ok``, ``error``), which
-  ``legio status`` reads. Only a failure is said to Caesar: a ``BackupFailed`` event.
+  ``finished`` in ``castra/state/backups/last.json`` (none yet: a minute after start).
+  The archive is written in a thread (``make_backup``), the oldest beyond ``keep``
+  removed, and the result written to ``last.json`` (``finished``, ``archive``, ``ok``,
+  ``error``), which ``legio status`` reads (``legio backup`` by hand writes it too). Only a failure is said to Caesar: a ``BackupFailed`` event.
 - the digest at ``[digest] at`` on the owner's clock, once a day (the day it was last
   sent is kept in ``castra/state/digest.json``, so a restart does not send it twice),
   covering the 24 hours before: a ``DigestReady`` event, sent silently by the front-end.
@@ -66,6 +66,23 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(temp, path)
 
 
+def record_last(
+    castra_root: Path, finished: datetime, archive: Path | None, error: str | None
+) -> None:
+    """Write a backup's result to ``last.json`` (a failure to write it is logged)."""
+    data = {
+        "finished": finished.isoformat(),
+        "archive": str(archive) if archive else None,
+        "ok": error is None,
+        "error": error,
+    }
+    path = last_backup_path(castra_root)
+    try:
+        write_json(path, data)
+    except OSError as e:
+        logger.error("could not write %s: %s", path, e)
+
+
 def next_backup(every: str, last: dict[str, Any] | None, moment: datetime) -> datetime | None:
     """When the next automatic backup is due (None: they are off)."""
     interval = EVERY.get(every)
@@ -96,7 +113,13 @@ class Routine:
     """Automatic backups and the digest; see the module docstring."""
 
     def __init__(
-        self, config: Config, praetorium: Praetorium, zone: tzinfo, clock: Clock | None = None
+        self,
+        config: Config,
+        praetorium: Praetorium,
+        zone: tzinfo,
+        clock: Clock | None = None,
+        *,
+        first_delay_s: float = 60.0,  # the first backup ever: not in the start-up's rush
     ) -> None:
         self.config = config
         self.praetorium = praetorium
@@ -105,6 +128,7 @@ class Routine:
         self.followers: list[Follower] = []
         self._task: asyncio.Task[None] | None = None
         self._tried: datetime | None = None  # the last backup begun (if last.json is unwritable)
+        self.first_delay = timedelta(seconds=first_delay_s)
         root = config.castra
         self.last_path = last_backup_path(root)
         self.digest_path = state_dir(root) / "digest.json"
@@ -150,16 +174,7 @@ class Routine:
         return result
 
     def _record(self, archive: Path | None, error: str | None) -> None:
-        data = {
-            "finished": self.clock().isoformat(),
-            "archive": str(archive) if archive else None,
-            "ok": error is None,
-            "error": error,
-        }
-        try:
-            write_json(self.last_path, data)
-        except OSError as e:
-            logger.error("could not write %s: %s", self.last_path, e)
+        record_last(self.config.castra, self.clock(), archive, error)
 
     async def digest_now(self, end: datetime | None = None) -> Digest:
         """The digest of the 24 hours before ``end`` (now), told to the front-ends."""
@@ -179,10 +194,12 @@ class Routine:
 
     def due(self) -> tuple[datetime | None, datetime | None]:
         moment = self.clock()
-        last = read_json(self.last_path)
-        if last is None and self._tried is not None:
-            last = {"finished": self._tried.isoformat()}
-        backup = next_backup(self.config.backup.every, last, moment)
+        every, last = self.config.backup.every, read_json(self.last_path)
+        if last is None:  # none yet: the first one a moment after start
+            begun = self._tried or (moment + self.first_delay - EVERY.get(every, timedelta()))
+            self._tried = begun
+            last = {"finished": begun.isoformat()}
+        backup = next_backup(every, last, moment)
         sent = (read_json(self.digest_path) or {}).get("sent_on")
         digest = next_digest(self.config.digest.at, self.zone, sent, moment)
         return backup, digest
