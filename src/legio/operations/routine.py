@@ -8,7 +8,8 @@ a changed clock or a suspended machine is noticed):
   ``finished`` in ``castra/state/backups/last.json`` (none yet: a minute after start).
   The archive is written in a thread (``make_backup``), the oldest beyond ``keep``
   removed, and the result written to ``last.json`` (``finished``, ``archive``, ``ok``,
-  ``error``), which ``legio status`` reads (``legio backup`` by hand writes it too). Only a failure is said to Caesar: a ``BackupFailed`` event.
+  ``error``), which ``legio status`` reads (``legio backup`` by hand writes it too).
+  Only a failure is said to Caesar: a ``BackupFailed`` event.
 - the digest at ``[digest] at`` on the owner's clock, once a day (the day it was last
   sent is kept in ``castra/state/digest.json``, so a restart does not send it twice),
   covering the 24 hours before: a ``DigestReady`` event, sent silently by the front-end.
