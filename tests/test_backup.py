@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import signal
 import sqlite3
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from legio.app import LegioApp
 from legio.config import load_config
 from legio.operations.backup import (
     BackupError,
@@ -29,6 +31,7 @@ from legio.operations.backup import (
 from legio.operations.restore import restore
 from legio.store.grants import ApprovalStore
 from legio.store.praetorium import Praetorium
+from tests.test_cli import legio
 
 TABLES = ["nuntii", "participants", "approval_grants", "turns", "jobs"]
 
@@ -113,9 +116,53 @@ async def test_backup_while_messages_flow_restores_row_by_row(
     # the restored castra starts: its config loads, its praetorium opens and reads
     again = load_config(target / "legio.toml")
     assert again.castra == restored.resolve() and again.timezone == "Europe/Rome"
-    async with await Praetorium.open(restored_db) as p:
-        assert (await p.get_history(1))[0].seq == copied_seqs[-1]
-        assert [h.nuntius.text for h in await p.search("legion", "caesar", 5)] == ["hello legion"]
+    app = await LegioApp.open(again)  # what `legio run -c restored/legio.toml` opens
+    try:
+        assert (await app.history(1))[0].seq == copied_seqs[-1]
+        assert [h.nuntius.text for h in await app.search("legion", 5)] == ["hello legion"]
+        assert [g.rule for g in await app.approval_grants()] == ["Bash(git push:*)"]
+    finally:
+        await app.close()
+
+
+def test_the_commands_back_up_restore_and_export(
+    tmp_path: Path, castra_dir: Path, write_config: Callable[[str], Path]
+) -> None:
+    config = write_config()
+    db = sqlite3.connect(castra_dir / "praetorium.db")
+    db.close()
+    asyncio.run(_post_one(castra_dir))
+    made = legio("backup", str(tmp_path / "b"), "-c", str(config), cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.startswith("backup written: ")
+    [archive] = archives(tmp_path / "b")
+    last = json.loads((castra_dir / "state" / "backups" / "last.json").read_text())
+    assert last["ok"] is True and last["archive"] == str(archive)
+    back = legio("restore", str(archive), str(tmp_path / "r"), cwd=tmp_path)
+    assert back.returncode == 0, back.stderr
+    assert "(1 messages, schema" in back.stdout and "legio run -c" in back.stdout
+    again = legio("restore", str(archive), str(tmp_path / "r"), cwd=tmp_path)
+    assert again.returncode == 1 and "is not empty" in again.stderr
+    out = tmp_path / "x.jsonl"
+    exported = legio(
+        "export",
+        "-c",
+        str(tmp_path / "r" / "legio.toml"),
+        "--format",
+        "json",
+        "-o",
+        str(out),
+        cwd=tmp_path,
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(out.read_text())["text"] == "from the command line"
+    bad = legio("export", "-c", str(config), "--since", "last week", cwd=tmp_path)
+    assert bad.returncode == 1 and "is not a date" in bad.stderr
+
+
+async def _post_one(castra: Path) -> None:
+    async with await Praetorium.open(castra / "praetorium.db") as p:
+        await p.post("caesar", "from the command line", ["legatus"])
 
 
 async def test_keep_prunes_oldest_and_nonempty_target_is_refused(
@@ -240,16 +287,17 @@ async def test_kill_9_during_a_backup_leaves_the_earlier_archives_whole(
     child = subprocess.Popen(
         [sys.executable, "-c", KILLED_BACKUP, str(config_path), str(folder)],
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
     assert child.stdout is not None
     line = await asyncio.to_thread(child.stdout.readline)
-    assert line.strip() == "writing"
+    assert line.strip() == "writing", child.communicate()
     parts = [p.name for p in folder.iterdir() if p.name.endswith(".part")]
     assert parts  # the new archive was under way, as a .part file
     os.kill(child.pid, signal.SIGKILL)
     assert child.wait(30) == -signal.SIGKILL
-    child.stdout.close()
+    child.communicate()  # closes its pipes
     assert archives(folder) == [earlier] and earlier.read_bytes() == whole
     report = restore(earlier, tmp_path / "from-earlier")
     assert report.nuntii == 2000

@@ -10,7 +10,7 @@ from telegram.error import TelegramError
 
 from legio.app import BackupFailed, DigestReady
 from legio.frontends.digestview import backup_failed_text, digest_lines
-from legio.frontends.telegram.sending import send_with_retries
+from legio.frontends.telegram.sending import plain_pages, send_with_retries
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +23,7 @@ async def show_operation(bot: Bot, chats: list[int], event: BackupFailed | Diges
         text, silent = backup_failed_text(event), False
     for chat in chats:
         try:
-            await send_with_retries(bot, chat, text, disable_notification=silent)
+            for page in plain_pages(text):
+                await send_with_retries(bot, chat, page, disable_notification=silent)
         except TelegramError as e:
             logger.warning("could not send %s to chat %s: %s", type(event).__name__, chat, e)
