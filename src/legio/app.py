@@ -130,6 +130,9 @@ __all__ = [
 ]
 
 
+EXPORTS_KEPT_S = 3600  # /export's files stay in castra/state/exports/ this long
+
+
 @dataclass(frozen=True)
 class StatusRow:
     """One agent in ``/status``: its session, its latest summary, its usage so far."""
@@ -491,16 +494,17 @@ class LegioApp:
         self, fmt: Format = "md", agent: str | None = None, since: str | None = None
     ) -> ExportResult:
         """``/export``: the conversation (``agent``'s; from the day ``since``, 2026-11-01 on
-        the owner's clock) written, streamed, to a file in ``castra/state/exports/`` (the
-        previous exports there removed). ``LegioError`` for a date that is not one."""
+        the owner's clock) written, streamed, to a file in ``castra/state/exports/`` (those
+        older than an hour removed). ``LegioError`` for a date that is not one."""
         start = parse_since(since, zone_name=self.config.timezone) if since else None
         folder = self.castra.root / "state" / "exports"
         folder.mkdir(parents=True, exist_ok=True)
-        for old in folder.iterdir():
-            old.unlink(missing_ok=True)
         tz = zone(self.config.timezone)
         made = datetime.now(tz)
-        out = folder / f"legio-{agent or 'all'}-{made:%Y-%m-%d}.{EXTENSIONS[fmt]}"
+        for old in folder.iterdir():  # sent long ago (one being sent now is kept)
+            if old.stat().st_mtime < made.timestamp() - EXPORTS_KEPT_S:
+                old.unlink(missing_ok=True)
+        out = folder / f"legio-{agent or 'all'}-{made:%Y-%m-%dT%H%M%S}.{EXTENSIONS[fmt]}"
         spec = ExportSpec(fmt, agent, start, tz)
         return await asyncio.to_thread(export_history, self.praetorium.path, out, spec, made)
 

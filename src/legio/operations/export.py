@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import secrets
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -283,7 +284,7 @@ def open_reader(db_path: Path) -> sqlite3.Connection:
 def export_history(db_path: Path, out: Path, spec: ExportSpec, made: datetime) -> ExportResult:
     """Write the export to ``out`` (through ``out.part``, renamed when whole)."""
     db = open_reader(db_path)
-    part = out.with_name(out.name + ".part")
+    part = out.with_name(f".{out.name}.{secrets.token_hex(4)}.part")  # two at once: two parts
     count = 0
     try:
         with open(part, "w", encoding="utf-8", newline="\n") as handle:
