@@ -74,6 +74,7 @@ async def test_the_command_menu_is_set_at_startup(bot: Running) -> None:
         "project",
         "diff",
         "drop",
+        "export",
         "help",
     ]
 
