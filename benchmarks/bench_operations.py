@@ -42,7 +42,7 @@ CACHE = Path("/tmp/legio-bench-operations")
 PACE_S = 0.01  # a message every 10 ms while measuring
 BASELINE_POSTS = 500
 STEP_PAGES = 1024
-STEPPED_LIMIT_S = 60.0
+STEPPED_LIMIT_S = 30.0
 
 
 def pct(samples: list[float], q: float) -> float:

@@ -177,6 +177,7 @@ async def test_keep_prunes_oldest_and_nonempty_target_is_refused(
     folder = tmp_path / "backups"
     made = [make_backup(config, folder, moment=start + timedelta(days=d)).archive for d in range(4)]
     assert archives(folder) == made
+    assert {p.stat().st_mode & 0o777 for p in made} == {0o600}  # the whole conversation
     assert prune(folder, 2) == made[:2]
     assert archives(folder) == made[2:]
     full = tmp_path / "full"

@@ -17,7 +17,8 @@ What goes in (an allow-list: nothing else of the castra is read, so no login or 
   reads tokens from the environment; a key or value that looks like one is dropped).
 - ``manifest.json``: when, which Legio, the praetorium's schema version.
 
-The archive is written to ``<name>.part``, flushed to disk (``fsync``), renamed and its
+The archive (the whole conversation: mode 0600, in a folder made 0700) is written to
+``<name>.part``, flushed to disk (``fsync``), renamed and its
 folder synced: a backup killed at any point leaves the earlier archives whole and at
 worst a ``.part`` file, removed by the next backup.
 """
@@ -116,6 +117,7 @@ def copy_praetorium(source: Path, target: Path, pages: int = ALL_PAGES) -> int:
     API (see the module docstring for ``pages``); its schema version."""
     if not source.is_file():
         raise BackupError(f"no praetorium at {source}: is this a castra?")
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # never 0644
     src = sqlite3.connect(source, timeout=30)
     try:
         src.execute("PRAGMA busy_timeout = 30000")
@@ -263,7 +265,7 @@ def make_backup(
     folder = folder if folder is not None else backup_dir(config)
     with_files = config.backup.attachments if attachments is None else attachments
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         lock = os.open(folder / ".backup.lock", os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as e:
         raise BackupError(f"cannot write backups into {folder}: {e.strerror}") from e
@@ -306,7 +308,7 @@ def _write(
             "attachments": with_files,
         }
         files = 0
-        with open(part, "wb") as raw:
+        with os.fdopen(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as raw:
             with tarfile.open(fileobj=raw, mode="w:gz", compresslevel=COMPRESS_LEVEL) as tar:
                 _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=1).encode())
                 _add_bytes(tar, "legio.toml", toml)

@@ -287,7 +287,8 @@ def export_history(db_path: Path, out: Path, spec: ExportSpec, made: datetime) -
     part = out.with_name(f".{out.name}.{secrets.token_hex(4)}.part")  # two at once: two parts
     count = 0
     try:
-        with open(part, "w", encoding="utf-8", newline="\n") as handle:
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # Caesar's words
+        with open(fd, "w", encoding="utf-8", newline="\n") as handle:
             writer = WRITERS[spec.format](handle, spec, made)
             writer.head()
             for batch in entries(db, spec):
