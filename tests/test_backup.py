@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tarfile
 import textwrap
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -178,6 +179,11 @@ async def test_keep_prunes_oldest_and_nonempty_target_is_refused(
     made = [make_backup(config, folder, moment=start + timedelta(days=d)).archive for d in range(4)]
     assert archives(folder) == made
     assert {p.stat().st_mode & 0o777 for p in made} == {0o600}  # the whole conversation
+    stop = threading.Event()
+    stop.set()  # Legio is stopping: the backup under way ends, leaving nothing behind
+    with pytest.raises(BackupError, match="cancelled"):
+        make_backup(config, folder, cancel=stop)
+    assert sorted(folder.iterdir()) == sorted([*made, folder / ".backup.lock"])
     assert prune(folder, 2) == made[:2]
     assert archives(folder) == made[2:]
     full = tmp_path / "full"

@@ -34,6 +34,7 @@ import re
 import sqlite3
 import stat
 import tarfile
+import threading
 import time
 import tomllib
 from collections.abc import Iterator
@@ -210,7 +211,21 @@ def castra_files(castra: Castra, attachments: bool) -> Iterator[tuple[Path, str]
         yield from _walk(root, castra.attachments_dir)
 
 
-def _add_file(tar: tarfile.TarFile, path: Path, name: str) -> bool:
+class _Cancellable:
+    """A file read for the archive that stops when the backup is cancelled (shutdown)."""
+
+    def __init__(self, handle: io.BufferedReader, cancel: threading.Event | None) -> None:
+        self.handle, self.cancel = handle, cancel
+
+    def read(self, size: int = -1) -> bytes:
+        if self.cancel is not None and self.cancel.is_set():
+            raise BackupError("the backup was cancelled (Legio is stopping)")
+        return self.handle.read(size)
+
+
+def _add_file(
+    tar: tarfile.TarFile, path: Path, name: str, cancel: threading.Event | None = None
+) -> bool:
     """Add one regular file, opened without following a link; False if it is not one."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -222,7 +237,7 @@ def _add_file(tar: tarfile.TarFile, path: Path, name: str) -> bool:
             return False
         info = tarfile.TarInfo(name)
         info.size, info.mtime, info.mode = st.st_size, int(st.st_mtime), 0o600
-        tar.addfile(info, handle)
+        tar.addfile(info, _Cancellable(handle, cancel))
     return True
 
 
@@ -257,9 +272,11 @@ def make_backup(
     attachments: bool | None = None,
     pages: int = ALL_PAGES,
     moment: datetime | None = None,
+    cancel: threading.Event | None = None,
 ) -> BackupResult:
     """Write one archive of ``config``'s castra into ``folder`` (default ``backup_dir``)
-    and return it; ``BackupError`` (nothing half-written left as an archive) if it fails."""
+    and return it; ``BackupError`` (nothing half-written left as an archive) if it fails
+    or ``cancel`` is set (checked at every read of a file going into the archive)."""
     started = time.monotonic()
     castra = Castra(config.castra)
     folder = folder if folder is not None else backup_dir(config)
@@ -275,7 +292,7 @@ def make_backup(
         except BlockingIOError:
             raise BackupError(f"another backup is being written into {folder}") from None
         _clean_leftovers(folder)
-        return _write(config, castra, folder, with_files, pages, moment or now(), started)
+        return _write(config, castra, folder, with_files, pages, moment or now(), started, cancel)
     except OSError as e:
         raise BackupError(f"the backup into {folder} failed: {e}") from e
     finally:
@@ -290,6 +307,7 @@ def _write(
     pages: int,
     moment: datetime,
     started: float,
+    cancel: threading.Event | None,
 ) -> BackupResult:
     final = folder / archive_name(moment)
     while final.exists():  # two backups in one second: the later one a second on
@@ -312,9 +330,9 @@ def _write(
             with tarfile.open(fileobj=raw, mode="w:gz", compresslevel=COMPRESS_LEVEL) as tar:
                 _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=1).encode())
                 _add_bytes(tar, "legio.toml", toml)
-                tar.add(staged, arcname="castra/praetorium.db", recursive=False)
+                _add_file(tar, staged, "castra/praetorium.db", cancel)
                 for path, name in castra_files(castra, with_files):
-                    files += _add_file(tar, path, name)
+                    files += _add_file(tar, path, name, cancel)
             raw.flush()
             os.fsync(raw.fileno())
         os.rename(part, final)

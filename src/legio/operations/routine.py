@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Awaitable, Callable
 from datetime import datetime, time, timedelta, tzinfo
 from pathlib import Path
@@ -130,6 +131,7 @@ class Routine:
         self._task: asyncio.Task[None] | None = None
         self._tried: datetime | None = None  # the last backup begun (if last.json is unwritable)
         self.first_delay = timedelta(seconds=first_delay_s)
+        self._cancel = threading.Event()  # a backup under way stops when Legio does
         root = config.castra
         self.last_path = last_backup_path(root)
         self.digest_path = state_dir(root) / "digest.json"
@@ -150,6 +152,8 @@ class Routine:
             self._task = asyncio.create_task(self._run(), name="legio-routine")
 
     async def stop(self) -> None:
+        """Stop the timetable; a backup being written stops too (its .part removed)."""
+        self._cancel.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -163,9 +167,12 @@ class Routine:
         folder = backup_dir(self.config)
         self._tried = self.clock()
         try:
-            result = await asyncio.to_thread(make_backup, self.config, folder)
+            result = await asyncio.to_thread(make_backup, self.config, folder, cancel=self._cancel)
             await asyncio.to_thread(prune, folder, self.config.backup.keep)
         except BackupError as e:
+            if self._cancel.is_set():  # Legio is stopping: not a failure to report
+                logger.info("backup stopped with Legio: %s", e)
+                return None
             logger.error("backup failed: %s", e)
             self._record(None, str(e))
             await self._tell(BackupFailed(str(e), str(folder)))
