@@ -169,7 +169,7 @@ class Routine:
         try:
             result = await asyncio.to_thread(make_backup, self.config, folder, cancel=self._cancel)
             await asyncio.to_thread(prune, folder, self.config.backup.keep)
-        except BackupError as e:
+        except (BackupError, OSError) as e:
             if self._cancel.is_set():  # Legio is stopping: not a failure to report
                 logger.info("backup stopped with Legio: %s", e)
                 return None
@@ -217,7 +217,11 @@ class Routine:
             backup, digest = self.due()
             moment = self.clock()
             if backup is not None and backup <= moment:
-                await self.backup_now()
+                try:
+                    await self.backup_now()
+                except Exception:  # a bug: logged, and the timetable goes on
+                    logger.exception("the automatic backup failed unexpectedly")
+                    await asyncio.sleep(NAP_S)
                 continue
             if digest is not None and digest <= moment:
                 try:
