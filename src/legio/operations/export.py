@@ -116,7 +116,7 @@ def entries(db: sqlite3.Connection, spec: ExportSpec) -> Iterator[list[Entry]]:
                 sender=r[1],
                 text=r[2],
                 audience=tuple(json.loads(r[3])),
-                time=datetime.fromisoformat(r[4]).astimezone(spec.zone),
+                time=datetime.fromisoformat(r[4]).astimezone(spec.zone or UTC),
                 project=r[5],
                 forwarded_from=r[6],
                 reply_to=r[7],
