@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from legio.castra import Roster
@@ -34,9 +35,21 @@ from legio.limits.budget import Notifier, UsageReport
 from legio.limits.plan import PlanHealth
 from legio.media.voice import Progress, Transcript
 from legio.names import CAESAR, LEGATUS
+from legio.operations.digest import Digest, DigestReady
+from legio.operations.export import (
+    EXTENSIONS,
+    FORMATS,
+    ExportResult,
+    ExportSpec,
+    Format,
+    export_history,
+    parse_since,
+)
+from legio.operations.routine import Follower
 from legio.projects.overview import CopyState, DiffReport, ProjectState
 from legio.request import (
     UNWATCHED,
+    BackupFailed,
     CardDiff,
     FailedJob,
     ForgeCallback,
@@ -77,11 +90,13 @@ from legio.visible import visible
 
 __all__ = [
     "DOWNLOAD_LIMIT",
+    "FORMATS",
     "SHOWN_MAX",
     "AgentStatus",
     "ApprovalRequest",
     "Asker",
     "Attachment",
+    "BackupFailed",
     "CheckRecord",
     "Compaction",
     "ContextReport",
@@ -89,10 +104,14 @@ __all__ = [
     "CopyState",
     "Decision",
     "DiffReport",
+    "Digest",
+    "DigestReady",
+    "ExportResult",
     "FailedJob",
     "Fetch",
     "ForgeCallback",
     "ForgeEvent",
+    "Format",
     "Grant",
     "Issue",
     "Job",
@@ -125,6 +144,9 @@ __all__ = [
     "shorten_middle",
     "visible",
 ]
+
+
+EXPORTS_KEPT_S = 3600  # /export's files stay in castra/state/exports/ this long
 
 
 @dataclass(frozen=True)
@@ -504,6 +526,31 @@ class LegioApp:
         """``/usage``: spend per agent and model, today and over the last 7 days."""
         budget = self.sessions.budget
         return await budget.usage_report() if budget is not None else None
+
+    # ---------------------------------------------------------- operations
+
+    def follow_operations(self, follower: Follower) -> None:
+        """Be told of a failed automatic backup (``BackupFailed``) and of the morning
+        digest (``DigestReady``, to send silently)."""
+        self.engine.routine.follow(follower)
+
+    async def export(
+        self, fmt: Format = "md", agent: str | None = None, since: str | None = None
+    ) -> ExportResult:
+        """``/export``: the conversation (``agent``'s; from the day ``since``, 2026-11-01 on
+        the owner's clock) written, streamed, to a file in ``castra/state/exports/`` (those
+        older than an hour removed). ``LegioError`` for a date that is not one."""
+        start = parse_since(since, zone_name=self.config.timezone) if since else None
+        folder = self.castra.root / "state" / "exports"
+        folder.mkdir(parents=True, exist_ok=True)
+        tz = zone(self.config.timezone)
+        made = datetime.now(tz)
+        for old in folder.iterdir():  # sent long ago (one being sent now is kept)
+            if old.stat().st_mtime < made.timestamp() - EXPORTS_KEPT_S:
+                old.unlink(missing_ok=True)
+        out = folder / f"legio-{agent or 'all'}-{made:%Y-%m-%dT%H%M%S}.{EXTENSIONS[fmt]}"
+        spec = ExportSpec(fmt, agent, start, tz)
+        return await asyncio.to_thread(export_history, self.praetorium.path, out, spec, made)
 
     def plan_lines(self) -> list[str]:
         """The plan's windows as the API last reported them (subscription logins only)."""

@@ -1,4 +1,5 @@
-"""The ``legio`` command: ``init``, ``check``, ``run``, ``console``.
+"""The ``legio`` command: ``init``, ``check``, ``run``, ``console`` (and the operations' ``backup``,
+``restore``, ``export``, from ``legio.operations.commands``).
 
 Every command prints what a person needs (what was created, what is wrong and how
 to fix it) and returns an exit code; a ``LegioError`` is printed as its message,
@@ -39,6 +40,7 @@ from legio.forge.checkup import check_forge
 from legio.jobs.schedule import local_zone_name
 from legio.limits.plan import login_state
 from legio.media.listening import voice_line
+from legio.operations.commands import add_commands
 from legio.projects.overview import check_projects
 
 OK, BAD, WARN = "✓", "✗", "!"
@@ -420,6 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="check for `legio console` only (no Telegram token or id needed)",
             )
+    add_commands(sub, config_help)  # backup, restore, export (legio.operations)
     return parser
 
 

@@ -307,6 +307,28 @@ class VoiceSettings(_Strict):
 _LANGUAGE = re.compile(r"[a-z]{2,3}\Z")
 
 
+class BackupSettings(_Strict):
+    """Automatic backups of the castra (``legio backup`` by hand works without them)."""
+
+    every: Literal["off", "hourly", "daily", "weekly"] = "off"
+    keep: int = Field(7, ge=1, le=10_000)  # the newest archives kept; older ones removed
+    dir: Path = Path("")  # "" = castra/state/backups/; relative to legio.toml's folder
+    attachments: bool = False  # also copy castra/attachments/ (can be large)
+
+
+class DigestSettings(_Strict):
+    """The morning digest: one silent message a day, built from the records."""
+
+    at: str = ""  # "08:00" in the configured timezone; "" = no digest
+
+    @field_validator("at")
+    @classmethod
+    def _time(cls, value: str) -> str:
+        if value and not re.fullmatch(r"([01][0-9]|2[0-3]):[0-5][0-9]", value):
+            raise ValueError('must be "" (off) or a time of day as HH:MM, e.g. "08:00"')
+        return value
+
+
 class Config(_Strict):
     """Everything in ``legio.toml``; ``path`` is where it was read from."""
 
@@ -327,6 +349,8 @@ class Config(_Strict):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
     forge: ForgeSettings | None = None  # no [forge]: no publishing, CI or issues
+    backup: BackupSettings = Field(default_factory=BackupSettings)
+    digest: DigestSettings = Field(default_factory=DigestSettings)
     projects: dict[str, ProjectSettings] = Field(default_factory=dict)
     project_options: ProjectOptions = Field(default_factory=ProjectOptions, exclude=True)
 
@@ -435,6 +459,8 @@ def load_config(path: Path | str | None = None) -> Config:
     if problems:
         raise ConfigError(source, problems)
     config.sandbox.hide = [str(path) for path in hidden]
+    if str(config.backup.dir) not in ("", "."):
+        config.backup.dir = (base / config.backup.dir.expanduser()).resolve()
     cli_path = config.claude.cli_path
     if cli_path and not Path(cli_path).is_absolute() and ("/" in cli_path):
         config.claude.cli_path = str(base / cli_path)

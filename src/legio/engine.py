@@ -6,8 +6,9 @@ the approval gate and the budget, the sessions and their idle reaper, then the L
 its job scheduler (started by the front-end, through the door, once the interruptions
 were noted), and the parts the door answers from: intake of files, projects' checks
 (the runs a restart cut off marked so) and desk, Telegram's conversation facts, voice, the
-forge. ``close()``: the scheduler (running jobs get the shutdown grace), running checks,
-every agent, the forge, the praetorium, the voice worker, the lock.
+forge, the operations' routine (backups, digest). ``close()``: the routine, the scheduler
+(running jobs get the shutdown grace), running checks, every agent, the forge, the
+praetorium, the voice worker, the lock.
 
 Nothing here is a front-end's business: ``legio.app`` is the door.
 """
@@ -30,6 +31,7 @@ from legio.limits.budget import Budget
 from legio.limits.plan import PlanHealth
 from legio.media.listening import Listener
 from legio.memoria import MemoriaStore
+from legio.operations.routine import Routine
 from legio.projects.checks import Checks
 from legio.request import UNWATCHED
 from legio.sessions.desk import ProjectDesk
@@ -63,6 +65,7 @@ class Engine:
     threads: ThreadStore = field(init=False)  # Telegram messages, topics, edits
     voice: Listener = field(init=False)  # voice notes transcribed
     forge: ForgeStation = field(init=False)  # Publish, pull requests, CI, issues
+    routine: Routine = field(init=False)  # automatic backups, the morning digest
 
     def __post_init__(self) -> None:
         self.scheduler = attach_scheduler(self.legatus, self._present, clock=self.clock)
@@ -77,6 +80,7 @@ class Engine:
         self.sessions.project_tools = self.forge.tools_for  # served in-process
         if self.sessions.approvals is not None:  # the forge's writes ask Caesar first
             self.forge.confirm = self.sessions.approvals.confirm
+        self.routine = Routine(self.config, self.praetorium, zone(self.config.timezone))
 
     @classmethod
     async def open(
@@ -129,6 +133,7 @@ class Engine:
     async def start_jobs(self, present: Presenter | None) -> None:
         self.presenter = present
         await self.scheduler.start()
+        self.routine.start()
 
     async def _present(self, job: Job, run: JobRun) -> object:
         if self.presenter is None:
@@ -139,6 +144,7 @@ class Engine:
         """Stop the scheduler (running jobs get the shutdown grace), disconnect every
         agent, then close the praetorium and release the castra."""
         try:
+            await self.routine.stop()
             await self.scheduler.stop(self.config.shutdown_grace_seconds)
             await self.checks.close()  # running checks killed, recorded as cancelled
             await self.sessions.shutdown()

@@ -204,3 +204,11 @@ class ForgeEvent:
 
 
 ForgeCallback = Callable[[ForgeEvent], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class BackupFailed:
+    """An automatic backup failed (``[backup] every``): said to Caesar, who may fix it."""
+
+    error: str  # what went wrong, in words (names the folder and the cause)
+    folder: str  # where the archives go

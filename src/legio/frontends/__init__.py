@@ -8,6 +8,7 @@ Modules:
 - ``checkviews``: pure text of projects' checks (a card's and `/projects`' badge, the
   Checks button's report)
 - ``forgelines``: ``/publish``, ``/issues`` and the lines of forge events
+- ``digestview``: pure text of the morning digest and of a failed backup
 - ``usage``: pure text of `/usage`
 - ``views``: pure text rendering of admin answers
 - ``console/``: see its own docstring.

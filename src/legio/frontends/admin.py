@@ -1,5 +1,6 @@
 """Admin commands, the same for every front-end: /history /status /search /stop /reset,
-/compact, /context, /retry, /jobs, /cancel, /publish, /issues (``forgelines``) and /help.
+/compact, /context, /retry, /jobs, /cancel, /publish, /issues (``forgelines``), /export and
+/help.
 
 ``Admin.run(text)`` parses one command line, asks ``LegioApp`` and returns the answer as
 a list of pages (rendered by ``legio.frontends.views``), each short enough for one
@@ -11,14 +12,16 @@ them without blocking the others. Bad arguments get an answer that says what is 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from legio.app import LegioApp, estimate_tokens
+from legio.app import FORMATS, Format, LegioApp, estimate_tokens
 from legio.errors import (
     AgentError,
     AgentInterrupted,
     CastraError,
+    LegioError,
     NothingToCompact,
     ProjectError,
     SearchQueryError,
@@ -75,12 +78,40 @@ def command_target(text: str) -> str | None:
     return match.group(2) if match else None
 
 
-class Pages(list[str]):
-    """An answer's pages, and documents to send with them: (file name, content)."""
+EXPORT_USAGE = (
+    "Use /export [md|html|json] [agent] [since 2026-11-01], e.g. /export md vorenus since "
+    "2026-11-01; the default: the whole conversation, as Markdown."
+)
+DOCUMENT_LIMIT = 50 * 1000 * 1000  # what a bot may send as a document
 
-    def __init__(self, pages: list[str], documents: list[tuple[str, bytes]] | None = None) -> None:
+
+def parse_export(args: str, agents: list[str]) -> tuple[Format, str | None, str | None, str]:
+    """/export's words: format, agent, since (a date) and, when they are wrong, why."""
+    fmt: Format = "md"
+    agent = since = None
+    words = args.lower().split()
+    while words:
+        word = words.pop(0)
+        if word in FORMATS:
+            fmt = word
+        elif word in agents:
+            agent = word
+        elif word == "since" and words:
+            since = words.pop(0)
+        else:
+            return fmt, agent, since, f"/export does not know {word[:40]!r}. {EXPORT_USAGE}"
+    return fmt, agent, since, ""
+
+
+class Pages(list[str]):
+    """An answer's pages, and documents to send with them: (file name, content, or the
+    path of a file on disk, sent from there)."""
+
+    def __init__(
+        self, pages: list[str], documents: Sequence[tuple[str, bytes | Path]] | None = None
+    ) -> None:
         super().__init__(pages)
-        self.documents = documents or []
+        self.documents = list(documents or [])
 
 
 def is_command(text: str) -> bool:
@@ -320,6 +351,24 @@ class Admin:
             return [f"No Always grant #{value}; /approvals lists them."]
         return [f"Revoked #{grant.id}: {grant.agent} asks again before {grant.rule}."]
 
+    async def cmd_export(self, args: str) -> list[str]:
+        fmt, agent, since, problem = parse_export(args, self.app.agents())
+        if problem:
+            return [problem]
+        try:
+            result = await self.app.export(fmt, agent, since)
+        except LegioError as e:
+            return [f"Could not export: {e}"]
+        size = f"{result.size / 1e6:.1f} MB"
+        if result.size > DOCUMENT_LIMIT:
+            return [
+                f"The export of {result.nuntii:,} messages is {size}, over the 50 MB a bot may "
+                f"send: it is on the server at {result.path}. Narrow it (since <date>, an "
+                "agent), or run `legio export` there."
+            ]
+        words = f"Exported {result.nuntii:,} messages ({size})."
+        return Pages([words], [(result.path.name, result.path)])
+
     async def cmd_usage(self, args: str) -> list[str]:
         report = await self.app.usage()
         if report is None:
@@ -424,6 +473,13 @@ COMMANDS = [
     ),
     CommandInfo(
         "issues", "/issues #project", "a project's open issues on the forge", forgelines.cmd_issues
+    ),
+    CommandInfo(
+        "export",
+        "/export [md|html|json] [agent] [since date]",
+        "the conversation as a file (Markdown, HTML or JSON Lines)",
+        Admin.cmd_export,
+        waits=True,
     ),
     CommandInfo("help", "/help", "this list", Admin.cmd_help),
 ]

@@ -17,13 +17,25 @@ import asyncio
 import functools
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TextIO
 
-from legio.app import DOWNLOAD_LIMIT, Job, JobRun, LegioApp, PendingFile, Reply, visible
+from legio.app import (
+    DOWNLOAD_LIMIT,
+    BackupFailed,
+    DigestReady,
+    Job,
+    JobRun,
+    LegioApp,
+    PendingFile,
+    Reply,
+    visible,
+)
 from legio.errors import AttachmentError
 from legio.frontends.admin import Admin, is_command
 from legio.frontends.console.asker import ConsoleAsker
 from legio.frontends.console.stream import StreamPrinter
+from legio.frontends.digestview import backup_failed_text, digest_lines
 from legio.frontends.views import agent_header, interruption_notice, reply_text
 from legio.names import LEGATUS
 from legio.request import Callbacks, Request
@@ -100,6 +112,9 @@ async def run_console(
         for page in pages:
             show(page)
         for name, content in getattr(pages, "documents", ()):  # /diff's diff, in full
+            if isinstance(content, Path):  # /export's file: where it is
+                show(f"── {name} ── written to {content}")
+                continue
             show(f"── {name} ──\n{visible(content.decode(errors='replace')).rstrip()}")
         if text.split()[0] == "/help":
             show(ATTACH_USAGE.replace("Usage: ", "In this console: "))
@@ -139,6 +154,14 @@ async def run_console(
             show(text)
 
         app.set_notifier(notice)  # budget warnings, plan limits
+
+        async def operation(event: BackupFailed | DigestReady) -> None:
+            if isinstance(event, DigestReady):
+                show("\n".join(digest_lines(event.digest)))
+            else:
+                show(backup_failed_text(event))
+
+        app.follow_operations(operation)  # a failed backup, the morning digest
         if stdin.isatty() and out.isatty():
             history = app.console_history_path()
             await run_prompt(app, history, board, send, command, show)

@@ -59,6 +59,7 @@ from legio.frontends.telegram.drafts import DraftSupport, LiveView
 from legio.frontends.telegram.forgeview import ForgeView
 from legio.frontends.telegram.hearing import hear
 from legio.frontends.telegram.lanes import LaneBot, in_lane
+from legio.frontends.telegram.opsview import show_operation
 from legio.frontends.telegram.sending import (
     NO_PREVIEW,
     SendChains,
@@ -138,6 +139,8 @@ class LegioBot:
         self._app.set_notifier(self.asker.notify, self.talk.dispatched)  # limits; topics
         self.talk.cards.bot = application.bot
         self._app.follow_cards(self.talk.cards.update)  # a card edited when its check ends
+        chats, bot = sorted(self.caesar_ids), application.bot
+        self._app.follow_operations(lambda event: show_operation(bot, chats, event))  # digest
         if isinstance(application.bot, LaneBot):  # threaded mode: a topic per centurio
             application.bot.watch(self.talk.lost_topic)
             self.talk.notice_bot = application.bot

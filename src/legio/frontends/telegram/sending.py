@@ -218,10 +218,10 @@ async def send_pages(
         for piece in plain_pages(page):
             await send_with_retries(bot, chat_id, piece)
     for name, content in getattr(pages, "documents", ()):
-        if before is not None:
+        if before is not None and not isinstance(content, Path):
             await before(bot, chat_id, name, content)
-        text = visible(content.decode(errors="replace"))  # the file itself stays exact
-        if len(text) <= SHORT_DOCUMENT and text.strip():
+        text = "" if isinstance(content, Path) else visible(content.decode(errors="replace"))
+        if len(text) <= SHORT_DOCUMENT and text.strip():  # the file itself stays exact
             language = name.rsplit(".", 1)[-1]
             entity = MessageEntity(MessageEntity.PRE, 0, _utf16(text), language=language)
             await send_with_retries(bot, chat_id, text, entities=[entity])
@@ -233,7 +233,7 @@ async def send_pages(
         ):
             with attempt:
                 await bot.send_document(chat_id, content, filename=name)
-        if after is not None:
+        if after is not None and not isinstance(content, Path):
             await after(bot, chat_id, name, content)
 
 

@@ -1,0 +1,125 @@
+"""The operations' ``legio`` commands: ``backup``, ``restore``, ``export``.
+
+Each prints what a person needs (the archive written, the castra rebuilt and how to start
+it, the file exported) and returns an exit code; ``legio.cli`` registers them
+(``add_commands``) and prints a ``LegioError`` as its message.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from legio.castra import Castra
+from legio.config import load_config
+from legio.jobs.schedule import zone
+from legio.operations.backup import BackupError, backup_dir, make_backup, prune
+from legio.operations.export import EXTENSIONS, FORMATS, ExportSpec, export_history, parse_since
+from legio.operations.restore import restore
+from legio.operations.routine import record_last
+from legio.timing import now
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    """Write one archive of the castra (the daemon may be running)."""
+    config = load_config(args.config)
+    folder = Path(args.dir).resolve() if args.dir else backup_dir(config)
+    try:
+        result = make_backup(config, folder, attachments=args.attachments or None)
+    except BackupError as e:
+        record_last(config.castra, now(), None, str(e))  # legio status shows it
+        raise
+    record_last(config.castra, now(), result.archive, None)
+    print(
+        f"backup written: {result.archive} ({result.size / 1e6:.1f} MB, {result.files} files, "
+        f"{result.seconds:.1f} s)"
+    )
+    if result.removed:
+        print(f"left out of its legio.toml as secrets: {', '.join(result.removed)}")
+    if args.keep:
+        for old in prune(folder, args.keep):
+            print(f"removed  {old} (keeping the newest {args.keep})")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """Rebuild a castra from an archive into an empty folder."""
+    report = restore(Path(args.archive), Path(args.dir))
+    print(
+        f"restored {report.files} files into {report.castra.parent}: the praetorium is whole "
+        f"({report.nuntii:,} messages, schema {report.schema_version})."
+    )
+    print(
+        f"Start it with `legio run -c {report.config}` (export the Telegram token again: "
+        "a backup never holds secrets). Stop the old daemon first if it uses the same bot."
+    )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the conversation to a file, streamed."""
+    config = load_config(args.config)
+    since = parse_since(args.since, zone_name=config.timezone) if args.since else None
+    spec = ExportSpec(args.format, args.agent, since, zone(config.timezone))
+    made = now().astimezone(spec.zone)
+    out = Path(args.output or f"legio-export-{made:%Y-%m-%d}.{EXTENSIONS[args.format]}")
+    result = export_history(Castra(config.castra).praetorium_path, out, spec, made)
+    print(f"exported {result.nuntii:,} messages to {result.path} ({result.size / 1e6:.1f} MB)")
+    return 0
+
+
+def add_commands(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], config_help: str
+) -> None:
+    """Register ``backup``, ``restore`` and ``export`` on ``legio``'s sub-commands."""
+    text = "write one dated archive of the castra (while Legio runs, too)"
+    backup = sub.add_parser("backup", help=text, description=text)
+    backup.add_argument(
+        "dir",
+        nargs="?",
+        default=None,
+        metavar="DIR",
+        help="where (default: [backup] dir, else castra/state/backups/)",
+    )
+    backup.add_argument("-c", "--config", type=Path, default=None, help=config_help)
+    backup.add_argument(
+        "--attachments",
+        action="store_true",
+        help="also copy the files sent and received (castra/attachments/)",
+    )
+    backup.add_argument(
+        "--keep",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then remove all but the newest N archives in DIR",
+    )
+    backup.set_defaults(func=cmd_backup)
+
+    text = "rebuild a castra from a backup archive into an empty folder"
+    again = sub.add_parser("restore", help=text, description=text)
+    again.add_argument("archive", metavar="ARCHIVE", help="a legio-backup-….tar.gz")
+    again.add_argument("dir", metavar="DIR", help="a new or empty folder")
+    again.set_defaults(func=cmd_restore)
+
+    text = "write the conversation to a file (Markdown, HTML or JSON Lines)"
+    export = sub.add_parser("export", help=text, description=text)
+    export.add_argument("-c", "--config", type=Path, default=None, help=config_help)
+    export.add_argument(
+        "--agent", default=None, metavar="NAME", help="only what this agent said or was told"
+    )
+    export.add_argument(
+        "--since",
+        default=None,
+        metavar="DATE",
+        help="from this day (2026-11-01, on the configured clock)",
+    )
+    export.add_argument("--format", choices=FORMATS, default="md")
+    export.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="default: legio-export-<date>.<md|html|jsonl> here",
+    )
+    export.set_defaults(func=cmd_export)
