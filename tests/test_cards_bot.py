@@ -106,11 +106,14 @@ async def test_a_card_after_a_turn_that_changed_the_branch(
         start = await bot.ask("@vorenus #app what do you think")
         echo = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus #app"))
         # a turn that commits again and leaves a file uncommitted: a new card
-        more = "echo 'x = 1' > more.py && git add more.py && git commit -qm more; echo n > new.txt"
+        more = (
+            "echo 'x = 1' > more.py && echo 'assert True' > test_more.py && git add . "
+            "&& git commit -qm more; echo n > new.txt"
+        )
         second = await card_after(bot, f"@vorenus #app more\n{bash(more)}")
         between = bot.api.calls[position(bot, echo) : position(bot, second)]
         assert not [c for c in between if is_card(str(c.params.get("text", "")))]
-        assert "1 new commit · 1 file +1 −0 · 1 not committed" in str(second.params["text"])
+        assert "1 new commit · 2 files +2 −0 · 1 not committed" in str(second.params["text"])
 
         # the first card's Diff still shows its own turn, and says the branch moved on
         start = len(bot.api.calls)
@@ -125,6 +128,10 @@ async def test_a_card_after_a_turn_that_changed_the_branch(
         bot.api.add_callback(buttons(second)["🔍 Diff"], int(second.result["message_id"]))
         said = await bot.answer(start, lambda t: t.startswith("New files, not committed"))
         assert "new.txt" in said.params["text"]
+        album = await bot.api.wait_for_call("sendMediaGroup", start=start)  # two files: an album
+        captions = [u.caption for u in bot.api.uploads if u.method == "sendMediaGroup"]
+        assert captions == ["more.py · +1 −0", "test_more.py · +1 −0"]  # source before tests
+        assert album.status == 200
 
         # Drop: asked once more, then the copy goes (its branch stays in the project)
         second_id = int(second.result["message_id"])
@@ -145,6 +152,13 @@ async def test_a_card_after_a_turn_that_changed_the_branch(
         assert "Dropped vorenus's copy of #app" in edited.params["text"]
         assert "1 uncommitted change(s) went with it" in edited.params["text"]
         assert not copy.exists()
+
+        # an old card after the copy went: said, and its own turn still shown
+        start = len(bot.api.calls)
+        bot.api.add_callback(keys["🔍 Diff"], first_id)
+        gone = await bot.answer(start, lambda t: "was dropped since this card" in t)
+        assert "its branch legio/vorenus/main is still in the project" in gone.params["text"]
+        await bot.api.wait_for_call("sendDocument", start=start)
     assert "more" in git(project, "log", "--format=%s", "legio/vorenus/main")
 
 
