@@ -9,7 +9,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from legio.frontends.digestview import digest_lines
-from legio.operations.digest import AgentDay, compute_digest
+from legio.operations.digest import AgentDay, Tally, compute_digest
 from legio.operations.routine import next_backup, next_digest
 from legio.store.praetorium import Praetorium
 
@@ -73,6 +73,13 @@ async def test_digest_figures_match_the_records(tmp_path: Path) -> None:
                 "VALUES ('vorenus', ?, ?, ?)",
                 (tool, status, at(6)),
             )
+        for state, hours in (("passed", 8), ("failed", 4), ("failed", 4.5), ("passed", 30)):
+            await db.execute(
+                "INSERT INTO checks (agent, project, command, commit_id, state, timeout_s, "
+                "started_at, finished_at) VALUES ('vorenus', 'app', 'make test', 'c0ffee', "
+                "?, 900, ?, ?)",
+                (state, at(hours + 0.1), at(hours)),
+            )
         last = {"finished": at(1), "archive": "/b/x.tar.gz", "ok": True, "error": None}
         digest = await compute_digest(db, START, END, last)
         assert digest.requests == 4
@@ -88,7 +95,9 @@ async def test_digest_figures_match_the_records(tmp_path: Path) -> None:
             ("vorenus", "Bash", "timeout"),
             ("vorenus", "Bash", "expired"),
         )
-        assert digest.tallies == ()  # no checks or pulls table in this schema
+        assert digest.tallies == (  # the day's checks; no pull request (a quiet table)
+            Tally("checks", (("vorenus", "failed", 2), ("vorenus", "passed", 1))),
+        )
         text = "\n".join(digest_lines(digest))
         assert "• vorenus: 2 answers; on #app (2); 2 turns, $0.75; 1 failed." in text
         assert "Cost: $0.90" in text and "#app $0.75" in text
@@ -96,19 +105,7 @@ async def test_digest_figures_match_the_records(tmp_path: Path) -> None:
         assert "Approvals nobody answered in time: vorenus: Bash, vorenus: Bash." in text
         assert "fine." in text
 
-        # a table added later (a helper's checks) is read when it exists
-        await db.execute(
-            "CREATE TABLE checks (id INTEGER PRIMARY KEY, agent TEXT, status TEXT, created_at TEXT)"
-        )
-        for status, hours in (("passed", 3), ("failed", 2), ("passed", 1), ("passed", 30)):
-            await db.execute(
-                "INSERT INTO checks (agent, status, created_at) VALUES ('vorenus', ?, ?)",
-                (status, at(hours)),
-            )
-        digest = await compute_digest(db, START, END)
-        [checks] = digest.tallies
-        assert checks.counts == (("vorenus", "failed", 1), ("vorenus", "passed", 2))
-        assert "Checks: vorenus failed 1; vorenus passed 2." in digest_lines(digest)
+        assert "Checks: vorenus failed 2; vorenus passed 1." in digest_lines(digest)
 
 
 def test_the_timetable() -> None:

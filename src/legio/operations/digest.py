@@ -173,7 +173,7 @@ async def compute_digest(
     tallies = []
     for table, title in OPTIONAL:
         found = await tally(db, table, title, window)
-        if found is not None:
+        if found is not None and found.counts:  # a quiet table says nothing
             tallies.append(found)
     return Digest(
         start=start,
