@@ -81,6 +81,7 @@ SAFE_SETTINGS: tuple[tuple[str, str], ...] = (
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
     ("maintenance.auto", "false"),
+    ("status.showUntrackedFiles", "all"),  # a copy's config cannot hide new files from a card
     ("gc.auto", "0"),
 )
 DRIVERS = re.compile(r"(filter)\.(.+)\.(clean|smudge|process)|(diff)\.(.+)\.(textconv|command)")
@@ -99,6 +100,7 @@ LAYOUT: tuple[tuple[str, str, bool], ...] = (  # (name, kind, may be absent)
     ("objects/info/alternates", FILE, True),
     ("refs", FOLDER, False),
     ("commondir", NOTHING, True),  # a clone has none: it would move refs and objects elsewhere
+    ("info/grafts", NOTHING, True),  # honoured by git even without replace refs: forged parents
 )
 
 
@@ -134,10 +136,14 @@ def checked(git_dir: Path, *, index: bool = True) -> Path:
         except OSError as e:
             raise ProjectError(f"{path} cannot be read ({e.strerror})") from e
         if kind == NOTHING:
+            what = (
+                "it would give commits other parents than they have"
+                if name == "info/grafts"
+                else "it would send git to another repository's refs and objects"
+            )
             raise ProjectError(
-                f"{path} is there, and a copy has none (it would send git to another "
-                "repository's refs and objects): Legio runs no git on this copy until it "
-                "is removed (or the copy is dropped with /drop)"
+                f"{path} is there, and a copy has none ({what}): Legio runs no git on this "
+                "copy until it is removed (or the copy is dropped with /drop)"
             )
         wanted = stat.S_ISREG if kind == FILE else stat.S_ISDIR
         if not wanted(mode):

@@ -82,6 +82,9 @@ async def uncommitted(place: Place) -> Uncommitted:
                 next(items, b"")  # a rename's old name
             if item[:2] == b"??" and len(untracked) < MAX_UNTRACKED:
                 untracked.append(item[3:].decode(errors="replace"))
+        hidden = await _hidden_from_status(place)
+        count += len(hidden)
+        untracked += [f"{name} (marked unchanged: git status does not show it)" for name in hidden]
         diff = b""
         if count:
             code, diff, err = await gitsafe.run_raw(
@@ -92,6 +95,21 @@ async def uncommitted(place: Place) -> Uncommitted:
     except ProjectError as e:
         return Uncommitted(problem=str(e))
     return Uncommitted(count, diff, untracked)
+
+
+async def _hidden_from_status(place: Place) -> list[str]:
+    """Files the copy's index marks ``skip-worktree`` or ``assume-unchanged``: changed or
+    not, ``git status`` and ``git diff`` pass them over, so a card names them apart."""
+    code, out, _ = await gitsafe.run_raw(place.copy, "ls-files", "-v", "-z")
+    if code != 0:
+        return []
+    found = []
+    for item in out.split(b"\0"):
+        if len(item) > 2 and (item[:1] == b"S" or item[:1].islower()):
+            found.append(item[2:].decode(errors="replace"))
+            if len(found) >= MAX_UNTRACKED:
+                break
+    return found
 
 
 async def mark(place: Place) -> Mark:

@@ -28,12 +28,14 @@ from legio.request import CardDiff, Request, WorkCard
 from legio.store.cardstore import CardRow
 from legio.store.checkstore import CheckRecord
 from legio.store.praetorium import Praetorium
-from legio.visible import visible
+from legio.visible import visible, visible_name
 
 logger = logging.getLogger(__name__)
 
+LOOKALIKES = str.maketrans({"\uff1c": "&#xff1c;", "\uff1e": "&#xff1e;", "\u2039": "&#x2039;"})
 FIX_TAIL = 6000  # characters of a failed check's output in its Fix request
 MAX_SNAPSHOT = 20 * 1024 * 1024  # an uncommitted diff kept beside its card
+KEPT_SNAPSHOTS = 50  # the newest cards' uncommitted diffs kept (≤ 1 GB at the most)
 CardFollower = Callable[[WorkCard, bool], Awaitable[None]]  # (card, new: not yet shown)
 
 
@@ -105,6 +107,7 @@ class WorkCards:
             answer_seq=answer_seq,
         )
         self._keep(row.id, work.uncommitted.diff, work.uncommitted.untracked)
+        self._prune()
         if self.checks is not None and self.checks.configured(place.project):
             try:  # on the copy as the turn left it; a newer turn's check stops this one
                 run = await self.checks.start(place.agent, place.project, place.copy)
@@ -171,6 +174,9 @@ class WorkCards:
                 if now
                 else f"{row.branch} is no longer in #{row.project}."
             )
+        if row.uncommitted and not uncommitted and not untracked:
+            lost = f"its {row.uncommitted} uncommitted change(s) were not kept (old card)"
+            note = f"{note} ({lost})" if note else f"This card's {lost[4:]}."
         return CardDiff(card, committed, uncommitted, untracked, note, problem)
 
     # ---------------------------------------------------------- the uncommitted snapshot
@@ -183,7 +189,7 @@ class WorkCards:
             return
         try:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            names = "".join(f"{n.replace(chr(10), ' ')}\n" for n in untracked).encode()
+            names = "\0".join(untracked).encode(errors="replace")
             part = self._path(card_id).with_suffix(".part")
             with open(part, "wb") as f:
                 f.write(len(names).to_bytes(8, "big") + names + diff[:MAX_SNAPSHOT])
@@ -191,14 +197,27 @@ class WorkCards:
         except OSError as e:
             logger.warning("card %s: its uncommitted work could not be kept: %s", card_id, e)
 
+    def _prune(self, keep: int = KEPT_SNAPSHOTS) -> None:
+        """Keep the uncommitted work of the newest ``keep`` cards (an older card then shows
+        its commits alone, and says so)."""
+        try:
+            kept = sorted(
+                (p for p in self.folder.glob("*.uncommitted.diff")),
+                key=lambda p: int(p.name.split(".", 1)[0]),
+            )
+        except (OSError, ValueError):
+            return
+        for old in kept[:-keep]:
+            old.unlink(missing_ok=True)
+
     def _kept(self, card_id: int) -> tuple[bytes, tuple[str, ...]]:
         try:
             raw = self._path(card_id).read_bytes()
         except OSError:
             return b"", ()
         size = int.from_bytes(raw[:8], "big")
-        names = raw[8 : 8 + size].decode(errors="replace").splitlines()
-        return raw[8 + size :], tuple(names)
+        names = raw[8 : 8 + size].decode(errors="replace").split("\0") if size else []
+        return raw[8 + size :], tuple(visible_name(n) for n in names)
 
     async def fix_request(self, card_id: int) -> Request | None:
         """A request to card ``card_id``'s agent, on its project and in its lane: fix the
@@ -215,7 +234,7 @@ class WorkCards:
             if record.state == "timed_out"
             else f"failed (exit code {record.exit_code})"
         )
-        tail = escape(visible(record.tail[-FIX_TAIL:]))
+        tail = escape(visible(record.tail[-FIX_TAIL:])).translate(LOOKALIKES)
         text = (
             f"The check of #{row.project} (`{record.command}`) {how} on your branch "
             f"{row.branch} at {record.commit[:12]}, after your turn. Find the cause and fix it, "
