@@ -119,6 +119,8 @@ async def test_publish_from_the_work_card_and_force_only_after_a_second_tap(
         "@vorenus #app fix add\n"
         + bash("printf 'def add(a, b):\\n    return a + b\\n' > app.py && git commit -qam fix")
     )
+    answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus #app"))
+    words = str(answer.params["text"]).split("\n", 2)[2]  # after the header and its rule
     card = await bot.answer(start, lambda t: t.startswith("🗂 vorenus #app"))
     keys = card_buttons(card)
     assert "🚀 Publish" in keys
@@ -126,7 +128,8 @@ async def test_publish_from_the_work_card_and_force_only_after_a_second_tap(
     bot.api.add_callback(keys["🚀 Publish"], int(card.result["message_id"]))
     done = await bot.answer(start, lambda t: "pull request" in t)
     assert done.params["text"].startswith("🚀 Opened pull request #1 of vorenus on #app")
-    assert len(forge.pulls(REPO)) == 1
+    [pull] = forge.pulls(REPO)
+    assert pull["title"] == words.splitlines()[0]  # the agent's own words about its turn
 
     # someone else pushed to the forge's legio/vorenus/main: Publish asks before replacing it
     other = tmp_path / "other"

@@ -229,9 +229,13 @@ class Legatus:
     ) -> None:
         """Ask ``names`` about Caesar's ``nuntius``; store and emit each answer in its turn."""
 
+        answers: dict[str, int] = {}
+
         async def deliver(name: str, outcome: Outcome) -> None:
             if outcome.card is not None:  # after its answer: what its turn changed
                 card = outcome.card
+                if name in answers:  # its answer: the pull request's summary, if published
+                    await self.sessions.cards.answered(card.id, answers[name])
                 await emit.reply(Reply(name, "", "card", project=card.project, card=card))
                 return
             if outcome.kind == "held":  # not started: the request stays unanswered (/retry)
@@ -242,6 +246,7 @@ class Legatus:
                 name, outcome.text, [CAESAR], reply_to=nuntius.id, project=project
             )
             mark("answer posted")
+            answers[name] = answer.seq
             files = await self._sent_files(name, answer.seq)
             if name == LEGATUS and self._carried:  # sent in its dispatches, for Caesar
                 files, self._carried = files + tuple(self._carried), []

@@ -25,6 +25,7 @@ from legio.projects.checks import Checks
 from legio.projects.copies import Place, Projects
 from legio.projects.turnwork import Mark, mark, measure
 from legio.request import CardDiff, Request, WorkCard
+from legio.sessions.pointers import nuntius_at
 from legio.store.cardstore import CardRow
 from legio.store.checkstore import CheckRecord
 from legio.store.praetorium import Praetorium
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 LOOKALIKES = str.maketrans({"\uff1c": "&#xff1c;", "\uff1e": "&#xff1e;", "\u2039": "&#x2039;"})
 FIX_TAIL = 6000  # characters of a failed check's output in its Fix request
+SUMMARY_CHARS = 8000  # of the agent's answer, as a pull request's body
 MAX_SNAPSHOT = 20 * 1024 * 1024  # an uncommitted diff kept beside its card
 KEPT_SNAPSHOTS = 50  # the newest cards' uncommitted diffs kept (≤ 1 GB at the most)
 CardFollower = Callable[[WorkCard, bool], Awaitable[None]]  # (card, new: not yet shown)
@@ -218,6 +220,19 @@ class WorkCards:
         size = int.from_bytes(raw[:8], "big")
         names = raw[8 : 8 + size].decode(errors="replace").split("\0") if size else []
         return raw[8 + size :], tuple(visible_name(n) for n in names)
+
+    async def answered(self, card_id: int, seq: int) -> None:
+        """The answer card ``card_id``'s turn gave (what Publish says the work is)."""
+        await self.praetorium.cards.set_answer(card_id, seq)
+
+    async def summary(self, card_id: int) -> str:
+        """The agent's own words about its work: the answer of the card's turn ("" if
+        none is recorded), for a pull request's title and body."""
+        row = await self.row(card_id)
+        if row is None or row.answer_seq is None:
+            return ""
+        answer = await nuntius_at(self.praetorium, row.answer_seq)
+        return answer.text[:SUMMARY_CHARS] if answer is not None else ""
 
     async def fix_request(self, card_id: int) -> Request | None:
         """A request to card ``card_id``'s agent, on its project and in its lane: fix the

@@ -117,3 +117,6 @@ class CardStore:
         ) as c:
             rows = await c.fetchall()
         return [CardRow.from_row(row) for row in rows]
+
+    async def set_answer(self, card_id: int, seq: int) -> None:
+        await self._db.execute("UPDATE cards SET answer_seq = ? WHERE id = ?", (seq, card_id))

@@ -213,7 +213,11 @@ class CardDesk:
         check = await self._check(card)
         try:
             done = await self.app.publish(
-                card.agent, card.project, force=force, check=check_badge(check) if check else ""
+                card.agent,
+                card.project,
+                force=force,
+                summary=await self.app.card_summary(card.id),
+                check=check_badge(check) if check else "",
             )
         except PushRejected as e:
             if not e.non_fast_forward or force:
