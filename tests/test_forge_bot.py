@@ -166,3 +166,22 @@ async def test_publish_from_the_work_card_and_force_only_after_a_second_tap(
     log = git(tmp_path / "remote.git", "log", "--format=%s", "legio/vorenus/main")
     assert log.splitlines()[0] == "y" and "theirs" not in log
     assert len(forge.pulls(REPO)) == 1
+
+
+async def test_an_old_cards_publish_pushes_what_that_card_showed(
+    bot: Running, forge: FakeForge, tmp_path: Path
+) -> None:
+    start = await bot.ask(
+        "@vorenus #app a\n" + bash("echo a > a.py && git add a.py && git commit -qm reviewed-A")
+    )
+    first = await bot.answer(start, lambda t: t.startswith("🗂 vorenus #app"))
+    start = await bot.ask(
+        "@vorenus #app b\n" + bash("echo b > b.py && git add b.py && git commit -qm UNSEEN-B")
+    )
+    await bot.answer(start, lambda t: t.startswith("🗂 vorenus #app"))
+    start = len(bot.api.calls)
+    bot.api.add_callback(card_buttons(first)["🚀 Publish"], int(first.result["message_id"]))
+    done = await bot.answer(start, lambda t: "pull request" in t)
+    assert done.params["text"].startswith("🚀 Opened pull request #1")
+    log = git(tmp_path / "remote.git", "log", "--format=%s", "legio/vorenus/main")
+    assert log.splitlines()[0] == "reviewed-A" and "UNSEEN-B" not in log

@@ -563,14 +563,22 @@ class LegioApp:
     # ---------------------------------------------------------- the forge
 
     async def publish(
-        self, agent: str, project: str, *, force: bool = False, summary: str = "", check: str = ""
+        self,
+        agent: str,
+        project: str,
+        *,
+        force: bool = False,
+        summary: str = "",
+        check: str = "",
+        commit: str = "",
     ) -> Published:
         """🚀 Publish: push the agent's branch (``legio/<agent>/…``) and open or update its
         pull request (``legio.forge.publish``). ``force`` only after Caesar confirmed a
         force-push (a ``PushRejected`` with ``non_fast_forward``); ``summary``: the PR's
-        title and body; ``check``: the last check's line. ``ForgeError``/``ProjectError``."""
+        title and body; ``check``: the last check's line; ``commit``: exactly that commit of
+        the branch (a card's), not its newest. ``ForgeError``/``ProjectError``."""
         return await self.engine.forge.publish(
-            agent, project, force=force, summary=summary, check=check
+            agent, project, force=force, summary=summary, check=check, commit=commit
         )
 
     async def follow_forge(self, callback: ForgeCallback) -> Callable[[], None]:

@@ -99,6 +99,7 @@ class WorkCard:
     removed: int
     uncommitted: int  # entries the copy held uncommitted after the turn
     check_id: int | None = None  # the project check run after this turn (None: no check)
+    tip: str = ""  # the branch's commit after this turn: what its Diff shows and Publish pushes
     publishable: bool = False  # a forge is configured for the project
 
 

@@ -15,13 +15,16 @@ recorded (``PullStore``) so CI and reviews are followed (``legio.forge.ci``).
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from legio.config import Config, ProjectSettings
 from legio.errors import ForgeError, ProjectError
 from legio.forge.base import Forge, PullRequest
 from legio.forge.push import push, push_target, remote_url, repo_of_url
-from legio.projects.branchwork import BranchWork, branch_work
+from legio.projects import gitsafe
+from legio.projects.branchwork import BranchWork, branch_work, tip_of
 from legio.projects.copies import Projects
 from legio.projects.publishing import agents_branch
 from legio.store.pullstore import PullRecord, PullStore
@@ -90,6 +93,17 @@ async def repo_name(settings: ProjectSettings, project: str) -> str:
     return name
 
 
+COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+async def on_branch(repo: Path, commit: str, tip: str) -> bool:
+    """Whether ``commit`` is ``tip`` or one of its ancestors, in the project ``repo``."""
+    code, _, _ = await gitsafe.run_raw(
+        repo, "merge-base", "--is-ancestor", commit, tip, hostile=False, work_tree=False
+    )
+    return code == 0
+
+
 class Publisher:
     """Publish for every project of the config; see the module docstring."""
 
@@ -115,9 +129,18 @@ class Publisher:
         return await repo_name(self.projects.settings(project), project)
 
     async def publish(
-        self, agent: str, project: str, *, force: bool = False, summary: str = "", check: str = ""
+        self,
+        agent: str,
+        project: str,
+        *,
+        force: bool = False,
+        summary: str = "",
+        check: str = "",
+        commit: str = "",
     ) -> Published:
-        """Push the agent's branch and open or update its pull request (module docstring)."""
+        """Push the agent's branch and open or update its pull request (module docstring).
+        ``commit``: push exactly that commit of the branch (what a work card showed), not
+        whatever the branch holds by now; ``ForgeError`` if the branch no longer holds it."""
         forge = self._forge()
         if not self.projects.copy_dir(agent, project).exists():
             raise ProjectError(f"{agent} has no copy of #{project}: nothing to publish")
@@ -132,10 +155,27 @@ class Publisher:
                 "publishing",
                 f"{agent}'s branch {branch} has no commit that {base} lacks: nothing to publish",
             )
+        tip = work.tip
+        if commit and not COMMIT_ID.fullmatch(commit):
+            raise ForgeError("publishing", f"{commit[:80]!r} is not a commit id")
+        if commit and commit != tip:
+            if not await on_branch(repo, commit, tip):
+                raise ForgeError(
+                    "publishing",
+                    f"{branch} no longer holds {commit[:12]}, the commit that card showed "
+                    f"(its history was rewritten since): publish from its newest card",
+                )
+            tip = commit
+        base_tip = await tip_of(repo, base)
+        if base_tip and await on_branch(repo, tip, base_tip):
+            raise ForgeError(
+                "publishing",
+                f"{tip[:12]} is already in {base}: that card's turn committed nothing to publish",
+            )
         name = await self.repo_name(project)
         settings = self.projects.settings(project)
         target = push_target(await remote_url(repo, settings.remote), forge.web_host, name)
-        pushed = await push(repo, target, branch, agent, base, work.tip, self._token, force=force)
+        pushed = await push(repo, target, branch, agent, base, tip, self._token, force=force)
         title, body = title_and_body(work, agent, summary, check)
         pull, created = await self._pull(forge, name, branch, base, title, body)
         await self.pulls.opened(
@@ -146,19 +186,19 @@ class Publisher:
             url=pull.url,
             branch=branch,
             base=base,
-            head_sha=work.tip,
+            head_sha=tip,
         )
         logger.info(
             "%s: %s pushed to %s (%s), pull request #%d %s",
             agent,
             branch,
             name,
-            work.tip[:12],
+            tip[:12],
             pull.number,
             "opened" if created else "updated",
         )
         return Published(
-            project, agent, name, branch, base, pull.number, pull.url, created, work.tip, pushed
+            project, agent, name, branch, base, pull.number, pull.url, created, tip, pushed
         )
 
     @staticmethod

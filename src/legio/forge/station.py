@@ -78,11 +78,18 @@ class ForgeStation:
         return self.forge
 
     async def publish(
-        self, agent: str, project: str, *, force: bool = False, summary: str = "", check: str = ""
+        self,
+        agent: str,
+        project: str,
+        *,
+        force: bool = False,
+        summary: str = "",
+        check: str = "",
+        commit: str = "",
     ) -> Published:
         self.required()
         done = await self.publisher.publish(
-            agent, project, force=force, summary=summary, check=check
+            agent, project, force=force, summary=summary, check=check, commit=commit
         )
         record = await self.pulls.of(project, agent)
         if self.follower is not None and self._started and record is not None:

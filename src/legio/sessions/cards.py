@@ -133,6 +133,7 @@ class WorkCards:
             removed=row.removed,
             uncommitted=row.uncommitted,
             check_id=row.check_id,
+            tip=row.to_tip,
             publishable=self.projects.config.forge is not None,
         )
 

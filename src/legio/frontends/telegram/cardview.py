@@ -218,6 +218,7 @@ class CardDesk:
                 force=force,
                 summary=await self.app.card_summary(card.id),
                 check=check_badge(check) if check else "",
+                commit=card.tip,  # what this card showed, never newer unseen commits
             )
         except PushRejected as e:
             if not e.non_fast_forward or force:
