@@ -28,6 +28,8 @@ from legio.limits.budget import Budget
 from legio.limits.plan import PlanHealth
 from legio.media.listening import Listener
 from legio.memoria import MemoriaStore
+from legio.names import LEGATUS
+from legio.operations.runner import Operations
 from legio.request import UNWATCHED
 from legio.sessions.desk import ProjectDesk
 from legio.sessions.gatekeeper import Gatekeeper
@@ -57,6 +59,7 @@ class Engine:
     projects: ProjectDesk = field(init=False)  # /diff, /projects, /drop
     threads: ThreadStore = field(init=False)  # Telegram messages, topics, edits
     voice: Listener = field(init=False)  # voice notes transcribed
+    operations: Operations = field(init=False)  # status, watchdogs, upkeep (legio.operations)
 
     def __post_init__(self) -> None:
         self.scheduler = attach_scheduler(self.legatus, self._present, clock=self.clock)
@@ -65,6 +68,15 @@ class Engine:
         self.projects = ProjectDesk(self.sessions)
         self.threads = ThreadStore(self.praetorium)
         self.voice = Listener(self.config, files)
+        self.operations = Operations(
+            self.config,
+            self.sessions,
+            self.praetorium,
+            lambda: [LEGATUS, *self.castra.roster().names],
+            pause_jobs=self.scheduler.pause,
+        )
+        self.intake.room = self.operations.disk.refusal  # no file taken on a full disk
+        self.operations.start()
 
     @classmethod
     async def open(
@@ -121,6 +133,7 @@ class Engine:
         """Stop the scheduler (running jobs get the shutdown grace), disconnect every
         agent, then close the praetorium and release the castra."""
         try:
+            await self.operations.close()
             await self.scheduler.stop(self.config.shutdown_grace_seconds)
             await self.sessions.shutdown()
             await self.praetorium.close()

@@ -136,3 +136,17 @@ class Callbacks:
 
 
 UNWATCHED = Callbacks()
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """A turn whose agent's CLI has sent nothing for a while (``[sessions] stuck_minutes``):
+    said once to Caesar, in its lane, who may stop it or keep waiting."""
+
+    agent: str
+    seq: int  # the nuntius being answered (0: not a request's, e.g. a summary)
+    silent_for_s: float
+    project: str | None = None
+
+
+StuckCallback = Callable[[Stuck], Awaitable[None]]

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from legio.app import DOWNLOAD_LIMIT, Job, JobRun, LegioApp, PendingFile, Reply, visible
+from legio.app import DOWNLOAD_LIMIT, Job, JobRun, LegioApp, PendingFile, Reply, Stuck, visible
 from legio.errors import AttachmentError
 from legio.frontends.admin import Admin, is_command
 from legio.frontends.console.asker import ConsoleAsker
@@ -138,7 +138,16 @@ async def run_console(
         async def notice(text: str) -> None:
             show(text)
 
-        app.set_notifier(notice)  # budget warnings, plan limits
+        app.set_notifier(notice)  # budget warnings, plan limits, a low disk
+
+        async def stuck(turn: Stuck) -> None:  # a silent turn: /stop ends it
+            on = f" on #{turn.seq}" if turn.seq else ""
+            show(
+                f"⚠️ {turn.agent} has sent nothing for {turn.silent_for_s / 60:.0f} min{on}: "
+                f"its turn may be stuck (/stop {turn.agent} ends it)."
+            )
+
+        app.follow_stuck(stuck)
         if stdin.isatty() and out.isatty():
             history = app.console_history_path()
             await run_prompt(app, history, board, send, command, show)

@@ -15,4 +15,5 @@ Modules:
 - ``lanes``: the topic a request's messages go to
 - ``sending``: Telegram sending
 - ``status``: Telegram's typing action and the throttled `⏳` status message
+- ``stuckview``: a stuck turn said in its agent's lane, with Stop and Keep waiting
 """

@@ -16,6 +16,7 @@ The modules of this package are named relative to it (``admission`` is
   ``conversation``; the topic a request's messages go to: ``lanes``. While agents work:
   ``status``, ``drafts``.
 - Answers: rendered and split by ``sending``; voice notes heard first: ``hearing``.
+- A turn gone silent: said with Stop and Keep waiting by ``stuckview``.
 - ``serve`` runs the bot and stops it in order: polling, grace period, interrupt, engine.
 """
 
@@ -65,6 +66,7 @@ from legio.frontends.telegram.sending import (
     send_with_retries,
 )
 from legio.frontends.telegram.status import StatusBoard, Typing
+from legio.frontends.telegram.stuckview import StuckView
 from legio.frontends.views import agent_header, interruption_notice
 from legio.request import UNWATCHED, Callbacks, Request, Watch
 from legio.timing import begin
@@ -108,6 +110,7 @@ class LegioBot:
         self.downloads: set[asyncio.Task[Any]] = set()  # cancelled at shutdown, resumed at start
         self.albums = Albums()
         self.asker: TelegramAsker | None = None
+        self.stuck: StuckView | None = None  # stuck turns (legio.frontends.telegram.stuckview)
         self.talk = Conversation(lambda: self.app, self._work, self.caesar_ids)  # replies, topics
         # each update's receipt, taken in the gate in the order updates arrive (handlers run
         # as tasks, so a later /stop may run before an earlier message's handler starts)
@@ -131,6 +134,10 @@ class LegioBot:
         self.asker = TelegramAsker(application.bot, sorted(self.caesar_ids), self._app)
         self._app.set_asker(self.asker)  # approvals and questions as buttons
         self._app.set_notifier(self.asker.notify, self.talk.dispatched)  # limits; topics
+        self.stuck = StuckView(
+            application.bot, sorted(self.caesar_ids), self._app, self.asker.lanes
+        )
+        self._app.follow_stuck(self.stuck.show)  # a silent turn: Stop or Keep waiting
         if isinstance(application.bot, LaneBot):  # threaded mode: a topic per centurio
             application.bot.watch(self.talk.lost_topic)
             self.talk.notice_bot = application.bot
@@ -390,8 +397,11 @@ class LegioBot:
     async def on_callback(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """A button tap: an approval, an agent's question, or Stop."""
         receipt = self.arrival(update)
-        if update.callback_query is not None and self.asker is not None:
-            await self.asker.on_tap(update.callback_query, receipt)
+        query = update.callback_query
+        if query is not None and self.stuck is not None and StuckView.takes(query):
+            await self.stuck.on_tap(query, receipt)
+        elif query is not None and self.asker is not None:
+            await self.asker.on_tap(query, receipt)
 
     async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Stickers, locations, contacts…: say what the bot can take."""
@@ -477,9 +487,12 @@ async def serve(
                 timeout=poll_timeout, drop_pending_updates=False, allowed_updates=Update.ALL_TYPES
             )
             logger.info("Legio is listening (Telegram long polling)")
+            bot.app.listening("Telegram long polling")  # systemd: READY=1
             await stop.wait()
         finally:
             logger.info("Legio is stopping")
+            if bot._app is not None:
+                bot.app.stopping()
             if application.updater is not None and application.updater.running:
                 await application.updater.stop()
             if bot._app is not None:
