@@ -247,7 +247,7 @@ class HealthSettings(_Strict):
     @classmethod
     def _address(cls, value: str) -> str:
         host, _, port = value.rpartition(":")
-        if value and (not host or not port.isdigit() or not 0 < int(port) < 65536):
+        if value and (not host or not port.isdigit() or not 0 <= int(port) < 65536):
             raise ValueError('must be "host:port", e.g. "127.0.0.1:8787", or "" (off)')
         return value
 
