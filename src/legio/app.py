@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any, Literal
 
 from legio.castra import Roster
 from legio.config import Config
@@ -46,6 +47,7 @@ from legio.operations.export import (
     parse_since,
 )
 from legio.operations.routine import Follower
+from legio.operations.runner import DRAIN_NOTICE
 from legio.projects.overview import CopyState, DiffReport, ProjectState
 from legio.request import (
     UNWATCHED,
@@ -60,6 +62,8 @@ from legio.request import (
     ReplyCallback,
     Request,
     SentFile,
+    Stuck,
+    StuckCallback,
     Watch,
     WorkCard,
 )
@@ -130,6 +134,7 @@ __all__ = [
     "StatusCallback",
     "StatusRow",
     "Stopped",
+    "Stuck",
     "Target",
     "TextCallback",
     "Topic",
@@ -216,7 +221,10 @@ class LegioApp:
         complete (``fetch_files`` or ``attach_local``); its ``receipt`` (``receive``), else now."""
         if isinstance(request, str):
             request = Request(request)
-        return await self.legatus.handle_message(request, watch)
+        if self.engine.operations.draining:  # /restart: nothing new until it is back
+            return [Reply(LEGATUS, DRAIN_NOTICE, "notice")]
+        with self.engine.operations.request():
+            return await self.legatus.handle_message(request, watch)
 
     def receive(self, *, request: bool = True) -> int:
         """Stamp an arrival in order, before awaiting anything: pass the number to
@@ -259,9 +267,12 @@ class LegioApp:
     async def retry(self, seq: int | None = None, watch: Watch = UNWATCHED) -> list[Reply]:
         """Run interrupted requests again (all pending, or the one numbered ``seq``),
         reported to ``watch``."""
+        if self.engine.operations.draining:
+            return [Reply(LEGATUS, DRAIN_NOTICE, "notice")]
         if self.sessions.health is not None:
             self.sessions.health.clear()  # a fixed login, or a limit Caesar knows is over
-        return await self.legatus.retry(seq, watch.status, watch.reply, watch.stream)
+        with self.engine.operations.request():
+            return await self.legatus.retry(seq, watch.status, watch.reply, watch.stream)
 
     async def notice_interruptions(self) -> list[tuple[Nuntius, list[str]]]:
         """Requests the last run never answered, recorded as told to Caesar (once)."""
@@ -514,12 +525,51 @@ class LegioApp:
         """Where the console keeps the lines Caesar typed."""
         return self.castra.root / "state" / "console_history"
 
+    # ---------------------------------------------------------- operations
+
+    async def start_operations(self, on_restart: Callable[[], None] | None = None) -> None:
+        """The daemon's parts (``legio run``, ``legio console``): the status socket, the
+        health endpoint, loop lag, systemd's watchdog. ``on_restart``: how ``/restart``
+        starts the process again once drained."""
+        await self.engine.operations.start_daemon(on_restart)
+
+    def listening(self, how: str) -> None:
+        """The front-end takes messages now (systemd's READY=1)."""
+        self.engine.operations.ready(how)
+
+    def stopping(self) -> None:
+        """The front-end begins to stop (systemd's STOPPING=1)."""
+        self.engine.operations.stopping()
+
+    async def status_report(self) -> dict[str, Any]:
+        """What ``legio status`` shows, as JSON-ready data (``legio.operations.report``)."""
+        return await self.engine.operations.snapshot()
+
+    def follow_stuck(self, callback: StuckCallback) -> Callable[[], None]:
+        """Call ``callback(Stuck)`` once for each turn whose CLI went silent for
+        ``[sessions] stuck_minutes``; returns the unsubscribe."""
+        return self.engine.operations.follow_stuck(callback)
+
+    def keep_waiting(self, agent: str) -> bool:
+        """Caesar waits on for ``agent``'s silent turn: said again only after another
+        period of silence. False if it runs no turn now."""
+        return self.engine.operations.stuck.keep_waiting(agent)
+
+    async def restart(self, mode: Literal["wait", "now"]) -> str:
+        """``/restart``: drain (running requests finish, or are stopped with ``now``; new
+        ones refused), then start again in place. The line for Caesar."""
+        return await self.engine.operations.restart(mode, self.stop_all)
+
+    def running_requests(self) -> int:
+        return self.engine.operations.in_flight
+
     # ---------------------------------------------------------- spending and limits
 
     def set_notifier(self, notify: Notifier | None, dispatched: Dispatched | None = None) -> None:
         """Where Legio tells Caesar things nobody asked for (budget warnings, limits) and
         shows a centurio's answer to the Legatus's dispatch (in its own topic)."""
         self.legatus.conversations.on_dispatch = dispatched
+        self.engine.operations.notify = notify  # a disk running low
         if self.sessions.budget is not None:
             self.sessions.budget.notify = notify
         if self.sessions.health is not None:

@@ -1,5 +1,5 @@
-"""The ``legio`` command: ``init``, ``check``, ``run``, ``console`` (and the operations' ``backup``,
-``restore``, ``export``, from ``legio.operations.commands``).
+"""The ``legio`` command: ``init``, ``check``, ``run``, ``console``, ``status`` (and the
+operations' ``backup``, ``restore``, ``export``, from ``legio.operations.commands``).
 
 Every command prints what a person needs (what was created, what is wrong and how
 to fix it) and returns an exit code; a ``LegioError`` is printed as its message,
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -33,7 +34,7 @@ from legio.config import (
 from legio.errors import LegioError
 from legio.fence.folders import policy_problems
 from legio.fence.guard import PathGuard
-from legio.fence.launch import TOKEN_FD_ENV, take_token
+from legio.fence.launch import TOKEN_FD_ENV, restart_argv, start_again, take_token
 from legio.fence.policy import denied_env_names
 from legio.fence.sandbox import announce_sandbox, keys_report, policy_report
 from legio.forge.checkup import check_forge
@@ -41,6 +42,9 @@ from legio.jobs.schedule import local_zone_name
 from legio.limits.plan import login_state
 from legio.media.listening import voice_line
 from legio.operations.commands import add_commands
+from legio.operations.control import ask_daemon, health_problem
+from legio.operations.logfile import file_handler, log_path, tail
+from legio.operations.report import render
 from legio.projects.overview import check_projects
 
 OK, BAD, WARN = "✓", "✗", "!"
@@ -219,6 +223,16 @@ def check_config(config: Config, *, is_root: bool | None = None, console: bool =
         report.bad(refusal)
     for problem in policy_problems(config, castra):
         report.bad(problem)
+    health = health_problem(config)
+    if health:
+        report.bad(health)
+    elif config.health.allow_remote:
+        report.warn(
+            f"health endpoint: http://{config.health.listen}/health answers other machines "
+            "too ([health] allow_remote): anyone who reaches it reads your agents' status"
+        )
+    elif config.health.listen:
+        report.ok(f"health endpoint: http://{config.health.listen}/health")
     login_ok, login = login_state(dict(os.environ))  # legio.limits.plan
     (report.ok if login_ok else report.warn)(login)
     asks = ", ".join(config.approvals.ask) or "nothing (approvals off)"
@@ -269,11 +283,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- run / console
 
 
-def setup_logging() -> None:
+def setup_logging(config: Config) -> None:
+    """Log records to stderr (the journal) and the castra's rotated log file."""
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%Y-%m-%d %H:%M:%S",
+        handlers=[logging.StreamHandler(), file_handler(config)],
     )
     for noisy in ("httpx", "httpcore", "telegram.ext.Application"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -292,6 +308,9 @@ def startup_problems(config: Config, *, telegram: bool, is_root: bool | None = N
     if refusal:
         problems.append(refusal)
     problems += policy_problems(config, Castra(config.castra))
+    health = health_problem(config)
+    if health:
+        problems.append(health)
     if telegram:
         if not config.telegram_token():
             problems.append(
@@ -320,26 +339,39 @@ def cmd_run(args: argparse.Namespace) -> int:
         if problems:
             return _refuse("run", problems)
     token = take_token(config)  # may start this process again without secrets in its env
-    setup_logging()
+    setup_logging(config)
     announce_sandbox(config, Castra(config.castra))
 
     from legio.app import LegioApp
     from legio.frontends.telegram.bot import serve
+
+    again = False  # /restart: start this process again once it has stopped
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await serve(
-            config,
-            token,
-            lambda: LegioApp.open(config),
-            stop,
-            grace_s=config.shutdown_grace_seconds,
-        )
+
+        def restart() -> None:
+            nonlocal again
+            again = True
+            stop.set()
+
+        async def opened() -> LegioApp:
+            app = await LegioApp.open(config)
+            await app.start_operations(restart)  # status socket, health, watchdog
+            return app
+
+        await serve(config, token, opened, stop, grace_s=config.shutdown_grace_seconds)
 
     asyncio.run(main())
+    if again:
+        logging.getLogger(__name__).info("starting again: %s", " ".join(restart_argv(config)))
+        logging.shutdown()
+        start_again(config, token)  # returns only if it failed
+        print("legio run: could not start again; start it by hand", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -350,24 +382,28 @@ def cmd_console(args: argparse.Namespace) -> int:
     if problems:
         return _refuse("console", problems)
     take_token(config, "console")  # no secrets in this process's environment either
-    log = console_logging(Castra(config.castra).root, verbose=args.verbose)
+    log = console_logging(config, verbose=args.verbose)
     note = f"Log records go to {log}" + ("." if args.verbose else " (--verbose shows them here).")
     announce_sandbox(config, Castra(config.castra))
 
     from legio.app import LegioApp
     from legio.frontends.console.terminal import run_console
 
+    async def opened() -> LegioApp:
+        app = await LegioApp.open(config)
+        await app.start_operations()  # `legio status` answers here too
+        app.listening("console")
+        return app
+
     with contextlib.suppress(KeyboardInterrupt):  # the console says it closed, once
-        asyncio.run(run_console(lambda: LegioApp.open(config), note=note))
+        asyncio.run(run_console(opened, note=note))
     return 0
 
 
-def console_logging(castra_root: Path, *, verbose: bool) -> Path:
-    """Log records go to ``castra/state/legio.log``, never into the conversation (and to
-    the terminal too with ``--verbose``)."""
-    path = castra_root / "state" / "legio.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handlers: list[logging.Handler] = [logging.FileHandler(path, encoding="utf-8")]
+def console_logging(config: Config, *, verbose: bool) -> Path:
+    """Log records go to ``castra/state/legio.log`` (rotated), never into the conversation
+    (and to the terminal too with ``--verbose``)."""
+    handlers: list[logging.Handler] = [file_handler(config)]
     if verbose:
         handlers.append(logging.StreamHandler(sys.stderr))
     logging.basicConfig(
@@ -378,7 +414,31 @@ def console_logging(castra_root: Path, *, verbose: bool) -> Path:
     )
     for noisy in ("httpx", "httpcore", "asyncio"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    return path
+    return log_path(config.castra)
+
+
+# ---------------------------------------------------------------- status
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Ask the running daemon how it is; not running: say so, with its log's last lines."""
+    config = load_config(args.config)
+    status = ask_daemon(config.castra)
+    if status is None:
+        log = log_path(config.castra)
+        print(f"Legio is not running on the castra {config.castra}.")
+        lines = tail(log, args.lines)
+        if lines:
+            print(f"The last lines of its log ({log}):")
+            print("\n".join(f"  {line}" for line in lines))
+        else:
+            print(f"No log at {log}.")
+        return 3  # as `systemctl status` says "not running"
+    if args.json:
+        print(json.dumps(status, indent=2))
+    else:
+        print("\n".join(render(status)))
+    return 0
 
 
 # ---------------------------------------------------------------- main
@@ -408,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("check", cmd_check, "validate the config and castra, and report what is missing"),
         ("run", cmd_run, "run the Telegram bot"),
         ("console", cmd_console, "chat with the Legatus in this terminal"),
+        ("status", cmd_status, "ask the running Legio how it is (or show its log's end)"),
     ):
         command = sub.add_parser(name, help=text, description=text)
         command.add_argument("-c", "--config", type=Path, default=None, help=config_help)
@@ -415,6 +476,11 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "console":
             command.add_argument(
                 "-v", "--verbose", action="store_true", help="show log records here too"
+            )
+        if name == "status":
+            command.add_argument("--json", action="store_true", help="print the raw JSON")
+            command.add_argument(
+                "-n", "--lines", type=int, default=20, help="log lines shown when not running"
             )
         if name == "check":
             command.add_argument(

@@ -329,6 +329,43 @@ class DigestSettings(_Strict):
         return value
 
 
+class SessionSettings(_Strict):
+    """Agents' turns as Legio watches them (``legio.operations.stuck``)."""
+
+    # a turn whose CLI has sent nothing this long is said to Caesar (Stop / Keep waiting)
+    stuck_minutes: float = Field(10, gt=0, le=24 * 60)
+
+
+class HealthSettings(_Strict):
+    """The optional HTTP health endpoint (``GET /health``): off while ``listen`` is empty."""
+
+    listen: str = ""  # "127.0.0.1:8787"; "" = no endpoint
+    allow_remote: bool = False  # a non-loopback address is refused unless this is true
+
+    @field_validator("listen")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        host, _, port = value.rpartition(":")
+        if value and (not host or not port.isdigit() or not 0 <= int(port) < 65536):
+            raise ValueError('must be "host:port", e.g. "127.0.0.1:8787", or "" (off)')
+        return value
+
+
+class LogSettings(_Strict):
+    """The log file ``castra/state/legio.log``: rotated at ``max_mb``, ``keep`` old files."""
+
+    max_mb: float = Field(10, gt=0)
+    keep: int = Field(5, ge=0, le=1000)
+
+
+class DiskSettings(_Strict):
+    """The castra's free disk space: a notice under ``warn_mb``, no new file under
+    ``refuse_mb``."""
+
+    warn_mb: float = Field(1024, ge=0)
+    refuse_mb: float = Field(200, ge=0)
+
+
 class Config(_Strict):
     """Everything in ``legio.toml``; ``path`` is where it was read from."""
 
@@ -351,6 +388,10 @@ class Config(_Strict):
     forge: ForgeSettings | None = None  # no [forge]: no publishing, CI or issues
     backup: BackupSettings = Field(default_factory=BackupSettings)
     digest: DigestSettings = Field(default_factory=DigestSettings)
+    sessions: SessionSettings = Field(default_factory=SessionSettings)
+    health: HealthSettings = Field(default_factory=HealthSettings)
+    log: LogSettings = Field(default_factory=LogSettings)
+    disk: DiskSettings = Field(default_factory=DiskSettings)
     projects: dict[str, ProjectSettings] = Field(default_factory=dict)
     project_options: ProjectOptions = Field(default_factory=ProjectOptions, exclude=True)
 

@@ -31,7 +31,9 @@ from legio.limits.budget import Budget
 from legio.limits.plan import PlanHealth
 from legio.media.listening import Listener
 from legio.memoria import MemoriaStore
+from legio.names import LEGATUS
 from legio.operations.routine import Routine
+from legio.operations.runner import Operations
 from legio.projects.checks import Checks
 from legio.request import UNWATCHED
 from legio.sessions.desk import ProjectDesk
@@ -66,6 +68,7 @@ class Engine:
     voice: Listener = field(init=False)  # voice notes transcribed
     forge: ForgeStation = field(init=False)  # Publish, pull requests, CI, issues
     routine: Routine = field(init=False)  # automatic backups, the morning digest
+    operations: Operations = field(init=False)  # status, watchdogs, upkeep (legio.operations)
 
     def __post_init__(self) -> None:
         self.scheduler = attach_scheduler(self.legatus, self._present, clock=self.clock)
@@ -81,6 +84,15 @@ class Engine:
         if self.sessions.approvals is not None:  # the forge's writes ask Caesar first
             self.forge.confirm = self.sessions.approvals.confirm
         self.routine = Routine(self.config, self.praetorium, zone(self.config.timezone))
+        self.operations = Operations(
+            self.config,
+            self.sessions,
+            self.praetorium,
+            lambda: [LEGATUS, *self.castra.roster().names],
+            pause_jobs=self.scheduler.pause,
+        )
+        self.intake.room = self.operations.disk.refusal  # no file taken on a full disk
+        self.operations.start()
 
     @classmethod
     async def open(
@@ -145,6 +157,7 @@ class Engine:
         agent, then close the praetorium and release the castra."""
         try:
             await self.routine.stop()
+            await self.operations.close()
             await self.scheduler.stop(self.config.shutdown_grace_seconds)
             await self.checks.close()  # running checks killed, recorded as cancelled
             await self.sessions.shutdown()

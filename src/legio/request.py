@@ -213,3 +213,17 @@ class BackupFailed:
 
     error: str  # what went wrong, in words (names the folder and the cause)
     folder: str  # where the archives go
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """A turn whose agent's CLI has sent nothing for a while (``[sessions] stuck_minutes``):
+    said once to Caesar, in its lane, who may stop it or keep waiting."""
+
+    agent: str
+    seq: int  # the nuntius being answered (0: not a request's, e.g. a summary)
+    silent_for_s: float
+    project: str | None = None
+
+
+StuckCallback = Callable[[Stuck], Awaitable[None]]

@@ -77,6 +77,30 @@ def restart_argv(config: Config, command: str = "run") -> list[str]:
     return [sys.executable, "-m", "legio", command, *config_args]
 
 
+def start_again(config: Config, token: str, command: str = "run") -> None:
+    """Replace this process with a new ``legio <command>`` (same pid: ``/restart``, an
+    upgrade), the token handed over through a pipe as at start; returns only if the
+    ``execve`` failed (``OSError``)."""
+    env = {k: v for k, v in os.environ.items() if k not in denied_env_names(config)}
+    _exec_with_token(config, token, command, env)
+
+
+def _exec_with_token(config: Config, token: str, command: str, env: dict[str, str]) -> None:
+    read, write = os.pipe()
+    try:
+        os.write(write, f"{token}\n{forge_token(config)}".encode())  # the forge's too
+        os.close(write)
+        os.set_inheritable(read, True)
+        env[TOKEN_FD_ENV] = str(read)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, restart_argv(config, command), env)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.close(read)
+        raise
+
+
 def take_token(config: Config, command: str = "run") -> str:
     """The bot token, with this process's environment free of it (and of every
     ``env_deny`` variable) for good. May replace this process (``execve``, as
@@ -88,23 +112,14 @@ def take_token(config: Config, command: str = "run") -> str:
         set_non_dumpable()
         return token
     token = config.telegram_token()
-    forge = forge_token(config)  # kept in the vault before the variable goes
+    forge_token(config)  # kept in the vault before the variable goes
     secrets = denied_env_names(config)
     remember_sockets(os.environ)  # agents' sockets stay hidden once their variables go
     if secrets:
         env = {k: v for k, v in os.environ.items() if k not in secrets}
-        read, write = os.pipe()
         try:
-            os.write(write, f"{token}\n{forge}".encode())
-            os.close(write)
-            os.set_inheritable(read, True)
-            env[TOKEN_FD_ENV] = str(read)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.execve(sys.executable, restart_argv(config, command), env)
+            _exec_with_token(config, token, command, env)
         except OSError as e:  # no re-exec: the variables stay in /proc/<pid>/environ
-            with contextlib.suppress(OSError):
-                os.close(read)
             logger.warning(
                 "could not restart without secrets in the environment (%s): %s remain "
                 "readable in /proc/%d/environ",

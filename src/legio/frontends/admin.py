@@ -1,6 +1,6 @@
 """Admin commands, the same for every front-end: /history /status /search /stop /reset,
-/compact, /context, /retry, /jobs, /cancel, /publish, /issues (``forgelines``), /export and
-/help.
+/compact, /context, /retry, /jobs, /cancel, /publish, /issues (``forgelines``), /export,
+/restart and /help.
 
 ``Admin.run(text)`` parses one command line, asks ``LegioApp`` and returns the answer as
 a list of pages (rendered by ``legio.frontends.views``), each short enough for one
@@ -151,6 +151,21 @@ class Admin:
             lines += ["", "Centuriones:"]
             lines += [f"@{n} — {p.description}" for n, p in roster.centuriones.items()]
         return paginate(lines)
+
+    async def cmd_restart(self, args: str) -> list[str]:
+        """/restart: drain, then start again; with requests running, ask how first."""
+        mode = args.strip().lower()
+        running = self.app.running_requests()
+        if mode in ("wait", "now"):
+            return [await self.app.restart("now" if mode == "now" else "wait")]
+        if mode:
+            return ["Use /restart, /restart wait (running requests finish first) or /restart now."]
+        if not running:
+            return [await self.app.restart("wait")]
+        return [
+            f"{running} request(s) are running. /restart wait lets them finish first (new "
+            "requests are refused meanwhile); /restart now stops them and restarts at once."
+        ]
 
     async def cmd_projects(self, args: str) -> list[str]:
         return paginate(projects_lines(await self.app.project_overview()))
@@ -480,6 +495,12 @@ COMMANDS = [
         "the conversation as a file (Markdown, HTML or JSON Lines)",
         Admin.cmd_export,
         waits=True,
+    ),
+    CommandInfo(
+        "restart",
+        "/restart [wait|now]",
+        "start Legio again in place (an upgrade): running requests finish, or stop with now",
+        Admin.cmd_restart,
     ),
     CommandInfo("help", "/help", "this list", Admin.cmd_help),
 ]

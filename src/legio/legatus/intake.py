@@ -61,6 +61,7 @@ class Intake:
         self.praetorium = praetorium
         self.store = store
         self.files = files
+        self.room: Callable[[int], str | None] | None = None  # why a file cannot be kept now
 
     async def accept(self, pending: PendingFile) -> PendingFile | None:
         """Record a file of Caesar's as pending, before its download (a restart finishes
@@ -69,6 +70,9 @@ class Intake:
         if pending.size > DOWNLOAD_LIMIT:
             refusal = too_big(pending.name, pending.size, DOWNLOAD_LIMIT)
             raise AttachmentError(f"{refusal}: send a link or a smaller file.")
+        full = self.room(pending.size) if self.room is not None else None
+        if full is not None:  # a nearly full disk: refused before a byte is written
+            raise AttachmentError(full)
         if await self.praetorium.get_by_origin(pending.origin) is not None:
             logger.info("message %s was already received; not downloading it again", pending.origin)
             return None

@@ -73,6 +73,11 @@ class AgentSession:
     hidden: tuple[str, ...] = ()  # the ~/.claude* entries its sandbox hides, one rule each
     cwd: Path | None = None  # its CLI's working directory (a project copy, or the workspace)
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
+    # the turn under way (legio.operations: status, stuck turns): its nuntius, when its
+    # query was written, when its CLI last sent anything (monotonic); None: no turn
+    asking: int | None = None
+    asked_at: float = 0.0
+    heard: float = 0.0
 
     def rebuild_reason(self, spec: AgentSpec) -> str | None:
         """Why this session must be replaced before its next query (None: it goes on)."""
@@ -175,6 +180,7 @@ async def ask(
 
     def observe(message: object) -> None:
         nonlocal answered
+        session.heard = time.monotonic()  # the CLI is alive (a stuck turn is silent)
         answered = answered or isinstance(message, ResultMessage)  # its turn's end was read
         if session.observe is not None:
             session.observe(message)
@@ -185,6 +191,8 @@ async def ask(
         )
         written = True
         mark("query sent")
+        session.asking, session.asked_at = seq if seq is not None else 0, time.monotonic()
+        session.heard = session.asked_at
         if on_sent is not None:
             await on_sent()
         text, result = await collect_response(
@@ -204,6 +212,7 @@ async def ask(
         session.broken = True
         raise AgentError(name, cli_failure(e, session.stderr)) from e
     finally:
+        session.asking = None
         session.last_active = time.monotonic()
         record(_turn(session, seq, result, started))
         if written and not answered and not session.closed_because:

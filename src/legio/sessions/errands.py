@@ -203,6 +203,10 @@ class AgentErrands:
         """The request whose turn ``agent`` is taking, if any."""
         return next((e for e in self._of.get(agent, []) if e.started), None)
 
+    def waiting(self, agent: str) -> int:
+        """How many of ``agent``'s requests wait in line (their turn has not come)."""
+        return sum(1 for e in self._of.get(agent, []) if not e.started and not e.stopped)
+
     def mark(self, agent: str, before: int) -> list[Errand]:
         """Stop ``agent``'s requests received before ``before`` (now and when routed)."""
         self._stopped_before[agent] = max(self._stopped_before.get(agent, 0), before)

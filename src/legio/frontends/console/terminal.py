@@ -29,6 +29,7 @@ from legio.app import (
     LegioApp,
     PendingFile,
     Reply,
+    Stuck,
     visible,
 )
 from legio.errors import AttachmentError
@@ -153,7 +154,7 @@ async def run_console(
         async def notice(text: str) -> None:
             show(text)
 
-        app.set_notifier(notice)  # budget warnings, plan limits
+        app.set_notifier(notice)  # budget warnings, plan limits, a low disk
 
         async def operation(event: BackupFailed | DigestReady) -> None:
             if isinstance(event, DigestReady):
@@ -162,6 +163,15 @@ async def run_console(
                 show(backup_failed_text(event))
 
         app.follow_operations(operation)  # a failed backup, the morning digest
+
+        async def stuck(turn: Stuck) -> None:  # a silent turn: /stop ends it
+            on = f" on #{turn.seq}" if turn.seq else ""
+            show(
+                f"⚠️ {turn.agent} has sent nothing for {turn.silent_for_s / 60:.0f} min{on}: "
+                f"its turn may be stuck (/stop {turn.agent} ends it)."
+            )
+
+        app.follow_stuck(stuck)
         if stdin.isatty() and out.isatty():
             history = app.console_history_path()
             await run_prompt(app, history, board, send, command, show)

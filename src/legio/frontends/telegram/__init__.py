@@ -19,4 +19,5 @@ Modules:
 - ``opsview``: the operations' events: a failed backup said, the digest sent silently
 - ``sending``: Telegram sending
 - ``status``: Telegram's typing action and the throttled `⏳` status message
+- ``stuckview``: a stuck turn said in its agent's lane, with Stop and Keep waiting
 """

@@ -18,6 +18,7 @@ The modules of this package are named relative to it (``admission`` is
 - Answers: rendered and split by ``sending``; voice notes heard first: ``hearing``.
 - The forge's events (CI, reviews) posted in the agent's lane with 🛠 Fix / 💬 Address:
   ``forgeview``.
+- A turn gone silent: said with Stop and Keep waiting by ``stuckview``.
 - ``serve`` runs the bot and stops it in order: polling, grace period, interrupt, engine.
 """
 
@@ -70,6 +71,7 @@ from legio.frontends.telegram.sending import (
     send_with_retries,
 )
 from legio.frontends.telegram.status import StatusBoard, Typing
+from legio.frontends.telegram.stuckview import StuckView
 from legio.frontends.views import agent_header, interruption_notice
 from legio.request import UNWATCHED, Callbacks, Request, Watch
 from legio.timing import begin
@@ -114,6 +116,7 @@ class LegioBot:
         self.albums = Albums()
         self.asker: TelegramAsker | None = None
         self.forge: ForgeView | None = None
+        self.stuck: StuckView | None = None  # stuck turns (legio.frontends.telegram.stuckview)
         self.talk = Conversation(lambda: self.app, self._work, self.caesar_ids)  # replies, topics
         # each update's receipt, taken in the gate in the order updates arrive (handlers run
         # as tasks, so a later /stop may run before an earlier message's handler starts)
@@ -141,6 +144,10 @@ class LegioBot:
         self._app.follow_cards(self.talk.cards.update)  # a card edited when its check ends
         chats, bot = sorted(self.caesar_ids), application.bot
         self._app.follow_operations(lambda event: show_operation(bot, chats, event))  # digest
+        self.stuck = StuckView(
+            application.bot, sorted(self.caesar_ids), self._app, self.asker.lanes
+        )
+        self._app.follow_stuck(self.stuck.show)  # a silent turn: Stop or Keep waiting
         if isinstance(application.bot, LaneBot):  # threaded mode: a topic per centurio
             application.bot.watch(self.talk.lost_topic)
             self.talk.notice_bot = application.bot
@@ -404,11 +411,14 @@ class LegioBot:
         """A button tap: an approval, an agent's question, Stop, or a work card's."""
         receipt = self.arrival(update)
         query = update.callback_query
+        stuck = query is not None and self.stuck is not None and StuckView.takes(query)
         mine = query is not None and (query.data or "").startswith("card:")
         forge = query is not None and self.forge is not None and self.forge.owns(query.data)
         if (mine or forge) and receipt is not None:
             self.app.settle(receipt)  # a tap that stops nothing
-        if query is not None and mine:
+        if query is not None and stuck and self.stuck is not None:
+            await self.stuck.on_tap(query, receipt)
+        elif query is not None and mine:
             await self.talk.cards.on_tap(query)
         elif query is not None and forge and self.forge is not None:
             await self.forge.on_tap(query)  # 🛠 Fix / 💬 Address
@@ -499,9 +509,12 @@ async def serve(
                 timeout=poll_timeout, drop_pending_updates=False, allowed_updates=Update.ALL_TYPES
             )
             logger.info("Legio is listening (Telegram long polling)")
+            bot.app.listening("Telegram long polling")  # systemd: READY=1
             await stop.wait()
         finally:
             logger.info("Legio is stopping")
+            if bot._app is not None:
+                bot.app.stopping()
             if application.updater is not None and application.updater.running:
                 await application.updater.stop()
             if bot._app is not None:
