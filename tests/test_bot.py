@@ -77,6 +77,7 @@ async def test_the_command_menu_is_set_at_startup(bot: Running) -> None:
         "publish",
         "issues",
         "export",
+        "restart",
         "help",
     ]
 

@@ -13,18 +13,18 @@ it typed questions or to act. Files come in through ``accept_file``, ``fetch_fil
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from legio.castra import Roster
 from legio.config import Config
+from legio.doors.opsdoor import OperationsDoor
+from legio.doors.workdoor import WorkDoor
 from legio.engine import Engine
 from legio.errors import LegioError
 from legio.fence.sandbox import sandbox_status_lines
-from legio.forge.asks import fix_text
 from legio.forge.base import Issue
 from legio.forge.publish import Published
 from legio.jobs.schedule import zone
@@ -38,21 +38,15 @@ from legio.media.voice import Progress, Transcript
 from legio.names import CAESAR, LEGATUS
 from legio.operations.digest import Digest, DigestReady
 from legio.operations.export import (
-    EXTENSIONS,
     FORMATS,
     ExportResult,
-    ExportSpec,
     Format,
-    export_history,
-    parse_since,
 )
-from legio.operations.routine import Follower
 from legio.operations.runner import DRAIN_NOTICE
 from legio.projects.overview import CopyState, DiffReport, ProjectState
 from legio.request import (
     UNWATCHED,
     BackupFailed,
-    CardDiff,
     FailedJob,
     ForgeCallback,
     ForgeEvent,
@@ -63,11 +57,8 @@ from legio.request import (
     Request,
     SentFile,
     Stuck,
-    StuckCallback,
     Watch,
-    WorkCard,
 )
-from legio.sessions.cards import CardFollower
 from legio.sessions.context import ContextReport
 from legio.sessions.desk import Target
 from legio.sessions.errands import Stopped
@@ -151,9 +142,6 @@ __all__ = [
 ]
 
 
-EXPORTS_KEPT_S = 3600  # /export's files stay in castra/state/exports/ this long
-
-
 @dataclass(frozen=True)
 class StatusRow:
     """One agent in ``/status``: its session, its latest summary, its usage so far."""
@@ -171,7 +159,7 @@ class ContextView:
     roster_tokens: int
 
 
-class LegioApp:
+class LegioApp(WorkDoor, OperationsDoor):
     """The engine, opened and closed in lifecycle order; see the module docstring."""
 
     def __init__(self, engine: Engine) -> None:
@@ -453,57 +441,7 @@ class LegioApp:
         are corrections of which."""
         return await self.threads.edited(seqs), await self.threads.corrections_of(seqs)
 
-    # ---------------------------------------------------------- projects and media
-
-    def project_names(self) -> list[str]:
-        return self.projects.names()
-
-    async def project_overview(self) -> list[ProjectState]:
-        """``/projects``: every agent's copy of every project."""
-        return await self.projects.overview()
-
-    def project_target(self, words: str, usage: str) -> Target:
-        """The agent and project ``words`` name (``ProjectError`` with ``usage`` if not)."""
-        return self.projects.resolve(words, usage)
-
-    async def project_diff(self, target: Target) -> DiffReport | None:
-        """``/diff``: what Caesar would merge of the agent's branch; None without a copy."""
-        return await self.projects.diff(target)
-
-    async def drop_copy(self, target: Target) -> int | None:
-        """``/drop``: the copy removed (its branch published first); see ``ProjectDesk``."""
-        return await self.projects.drop(target)
-
-    def follow_cards(self, callback: CardFollower) -> None:
-        """``callback(card, new)``: a work card shown outside a request (``new``: of a
-        dispatch by the Legatus), or one that changed since it was shown (its check ended)."""
-        self.sessions.cards.follow(callback)
-
-    async def card(self, card_id: int) -> WorkCard | None:
-        """Work card ``card_id`` as it is now (its check's latest state)."""
-        return await self.sessions.cards.card(card_id)
-
-    async def card_diff(self, card_id: int) -> CardDiff | None:
-        """What card ``card_id``'s turn changed, and what moved since (None: no such card)."""
-        return await self.sessions.cards.diff(card_id)
-
-    async def check(self, run_id: int) -> CheckRecord | None:
-        """A project check's run (a card's 🧪 line), as it is now."""
-        return await self.checks.get(run_id)
-
-    def check_log(self, run_id: int) -> Path | None:
-        """A check run's whole log, while it is kept."""
-        return self.checks.log_path(run_id)
-
-    async def card_summary(self, card_id: int) -> str:
-        """The answer of card ``card_id``'s turn: the agent's own summary of its work."""
-        return await self.sessions.cards.summary(card_id)
-
-    async def fix_request(self, card_id: int) -> Request | None:
-        """🛠 Fix: a request asking card ``card_id``'s agent to fix its failed check, on its
-        project, with the failing output (bounded, escaped); None if there is nothing to fix."""
-        return await self.sessions.cards.fix_request(card_id)
-
+    # ---------------------------------------------------------- voice
     def hears(self, file: PendingFile) -> bool:
         """Whether ``file`` is a voice note or audio Legio transcribes."""
         return self.voice.hears(file)
@@ -525,43 +463,14 @@ class LegioApp:
         """Where the console keeps the lines Caesar typed."""
         return self.castra.root / "state" / "console_history"
 
-    # ---------------------------------------------------------- operations
-
-    async def start_operations(self, on_restart: Callable[[], None] | None = None) -> None:
-        """The daemon's parts (``legio run``, ``legio console``): the status socket, the
-        health endpoint, loop lag, systemd's watchdog. ``on_restart``: how ``/restart``
-        starts the process again once drained."""
-        await self.engine.operations.start_daemon(on_restart)
-
-    def listening(self, how: str) -> None:
-        """The front-end takes messages now (systemd's READY=1)."""
-        self.engine.operations.ready(how)
-
-    def stopping(self) -> None:
-        """The front-end begins to stop (systemd's STOPPING=1)."""
-        self.engine.operations.stopping()
-
-    async def status_report(self) -> dict[str, Any]:
-        """What ``legio status`` shows, as JSON-ready data (``legio.operations.report``)."""
-        return await self.engine.operations.snapshot()
-
-    def follow_stuck(self, callback: StuckCallback) -> Callable[[], None]:
-        """Call ``callback(Stuck)`` once for each turn whose CLI went silent for
-        ``[sessions] stuck_minutes``; returns the unsubscribe."""
-        return self.engine.operations.follow_stuck(callback)
-
-    def keep_waiting(self, agent: str) -> bool:
-        """Caesar waits on for ``agent``'s silent turn: said again only after another
-        period of silence. False if it runs no turn now."""
-        return self.engine.operations.stuck.keep_waiting(agent)
-
     async def restart(self, mode: Literal["wait", "now"]) -> str:
         """``/restart``: drain (running requests finish, or are stopped with ``now``; new
         ones refused), then start again in place. The line for Caesar."""
         return await self.engine.operations.restart(mode, self.stop_all)
 
-    def running_requests(self) -> int:
-        return self.engine.operations.in_flight
+    def plan_lines(self) -> list[str]:
+        """The plan's windows as the API last reported them (subscription logins only)."""
+        return self.sessions.health.lines() if self.sessions.health is not None else []
 
     # ---------------------------------------------------------- spending and limits
 
@@ -580,73 +489,3 @@ class LegioApp:
         """``/usage``: spend per agent and model, today and over the last 7 days."""
         budget = self.sessions.budget
         return await budget.usage_report() if budget is not None else None
-
-    # ---------------------------------------------------------- operations
-
-    def follow_operations(self, follower: Follower) -> None:
-        """Be told of a failed automatic backup (``BackupFailed``) and of the morning
-        digest (``DigestReady``, to send silently)."""
-        self.engine.routine.follow(follower)
-
-    async def export(
-        self, fmt: Format = "md", agent: str | None = None, since: str | None = None
-    ) -> ExportResult:
-        """``/export``: the conversation (``agent``'s; from the day ``since``, 2026-11-01 on
-        the owner's clock) written, streamed, to a file in ``castra/state/exports/`` (those
-        older than an hour removed). ``LegioError`` for a date that is not one."""
-        start = parse_since(since, zone_name=self.config.timezone) if since else None
-        folder = self.castra.root / "state" / "exports"
-        folder.mkdir(parents=True, exist_ok=True)
-        tz = zone(self.config.timezone)
-        made = datetime.now(tz)
-        for old in folder.iterdir():  # sent long ago (one being sent now is kept)
-            if old.stat().st_mtime < made.timestamp() - EXPORTS_KEPT_S:
-                old.unlink(missing_ok=True)
-        out = folder / f"legio-{agent or 'all'}-{made:%Y-%m-%dT%H%M%S}.{EXTENSIONS[fmt]}"
-        spec = ExportSpec(fmt, agent, start, tz)
-        return await asyncio.to_thread(export_history, self.praetorium.path, out, spec, made)
-
-    def plan_lines(self) -> list[str]:
-        """The plan's windows as the API last reported them (subscription logins only)."""
-        return self.sessions.health.lines() if self.sessions.health is not None else []
-
-    # ---------------------------------------------------------- the forge
-
-    async def publish(
-        self,
-        agent: str,
-        project: str,
-        *,
-        force: bool = False,
-        summary: str = "",
-        check: str = "",
-        commit: str = "",
-    ) -> Published:
-        """🚀 Publish: push the agent's branch (``legio/<agent>/…``) and open or update its
-        pull request (``legio.forge.publish``). ``force`` only after Caesar confirmed a
-        force-push (a ``PushRejected`` with ``non_fast_forward``); ``summary``: the PR's
-        title and body; ``check``: the last check's line; ``commit``: exactly that commit of
-        the branch (a card's), not its newest. ``ForgeError``/``ProjectError``."""
-        return await self.engine.forge.publish(
-            agent, project, force=force, summary=summary, check=check, commit=commit
-        )
-
-    async def follow_forge(self, callback: ForgeCallback) -> Callable[[], None]:
-        """Call ``callback`` with every ``ForgeEvent`` of the pull requests Legio opened (CI
-        settled, reviews, merged or closed); following starts with the first subscriber.
-        Returns the unsubscribe function."""
-        return await self.engine.forge.follow(callback)
-
-    def forge_request(self, event: ForgeEvent) -> Request:
-        """🛠 Fix / 💬 Address: the request for the agent, in its lane, on the project (the
-        forge's words bounded, escaped and marked as not Caesar's)."""
-        return Request(fix_text(event), lane=event.agent, project=event.project)
-
-    def forge_follows_reviews(self) -> bool:
-        """``[forge] follow_reviews``: a review asking for changes is sent to the agent at
-        once (as if 💬 Address were tapped)."""
-        return self.config.forge is not None and self.config.forge.follow_reviews
-
-    async def forge_issues(self, project: str, limit: int = 30) -> list[Issue]:
-        """``/issues #project``: its open issues, newest first (``ForgeError``)."""
-        return await self.engine.forge.issues(project, limit=limit)

@@ -1,0 +1,94 @@
+"""``OperationsDoor``: the daemon as seen from outside, through the door: ``legio status``
+and ``/health``, systemd's notifications, stuck turns, backups and the morning digest as
+events, ``/export``. A mixin of ``legio.app.LegioApp``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from legio.castra import Castra
+from legio.config import Config
+from legio.engine import Engine
+from legio.jobs.schedule import zone
+from legio.operations.export import (
+    EXTENSIONS,
+    ExportResult,
+    ExportSpec,
+    Format,
+    export_history,
+    parse_since,
+)
+from legio.operations.routine import Follower
+from legio.request import (
+    StuckCallback,
+)
+from legio.store.praetorium import Praetorium
+
+EXPORTS_KEPT_S = 3600  # /export's files stay in castra/state/exports/ this long
+
+
+class OperationsDoor:
+    """Operations, for the front-ends and ``legio run``."""
+
+    engine: Engine
+    config: Config
+    castra: Castra
+    praetorium: Praetorium
+
+    async def start_operations(self, on_restart: Callable[[], None] | None = None) -> None:
+        """The daemon's parts (``legio run``, ``legio console``): the status socket, the
+        health endpoint, loop lag, systemd's watchdog. ``on_restart``: how ``/restart``
+        starts the process again once drained."""
+        await self.engine.operations.start_daemon(on_restart)
+
+    def listening(self, how: str) -> None:
+        """The front-end takes messages now (systemd's READY=1)."""
+        self.engine.operations.ready(how)
+
+    def stopping(self) -> None:
+        """The front-end begins to stop (systemd's STOPPING=1)."""
+        self.engine.operations.stopping()
+
+    async def status_report(self) -> dict[str, Any]:
+        """What ``legio status`` shows, as JSON-ready data (``legio.operations.report``)."""
+        return await self.engine.operations.snapshot()
+
+    def follow_stuck(self, callback: StuckCallback) -> Callable[[], None]:
+        """Call ``callback(Stuck)`` once for each turn whose CLI went silent for
+        ``[sessions] stuck_minutes``; returns the unsubscribe."""
+        return self.engine.operations.follow_stuck(callback)
+
+    def keep_waiting(self, agent: str) -> bool:
+        """Caesar waits on for ``agent``'s silent turn: said again only after another
+        period of silence. False if it runs no turn now."""
+        return self.engine.operations.stuck.keep_waiting(agent)
+
+    def running_requests(self) -> int:
+        return self.engine.operations.in_flight
+
+    def follow_operations(self, follower: Follower) -> None:
+        """Be told of a failed automatic backup (``BackupFailed``) and of the morning
+        digest (``DigestReady``, to send silently)."""
+        self.engine.routine.follow(follower)
+
+    async def export(
+        self, fmt: Format = "md", agent: str | None = None, since: str | None = None
+    ) -> ExportResult:
+        """``/export``: the conversation (``agent``'s; from the day ``since``, 2026-11-01 on
+        the owner's clock) written, streamed, to a file in ``castra/state/exports/`` (those
+        older than an hour removed). ``LegioError`` for a date that is not one."""
+        start = parse_since(since, zone_name=self.config.timezone) if since else None
+        folder = self.castra.root / "state" / "exports"
+        folder.mkdir(parents=True, exist_ok=True)
+        tz = zone(self.config.timezone)
+        made = datetime.now(tz)
+        for old in folder.iterdir():  # sent long ago (one being sent now is kept)
+            if old.stat().st_mtime < made.timestamp() - EXPORTS_KEPT_S:
+                old.unlink(missing_ok=True)
+        out = folder / f"legio-{agent or 'all'}-{made:%Y-%m-%dT%H%M%S}.{EXTENSIONS[fmt]}"
+        spec = ExportSpec(fmt, agent, start, tz)
+        return await asyncio.to_thread(export_history, self.praetorium.path, out, spec, made)
