@@ -120,8 +120,10 @@ class SandboxConfig(_Strict):
     mode: Literal["auto", "off"] = "auto"
     allowed_domains: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOWED_DOMAINS))
     hide: list[str] = Field(default_factory=list)  # more paths no agent may read
+    # more folders a project's check reads (a toolchain in a home folder: ~/.pyenv)
+    check_read: list[str] = Field(default_factory=list)
 
-    @field_validator("hide")
+    @field_validator("hide", "check_read")
     @classmethod
     def _hide(cls, value: list[str]) -> list[str]:
         bad = [p for p in value if not p.strip() or "\0" in p or any(c in p for c in "*?[")]

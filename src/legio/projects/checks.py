@@ -36,6 +36,7 @@ from legio.fence.jail import (
     CHECKS,
     JailSupport,
     blank_file,
+    borrowed,
     checks_dir,
     jail_argv,
     jail_env,
@@ -97,13 +98,15 @@ class CheckRun:
         self._stop.set()
 
 
-def _fresh_dirs(base: Path) -> tuple[Path, Path]:
-    """The run's empty ``TMPDIR`` and its copy's cache (kept between runs), 0700."""
-    tmp, cache = base / "tmp", base / "cache"
+def _fresh_dirs(base: Path) -> tuple[Path, Path, Path]:
+    """The run's empty ``TMPDIR`` and ``HOME``, and its copy's cache (kept between
+    runs), 0700."""
+    tmp, cache, home = base / "tmp", base / "cache", base / "home"
     remove_tree(tmp)
-    for folder in (base, tmp, cache):
+    remove_tree(home)
+    for folder in (base, tmp, cache, home):
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return tmp, cache
+    return tmp, cache, home
 
 
 class Checks:
@@ -243,21 +246,25 @@ class Checks:
                 await self._finish(run, None, started, "error", support.detail, None)
                 return
             base = checks_dir(self.projects.castra.root, run.agent, run.project)
-            tmp, cache = await asyncio.to_thread(_fresh_dirs, base)
+            dirs = await asyncio.to_thread(_fresh_dirs, base)
             self.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             output = CheckOutput(run.log_path, self.max_log_bytes)
-            state, detail, code = await self._sandboxed(
-                run, copy, support.detail, tmp, cache, output
-            )
+            state, detail, code = await self._sandboxed(run, copy, support, dirs, output)
             await self._finish(run, output, started, state, detail, code)
         except Exception as e:  # never a traceback to Caesar: the run says what went wrong
             logger.exception("check #%d failed to run", run.id)
             await self._finish(run, output, started, "error", f"the check could not run: {e}", None)
 
     async def _sandboxed(
-        self, run: CheckRun, copy: Path, bwrap: str, tmp: Path, cache: Path, output: CheckOutput
+        self,
+        run: CheckRun,
+        copy: Path,
+        support: JailSupport,
+        dirs: tuple[Path, Path, Path],
+        output: CheckOutput,
     ) -> tuple[CheckState, str | None, int | None]:
         projects = self.projects
+        tmp, cache, home = dirs
         config = projects.config
         repo = projects.settings(run.project).path
         fence = Place(run.project, run.agent, repo, "", "", copy).fence()
@@ -266,23 +273,25 @@ class Checks:
         try:
             argv = await asyncio.to_thread(
                 jail_argv,
-                bwrap,
+                support.detail,
                 projects.castra,
                 config,
                 run.agent,
                 copy,
-                [tmp, cache],
+                [tmp, cache, home],
                 command,
                 blank_file(tmp.parent),
                 fence,
                 info_w,
+                await asyncio.to_thread(borrowed, copy, repo),
+                support.userns,
             )
             process = await asyncio.create_subprocess_exec(
                 *argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
-                env=jail_env(config, tmp, cache),
+                env=jail_env(config, tmp, cache, home),
                 start_new_session=True,  # its own process group: killed whole
                 pass_fds=(info_w,),
             )
