@@ -4,7 +4,8 @@ its last lines (each cut at ``LINE_CHARS``, colours stripped) that becomes the r
 tail. A chunk is read without a Python loop over its lines (a check printing blank lines
 would pin the daemon's CPU): its lines counted, only those the count reader's ``HINT``
 finds read, only its last ``TAIL_LINES`` kept. A line without an end is cut past
-``PARTIAL_BYTES``: a check printing one endless line holds no more than that. ``remove_tree`` empties a check's temporary folder.
+``PARTIAL_BYTES``: a check printing one endless line holds no more than that.
+``remove_tree`` empties a check's temporary folder.
 """
 
 from __future__ import annotations
