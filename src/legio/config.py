@@ -458,9 +458,21 @@ def load_config(path: Path | str | None = None) -> Config:
         for path in hidden
         if path == castra.resolve() or path in castra.resolve().parents
     ]
+    readable = [(base / Path(p).expanduser()).resolve() for p in config.sandbox.check_read]
+    home = castra.resolve()
+    problems += [
+        f"sandbox.check_read: {path} does not exist (list what is there)"
+        for path in readable
+        if not path.exists()
+    ] + [
+        f"sandbox.check_read: {path} holds or is in the castra; a check sees its own copy only"
+        for path in readable
+        if path == home or path in home.parents or home in path.parents
+    ]
     if problems:
         raise ConfigError(source, problems)
     config.sandbox.hide = [str(path) for path in hidden]
+    config.sandbox.check_read = [str(path) for path in readable]
     if str(config.backup.dir) not in ("", "."):
         config.backup.dir = (base / config.backup.dir.expanduser()).resolve()
     cli_path = config.claude.cli_path

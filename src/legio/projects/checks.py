@@ -1,7 +1,8 @@
 """Projects' checks: ``[projects.<name>] check`` run in an agent's copy, in the jail.
 
 ``Checks.start(agent, project, copy_dir, commit)`` runs the project's check command in
-that copy inside ``legio.fence.jail`` (the agent's fences, no network at all) and returns
+that copy inside ``legio.fence.jail`` (an allow-list jail: the system folders read-only,
+its copy, an empty home; no network, no capability) and returns
 a ``CheckRun`` at once: its ``record`` (a ``legio.store.checkstore.CheckRecord``, kept
 in the praetorium) and ``done``, a future set to the final record. One run at a time per
 copy: a newer ``start`` stops the older one (its whole sandbox killed) and records it
