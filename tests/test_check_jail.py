@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
-from legio.fence.jail import jail_support
+from legio.fence.jail import blank_file, borrowed, checks_dir, jail_argv, jail_support, pinned
 from tests.gitrepo import git
 from tests.test_checks import PY, BenchFactory, bench  # noqa: F401 (the fixture)
 
@@ -148,3 +149,54 @@ async def test_a_check_sees_its_copy_and_the_system_and_nothing_of_the_castra(
     assert "log:from the check\nlog:a test" in seen  # git works, the borrowed objects too
     assert "python3 42" in seen and "GNU Make" in seen and "sh ok" in seen
     assert git(b.copy, "log", "-1", "--format=%s").strip() == "from the check"
+
+
+async def test_links_swapped_in_after_the_jail_is_planned_reach_nothing(
+    bench: BenchFactory,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Between Legio's look at the copy and bubblewrap's mounts, the agent (a background
+    command) swaps its ``.git/hooks``, then the copy itself, for links to a home folder:
+    the jail binds the folders Legio opened, never what the links point at."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("SWAPPED-IN-KEY-NEVER-FOR-CHECKS\n")
+    monkeypatch.setenv("HOME", str(home))
+    b = await bench("true")
+    copy, projects = b.copy.resolve(), b.checks.projects
+    base = checks_dir(b.root, "vorenus", "app")
+    own = [base / "tmp", base / "cache", base / "home"]
+    for folder in own:
+        folder.mkdir(parents=True, exist_ok=True)
+    support = jail_support()
+    fence = b.place.fence()
+    look = "cat .git/hooks/id_ed25519 .ssh/id_ed25519; ls; echo ran"
+
+    def planned() -> list[str]:
+        return jail_argv(
+            *(support.detail, projects.castra, projects.config, "vorenus", copy, own, look),
+            *(blank_file(base), fence, None, borrowed(copy, b.project), support.userns, pins),
+        )
+
+    def run(argv: list[str]) -> str:
+        done = subprocess.run(
+            argv, pass_fds=tuple(pins.values()), capture_output=True, text=True, timeout=60
+        )
+        return done.stdout + done.stderr
+
+    with pinned(projects.castra.root, copy, fence) as pins:
+        argv = planned()
+        copy.rename(copy.with_name("app.real"))
+        copy.symlink_to(home)  # the copy itself
+        seen = run(argv)
+        assert "NEVER-FOR-CHECKS" not in seen, seen
+        assert "app.py" in seen and "ran" in seen, seen  # the copy Legio opened, bound
+        copy.unlink()
+        copy.with_name("app.real").rename(copy)
+    with pinned(projects.castra.root, copy, fence) as pins:
+        argv = planned()
+        (copy / ".git" / "hooks").rename(copy / ".git" / "hooks.real")
+        (copy / ".git" / "hooks").symlink_to(home / ".ssh")  # its git hooks
+        seen = run(argv)  # bubblewrap refuses to mount there: nothing runs
+    assert "NEVER-FOR-CHECKS" not in seen, seen

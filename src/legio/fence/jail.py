@@ -27,6 +27,7 @@ unsandboxed.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import os
@@ -34,7 +35,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from legio.config import Config
 from legio.fence.cliconfig import state_dir
 from legio.fence.keys import SOCKET_VARS
 from legio.fence.policy import Protected, denied_env_names, protected_entries
+from legio.fence.safefs import open_dir
 
 INSTALL_JAIL = "apt install bubblewrap"
 CHECKS = "checks"  # castra/state/checks/<agent>/<project>/{tmp,cache,logs}
@@ -251,6 +253,45 @@ def _private_etc(etc: Path = Path("/etc")) -> list[tuple[Path, str]]:
     return found
 
 
+@contextlib.contextmanager
+def pinned(root: Path, copy: Path, fence: Sequence[Protected]) -> Iterator[dict[Path, int]]:
+    """Descriptors of the copy and of the ``fence`` entries inside it (its git settings,
+    hooks…), each reached from ``root`` (the castra, Legio's) one component at a time
+    without following a link, closed on leaving: what bubblewrap binds (``--bind-fd``),
+    so a link the agent puts in their place between this walk and the mount reaches
+    nothing (the copy swapped for a link to a home folder stays the copy). An entry that
+    is a link or is not there is left out; the copy itself a link: ``UnsafePath``."""
+    root, copy = root.resolve(), copy.resolve()
+    base = copy.relative_to(root).parts
+    fds: dict[Path, int] = {}
+    try:
+        fds[copy] = open_dir(root, base)
+        for entry in fence:
+            if not entry.read or entry.write or not _inside(entry.path, copy):
+                continue
+            rel = entry.path.relative_to(copy).parts
+            if not rel:
+                continue
+            try:
+                parent = open_dir(root, [*base, *rel[:-1]])
+            except (OSError, ValueError):
+                continue  # a link or nothing on the way: no bind, nothing reached
+            try:
+                fd = os.open(rel[-1], os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            except OSError:
+                continue
+            finally:
+                os.close(parent)
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                os.close(fd)
+                continue
+            fds[copy.joinpath(*rel)] = fd
+        yield fds
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
 def _linked_below(path: Path, top: Path) -> bool:
     """Whether a part of ``path`` below ``top`` is a link (bubblewrap would follow it)."""
     try:
@@ -278,6 +319,7 @@ def jail_argv(
     info_fd: int | None = None,
     read: Sequence[Path] = (),
     userns: bool = False,
+    pins: Mapping[Path, int] | None = None,
 ) -> list[str]:
     """``bwrap … -- /bin/sh -c command`` in ``copy``; ``writable``: the check's own
     folders (its ``TMPDIR``, cache, ``HOME``), made first; ``read``: folders it reads
@@ -285,7 +327,9 @@ def jail_argv(
     file reads as (``blank_file``). ``fence``: the copy's own (what the agent may read
     there, not write) and the projects' checkouts. ``info_fd``: where bubblewrap writes
     the pid of the sandbox's first process (``child-pid``), whose death takes every
-    process in the sandbox. ``userns``: its own user namespace (``JailSupport.userns``)."""
+    process in the sandbox. ``userns``: its own user namespace (``JailSupport.userns``).
+    ``pins``: descriptors of the copy and its fence entries (``pinned``), bound instead
+    of their paths (given: an entry without one is not bound)."""
     given, copy = copy, copy.resolve()
     system = [Path(n).resolve() for n in SYSTEM if not Path(n).is_symlink() and Path(n).is_dir()]
     extra = [Path(p).expanduser().resolve() for p in config.sandbox.check_read]
@@ -306,14 +350,20 @@ def jail_argv(
     for path, kind in outer:
         argv += _hide(path, kind, blank)
     for folder in open_:
-        argv += ["--bind", str(folder), str(folder)]
+        if pins is not None and folder in pins:
+            argv += ["--bind-fd", str(pins[folder]), str(folder)]
+        else:
+            argv += ["--bind", str(folder), str(folder)]
     for path, kind in inner:  # a hidden place inside the copy stays hidden
         argv += _hide(path, kind, blank)
     for entry in fence:  # read, not written: the copy's git settings and hooks
         if not entry.read or entry.write or not _inside(entry.path, given):
             continue
         path = copy / entry.path.relative_to(given)
-        if not _linked_below(path, copy) and _kind(path) is not None:
+        if pins is not None:
+            if path in pins:
+                argv += ["--ro-bind-fd", str(pins[path]), str(path)]
+        elif not _linked_below(path, copy) and _kind(path) is not None:
             argv += ["--ro-bind", str(path), str(path)]
     for path, kind in hidden:
         if kind == "dir":

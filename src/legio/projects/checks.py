@@ -42,6 +42,7 @@ from legio.fence.jail import (
     jail_argv,
     jail_env,
     jail_support,
+    pinned,
 )
 from legio.projects.checkoutput import LINE_CHARS, MAX_LOG_BYTES, CheckOutput, remove_tree
 from legio.projects.copies import Place, Projects
@@ -270,32 +271,35 @@ class Checks:
         repo = projects.settings(run.project).path
         fence = Place(run.project, run.agent, repo, "", "", copy).fence()
         command = run.record.command
+        objects = await asyncio.to_thread(borrowed, copy, repo)
         info, info_w = os.pipe()
         try:
-            argv = await asyncio.to_thread(
-                jail_argv,
-                support.detail,
-                projects.castra,
-                config,
-                run.agent,
-                copy,
-                [tmp, cache, home],
-                command,
-                blank_file(tmp.parent),
-                fence,
-                info_w,
-                await asyncio.to_thread(borrowed, copy, repo),
-                support.userns,
-            )
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env=jail_env(config, tmp, cache, home),
-                start_new_session=True,  # its own process group: killed whole
-                pass_fds=(info_w,),
-            )
+            with pinned(projects.castra.root, copy, fence) as pins:  # no link followed
+                argv = await asyncio.to_thread(
+                    jail_argv,
+                    support.detail,
+                    projects.castra,
+                    config,
+                    run.agent,
+                    copy,
+                    [tmp, cache, home],
+                    command,
+                    blank_file(tmp.parent),
+                    fence,
+                    info_w,
+                    objects,
+                    support.userns,
+                    pins,
+                )
+                process = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.STDOUT,
+                    env=jail_env(config, tmp, cache, home),
+                    start_new_session=True,  # its own process group: killed whole
+                    pass_fds=(info_w, *pins.values()),
+                )
         except BaseException:
             os.close(info)
             raise
