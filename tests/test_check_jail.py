@@ -6,6 +6,7 @@ own copy; and still what a build needs: git in the copy, python3, sh, make."""
 from __future__ import annotations
 
 import asyncio
+import resource
 import socket
 import subprocess
 import threading
@@ -13,7 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from legio.fence.jail import blank_file, borrowed, checks_dir, jail_argv, jail_support, pinned
+from legio.fence.jail import (
+    MAX_FILE_BYTES,
+    MAX_OPEN_FILES,
+    blank_file,
+    borrowed,
+    checks_dir,
+    jail_argv,
+    jail_support,
+    pinned,
+)
 from tests.gitrepo import git
 from tests.test_checks import PY, BenchFactory, bench  # noqa: F401 (the fixture)
 
@@ -200,3 +210,23 @@ async def test_links_swapped_in_after_the_jail_is_planned_reach_nothing(
         (copy / ".git" / "hooks").symlink_to(home / ".ssh")  # its git hooks
         seen = run(argv)  # bubblewrap refuses to mount there: nothing runs
     assert "NEVER-FOR-CHECKS" not in seen, seen
+
+
+async def test_a_check_runs_under_file_limits_it_cannot_raise(bench: BenchFactory) -> None:  # noqa: F811
+    b = await bench("sh limits.sh")
+    (b.copy / "limits.sh").write_text(
+        "grep -E 'Max (file size|open files|core)' /proc/self/limits\n"
+        "ulimit -n 1000000 && echo RAISED\n"
+        "ulimit -f unlimited && echo RAISED\n"
+        "dd if=/dev/zero of=$TMPDIR/big bs=1M seek=4095 count=2 2>&1 | tail -1\n"
+        "ls -l $TMPDIR/big\n"
+    )
+    record = await b.run()
+    seen = record.tail
+    assert f"Max file size             {MAX_FILE_BYTES}" in seen, seen
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # never above the daemon's own
+    files = MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, MAX_OPEN_FILES)
+    assert f"Max open files            {files} " in seen, seen
+    assert "Max core file size        0" in seen, seen
+    assert "RAISED" not in seen
+    assert f" {MAX_FILE_BYTES} " in seen  # the file stopped at the limit (sparse: no disk)

@@ -31,6 +31,7 @@ import contextlib
 import fnmatch
 import functools
 import os
+import resource
 import shutil
 import stat
 import subprocess
@@ -65,6 +66,8 @@ SECRET_VARS = (
 )
 # variables naming the host's own folders, which the check does not see
 HOST_DIRS_VARS = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")
+MAX_FILE_BYTES = 4 * 1024**3  # a check writes no larger file (RLIMIT_FSIZE)
+MAX_OPEN_FILES = 65536  # nor holds more open files (RLIMIT_NOFILE)
 # the host's folders a check sees, read-only (where they exist): what a build needs
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 
@@ -321,15 +324,16 @@ def jail_argv(
     userns: bool = False,
     pins: Mapping[Path, int] | None = None,
 ) -> list[str]:
-    """``bwrap … -- /bin/sh -c command`` in ``copy``; ``writable``: the check's own
-    folders (its ``TMPDIR``, cache, ``HOME``), made first; ``read``: folders it reads
-    (the objects the copy borrows: ``borrowed``); ``blank``: an empty file, what a hidden
-    file reads as (``blank_file``). ``fence``: the copy's own (what the agent may read
-    there, not write) and the projects' checkouts. ``info_fd``: where bubblewrap writes
-    the pid of the sandbox's first process (``child-pid``), whose death takes every
-    process in the sandbox. ``userns``: its own user namespace (``JailSupport.userns``).
-    ``pins``: descriptors of the copy and its fence entries (``pinned``), bound instead
-    of their paths (given: an entry without one is not bound)."""
+    """``bwrap … -- /bin/sh -c LIMITS check command`` in ``copy`` (``limits``);
+    ``writable``: the check's own folders (its ``TMPDIR``, cache, ``HOME``), made first;
+    ``read``: folders it reads (the objects the copy borrows: ``borrowed``); ``blank``:
+    an empty file, what a hidden file reads as (``blank_file``). ``fence``: the copy's own
+    (what the agent may read there, not write) and the projects' checkouts. ``info_fd``:
+    where bubblewrap writes the pid of the sandbox's first process (``child-pid``), whose
+    death takes every process in the sandbox. ``userns``: its own user namespace
+    (``JailSupport.userns``). ``pins``: descriptors of the copy and its fence entries
+    (``pinned``), bound instead of their paths (given: an entry without one is not
+    bound)."""
     given, copy = copy, copy.resolve()
     system = [Path(n).resolve() for n in SYSTEM if not Path(n).is_symlink() and Path(n).is_dir()]
     extra = [Path(p).expanduser().resolve() for p in config.sandbox.check_read]
@@ -380,6 +384,19 @@ def jail_argv(
         "--",
         "/bin/sh",
         "-c",
+        limits(),
+        "check",
         command,
     ]
     return argv
+
+
+def limits() -> str:
+    """The shell line that lowers the check's limits (soft and hard: with no capability
+    it cannot raise them again) then runs its command (``$1``): no file over
+    ``MAX_FILE_BYTES``, at most ``MAX_OPEN_FILES`` open files, no core dump. ``ulimit -f``
+    counts 512-byte blocks in every ``/bin/sh`` (dash, bash as ``sh``, busybox)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    files = MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else min(MAX_OPEN_FILES, hard)
+    blocks = MAX_FILE_BYTES // 512
+    return f'ulimit -f {blocks} && ulimit -n {files} && ulimit -c 0 && exec /bin/sh -c "$1"'
