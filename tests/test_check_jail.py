@@ -230,3 +230,15 @@ async def test_a_check_runs_under_file_limits_it_cannot_raise(bench: BenchFactor
     assert "Max core file size        0" in seen, seen
     assert "RAISED" not in seen
     assert f" {MAX_FILE_BYTES} " in seen  # the file stopped at the limit (sparse: no disk)
+
+
+async def test_the_jails_first_process_shows_no_castra_path(bench: BenchFactory) -> None:  # noqa: F811
+    b = await bench("sh ps.sh")
+    (b.copy / "ps.sh").write_text(
+        "for p in /proc/[0-9]*; do echo $p: $(tr '\\0' ' ' < $p/cmdline); done 2>/dev/null\n"
+    )
+    record = await b.run()
+    assert record.state == "passed", record.tail
+    first = next(line for line in record.tail.splitlines() if line.startswith("/proc/1:"))
+    assert "--args" in first and "castra" not in first, first
+    assert str(b.root) not in record.tail.replace(str(b.copy), ""), record.tail

@@ -400,3 +400,22 @@ def limits() -> str:
     files = MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else min(MAX_OPEN_FILES, hard)
     blocks = MAX_FILE_BYTES // 512
     return f'ulimit -f {blocks} && ulimit -n {files} && ulimit -c 0 && exec /bin/sh -c "$1"'
+
+
+def through_fd(argv: Sequence[str]) -> tuple[list[str], int]:
+    """``argv`` (``bwrap … -- command``) as ``bwrap --args FD -- command``, its options
+    in a memory file: ``/proc/<pid>/cmdline`` of the sandbox's first process (the check
+    sees it) and of bubblewrap on the host show no castra path nor the list of what is
+    hidden (bubblewrap takes the command from its own command line only). The descriptor
+    is the caller's to pass (``pass_fds``) and close."""
+    end = list(argv).index("--")
+    fd = os.memfd_create("legio-check-args", os.MFD_CLOEXEC)
+    try:
+        data = memoryview(b"".join(a.encode() + b"\0" for a in argv[1:end]))
+        while data:
+            data = data[os.write(fd, data) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return [argv[0], "--args", str(fd), *argv[end:]], fd

@@ -43,6 +43,7 @@ from legio.fence.jail import (
     jail_env,
     jail_support,
     pinned,
+    through_fd,
 )
 from legio.projects.checkoutput import LINE_CHARS, MAX_LOG_BYTES, CheckOutput, remove_tree
 from legio.projects.copies import Place, Projects
@@ -274,7 +275,8 @@ class Checks:
         objects = await asyncio.to_thread(borrowed, copy, repo)
         info, info_w = os.pipe()
         try:
-            with pinned(projects.castra.root, copy, fence) as pins:  # no link followed
+            with contextlib.ExitStack() as stack:
+                pins = stack.enter_context(pinned(projects.castra.root, copy, fence))
                 argv = await asyncio.to_thread(
                     jail_argv,
                     support.detail,
@@ -291,6 +293,8 @@ class Checks:
                     support.userns,
                     pins,
                 )
+                argv, args = through_fd(argv)
+                stack.callback(os.close, args)
                 process = await asyncio.create_subprocess_exec(
                     *argv,
                     stdin=asyncio.subprocess.DEVNULL,
@@ -298,7 +302,7 @@ class Checks:
                     stderr=asyncio.subprocess.STDOUT,
                     env=jail_env(config, tmp, cache, home),
                     start_new_session=True,  # its own process group: killed whole
-                    pass_fds=(info_w, *pins.values()),
+                    pass_fds=(info_w, args, *pins.values()),
                 )
         except BaseException:
             os.close(info)
