@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from legio.fence import jail
 from legio.fence.jail import (
     MAX_FILE_BYTES,
     MAX_OPEN_FILES,
@@ -242,3 +243,43 @@ async def test_the_jails_first_process_shows_no_castra_path(bench: BenchFactory)
     first = next(line for line in record.tail.splitlines() if line.startswith("/proc/1:"))
     assert "--args" in first and "castra" not in first, first
     assert str(b.root) not in record.tail.replace(str(b.copy), ""), record.tail
+
+
+async def test_a_castra_inside_a_system_folder_is_hidden_whole(
+    bench: BenchFactory,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Legio installed under ``/opt`` (a system folder the jail shows): the castra is an
+    empty folder there but for the copy and the check's own folders, even what appears
+    in it while the check runs."""
+    b = await bench("true")
+    monkeypatch.setattr(jail, "SYSTEM", (*jail.SYSTEM, str(tmp_path)))
+    copy, projects = b.copy.resolve(), b.checks.projects
+    base = checks_dir(b.root, "vorenus", "app")
+    own = [base / "tmp", base / "cache", base / "home"]
+    for folder in own:
+        folder.mkdir(parents=True, exist_ok=True)
+    late = b.root / "centuriones" / "brutus"  # an agent enrolled while the check runs
+    look = f"ls -a {b.root}; cat {late}/notes.txt; echo ran"
+    support = jail_support()
+    fence = b.place.fence()
+    with pinned(projects.castra.root, copy, fence) as pins:
+        argv = jail_argv(
+            *(support.detail, projects.castra, projects.config, "vorenus", copy, own, look),
+            *(blank_file(base), fence, None, borrowed(copy, b.project), support.userns, pins),
+        )
+        late.mkdir(parents=True)
+        (late / "notes.txt").write_text("LATE-NEVER-FOR-CHECKS\n")
+        done = await asyncio.to_thread(
+            subprocess.run,
+            argv,
+            pass_fds=tuple(pins.values()),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    seen = done.stdout + done.stderr
+    assert f"{tmp_path}" in " ".join(argv)  # the fake system folder is bound
+    assert "ran" in seen and "NEVER-FOR-CHECKS" not in seen, seen
+    assert ".\n..\ncenturiones\nstate\n" in seen and "praetorium" not in seen, seen

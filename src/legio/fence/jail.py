@@ -345,8 +345,18 @@ def jail_argv(
     entries = [*fence, *protected_entries(castra, agent, config.path, hide)]
     hidden = [(p, k) for p, k in _hidden(entries) if any(_inside(p, b) for b in bound)]
     hidden += [(p, k) for p, k in _private_etc() if not any(_inside(p, h) for h, _ in hidden)]
-    argv = [bwrap, *system_binds()]
-    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    castra_root = castra.root.resolve()
+    if any(_inside(castra_root, b) for b in [*system, *reads]):  # Legio under /opt, say
+        hidden = [  # none of it but the check's own folders
+            (castra_root, "dir"),
+            *(
+                (p, k)
+                for p, k in hidden
+                if not _inside(p, castra_root) or any(_inside(p, o) for o in open_)
+            ),
+        ]
+    argv = [bwrap, "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", *system_binds()]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
     for folder in reads:  # after the private /tmp: a project may live in the host's /tmp
         argv += ["--ro-bind", str(folder), str(folder)]
     outer = [(p, k) for p, k in hidden if not any(_inside(p, o) for o in open_)]
