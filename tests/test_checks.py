@@ -34,7 +34,10 @@ from tests.conftest import FakeCli
 from tests.gitrepo import git, make_project
 from tests.legion import fake_cli_config
 
-PY = sys.executable
+# the interpreter itself, not the venv's link to it: the jail shows no home folder, so the
+# bench lets checks read its install (``[sandbox] check_read``)
+PY = os.path.realpath(sys.executable)
+PY_HOME = sys.base_prefix
 
 
 def processes_with(marker: str) -> list[int]:
@@ -97,7 +100,7 @@ async def bench(castra_dir: Path, tmp_path: Path) -> AsyncIterator[BenchFactory]
         toml = tmp_path / "legio.toml"
         toml.write_text(
             f'[projects.app]\npath = "{project}"\ncheck = """{command}"""\n'
-            f"check_timeout = {timeout}\n"
+            f'check_timeout = {timeout}\n[sandbox]\ncheck_read = ["{PY_HOME}"]\n'
         )
         config = load_config(toml)
         castra = Castra(config.castra)
@@ -214,8 +217,8 @@ async def test_a_check_cannot_write_outside_its_copy(bench: BenchFactory, tmp_pa
     (b.copy / "escape.sh").write_text(script + "\n")
     record = await b.run()
     assert record.state == "failed"  # the check fails; Legio goes on
-    assert "WROTE" not in record.tail, record.tail
-    assert "Read-only file system" in record.tail
+    # what it wrote under the host's /tmp went to its own private /tmp, gone with it
+    assert "cannot create .git/config: Read-only file system" in record.tail, record.tail
     assert not outside.exists()
     assert prompt.read_text() == before
     assert "pwned" not in (b.project / "app.py").read_text()
@@ -255,7 +258,7 @@ async def test_a_check_sees_no_credential_no_praetorium_no_secret_variable(
     seen = log.read_text(errors="replace")
     assert "NEVER-FOR-CHECKS" not in seen, seen
     assert "check =" not in seen  # the config is hidden too
-    assert f"HOME={home}" in seen  # its HOME is the agent's
+    assert f"HOME={b.root}/state/checks/vorenus/app/home" in seen  # its own, empty
     assert "subject:a test" in seen and "GIT-FAILED" not in seen  # a hidden file reads empty
 
 

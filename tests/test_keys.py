@@ -219,6 +219,23 @@ def test_sandbox_hide_adds_paths_resolved_from_the_config_folder(
             load_config(write_config(f"[sandbox]\nhide = {bad}\n"))
 
 
+def test_sandbox_check_read_is_resolved_and_never_the_castra(
+    castra_dir: Path, home: Path, tmp_path: Path, write_config: Callable[[str], Path]
+) -> None:
+    (home / ".pyenv").mkdir()
+    (tmp_path / "tools").mkdir()
+    config = load_config(write_config('[sandbox]\ncheck_read = ["~/.pyenv", "tools"]\n'))
+    assert config.sandbox.check_read == [str(home / ".pyenv"), str(tmp_path.resolve() / "tools")]
+    for bad, why in (
+        ('["~/absent"]', "does not exist"),
+        ('["~/.cargo/*"]', "not paths"),
+        ('["/"]', "holds or is in the castra"),
+        (f'["{castra_dir / "centuriones"}"]', "holds or is in the castra"),
+    ):
+        with pytest.raises(ConfigError, match=why.replace("*", "")):
+            load_config(write_config(f"[sandbox]\ncheck_read = {bad}\n"))
+
+
 def test_check_lists_the_hidden_stores_and_warns_about_readable_keys(
     castra_dir: Path, home: Path, write_config: Callable[[str], Path]
 ) -> None:

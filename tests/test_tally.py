@@ -3,8 +3,12 @@ output would carry them: colours, several runs, noise around)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from legio.projects.checkoutput import TAIL_LINES, CheckOutput
+from legio.projects.checks import READ_CHUNK
 from legio.projects.tally import Tally, TallyReader
 
 
@@ -112,3 +116,31 @@ def test_each_runners_count_is_read(output: str, expected: Tally) -> None:
 )
 def test_output_without_a_count_gives_none(output: str) -> None:
     assert read(output) is None
+
+
+def test_a_flood_of_blank_lines_leaves_the_count_and_the_tail_right(tmp_path: Path) -> None:
+    """The output as the daemon reads it (64 KB chunks): counts and the last lines found
+    among megabytes of blank lines, unittest's ``OK`` after blank lines too."""
+    blank = b"\n" * 3_000_000
+    stream = (
+        blank
+        + b"Ran 7 tests in 0.5s\n"
+        + blank
+        + b"OK\n"
+        + blank
+        + b"\x1b[31m== 2 failed, 5 passed in 0.9s ==\x1b[0m\n"
+        + b"x" * 100_000  # a long line across chunks
+        + b"\nlast words\n"
+        + b"\n" * 10
+    )
+    output = CheckOutput(tmp_path / "check.log", 1024 * 1024)
+    for at in range(0, len(stream), READ_CHUNK):
+        output.write(stream[at : at + READ_CHUNK])
+    output.close()
+    assert output.tally.result() == Tally(12, 2, 14, 0, "tests", "unittest+pytest")
+    assert output.lines == stream.count(b"\n")
+    lines = output.tail.split("\n")
+    assert len(lines) == TAIL_LINES and lines[-11] == "last words"
+    assert lines[-12].startswith("xxx") and lines[-12].endswith(" …")
+    assert lines[-13] == "== 2 failed, 5 passed in 0.9s =="
+    assert output.cut and (tmp_path / "check.log").stat().st_size < 1024 * 1024 + 1024

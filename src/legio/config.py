@@ -120,8 +120,10 @@ class SandboxConfig(_Strict):
     mode: Literal["auto", "off"] = "auto"
     allowed_domains: list[str] = Field(default_factory=lambda: list(DEFAULT_ALLOWED_DOMAINS))
     hide: list[str] = Field(default_factory=list)  # more paths no agent may read
+    # more folders a project's check reads (a toolchain in a home folder: ~/.pyenv)
+    check_read: list[str] = Field(default_factory=list)
 
-    @field_validator("hide")
+    @field_validator("hide", "check_read")
     @classmethod
     def _hide(cls, value: list[str]) -> list[str]:
         bad = [p for p in value if not p.strip() or "\0" in p or any(c in p for c in "*?[")]
@@ -497,9 +499,21 @@ def load_config(path: Path | str | None = None) -> Config:
         for path in hidden
         if path == castra.resolve() or path in castra.resolve().parents
     ]
+    readable = [(base / Path(p).expanduser()).resolve() for p in config.sandbox.check_read]
+    home = castra.resolve()
+    problems += [
+        f"sandbox.check_read: {path} does not exist (list what is there)"
+        for path in readable
+        if not path.exists()
+    ] + [
+        f"sandbox.check_read: {path} holds or is in the castra; a check sees its own copy only"
+        for path in readable
+        if path == home or path in home.parents or home in path.parents
+    ]
     if problems:
         raise ConfigError(source, problems)
     config.sandbox.hide = [str(path) for path in hidden]
+    config.sandbox.check_read = [str(path) for path in readable]
     if str(config.backup.dir) not in ("", "."):
         config.backup.dir = (base / config.backup.dir.expanduser()).resolve()
     cli_path = config.claude.cli_path

@@ -7,8 +7,8 @@ Modules:
 - ``cliconfig``: each agent's own Claude CLI config dir (`castra/state/claude/<agent>/`)
 - ``folders``: an agent's workspace and granted folders (`add_dirs`), checked for every
   message (the verdict is…
-- ``jail``: a command Legio runs in an agent's copy (a check) under bubblewrap, with
-  the agent's fences and no network
+- ``jail``: a command Legio runs in an agent's copy (a check) under bubblewrap, in a
+  jail built by allow-list, with no capability and no network
 - ``guard``: the `PreToolUse` path guard built from the same protected set
 - ``keys``: the credential stores of the user running Legio (`~/.ssh/`, `~/.git-
   credentials`, `~/.config/gh/`,…

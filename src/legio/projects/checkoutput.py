@@ -1,20 +1,24 @@
 """A check's output on its way, never held whole: to its log file (cut at a size, with a
 marker), through the runner's count reader (``legio.projects.tally``), and into a ring of
 its last lines (each cut at ``LINE_CHARS``, colours stripped) that becomes the run's
-tail. A line without an end is cut past ``PARTIAL_BYTES``: a check printing one endless
-line holds no more than that. ``remove_tree`` empties a check's temporary folder.
+tail. A chunk is read without a Python loop over its lines (a check printing blank lines
+would pin the daemon's CPU): its lines counted, only those the count reader's ``HINT``
+finds read, only its last ``TAIL_LINES`` kept. A line without an end is cut past
+``PARTIAL_BYTES``: a check printing one endless line holds no more than that.
+``remove_tree`` empties a check's temporary folder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import stat
 from collections import deque
 from pathlib import Path
 
-from legio.projects.tally import ANSI, TallyReader
+from legio.projects.tally import ANSI, HINT, READ, TallyReader
 
 MAX_LOG_BYTES = 5 * 1024 * 1024  # a check's log file stops growing here
 TAIL_LINES = 60
@@ -22,6 +26,7 @@ TAIL_CHARS = 8000  # the tail as stored and shown: its last characters
 LINE_CHARS = 500  # a longer line is cut in the tail (the log has it whole)
 LINE_BYTES = 4 * LINE_CHARS  # what the ring keeps of a line (UTF-8, colour codes)
 PARTIAL_BYTES = 64 * 1024  # a line without a newline is cut past this
+NOT_BLANK = re.compile(rb"[^ \t\r\n\f\v]")
 
 
 class CheckOutput:
@@ -52,16 +57,50 @@ class CheckOutput:
         self._lines(chunk)
 
     def _lines(self, chunk: bytes) -> None:
-        parts = chunk.split(b"\n")
-        for piece in parts[:-1]:
-            if self._partial or self._skipping:
-                self._take(piece)
-                self._line(bytes(self._partial), self._skipping)
-                self._partial.clear()
-                self._skipping = False
-            else:
-                self._line(piece[:PARTIAL_BYTES], len(piece) > PARTIAL_BYTES)
-        self._take(parts[-1])
+        """The chunk's lines, without a loop over them: the one it ends (with what came
+        before), then the whole ones between its first and last newline, counted; only
+        those that may hold a count (``HINT``) read, only the last ``TAIL_LINES`` kept."""
+        end = chunk.find(b"\n")
+        if end < 0:
+            self._take(chunk)
+            return
+        self._take(chunk[:end])
+        self._line(bytes(self._partial), self._skipping)
+        self._partial.clear()
+        self._skipping = False
+        last = chunk.rfind(b"\n")
+        if last > end:
+            self._whole(chunk, end + 1, last)
+        self._take(chunk[last + 1 :])
+
+    def _whole(self, chunk: bytes, start: int, stop: int) -> None:
+        """The whole lines of ``chunk[start:stop]`` (``chunk[stop]`` is a newline; each
+        is shorter than ``PARTIAL_BYTES``: a chunk is no longer)."""
+        self.lines += chunk.count(b"\n", start, stop) + 1
+        pos = start
+        while pos <= stop:
+            waiting = self.tally.waiting  # unittest's OK / FAILED: the next line not blank
+            found = (NOT_BLANK if waiting else HINT).search(chunk, pos, stop)
+            if found is None:
+                break
+            begin = chunk.rfind(b"\n", start, found.start()) + 1 or start
+            finish = chunk.find(b"\n", found.end(), stop)
+            finish = stop if finish < 0 else finish
+            if waiting or found.end() - begin <= READ * 2:
+                self.tally.feed(chunk[begin:finish].decode("utf-8", "replace"))
+            pos = finish + 1
+        ends = [stop]
+        while len(ends) <= TAIL_LINES:
+            before = chunk.rfind(b"\n", start, ends[-1])
+            if before < 0:
+                break
+            ends.append(before)
+        begins = [e + 1 for e in ends[1:]]
+        if len(ends) <= TAIL_LINES:
+            begins.append(start)  # the region's first line is among the last ones
+        for begin, finish in reversed(list(zip(begins, ends, strict=False))):
+            size = finish - begin
+            self.ring.append((chunk[begin : begin + min(size, LINE_BYTES)], size > LINE_BYTES))
 
     def _take(self, piece: bytes) -> None:
         if self._skipping:

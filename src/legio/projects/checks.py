@@ -1,7 +1,8 @@
 """Projects' checks: ``[projects.<name>] check`` run in an agent's copy, in the jail.
 
 ``Checks.start(agent, project, copy_dir, commit)`` runs the project's check command in
-that copy inside ``legio.fence.jail`` (the agent's fences, no network at all) and returns
+that copy inside ``legio.fence.jail`` (an allow-list jail: the system folders read-only,
+its copy, an empty home; no network, no capability) and returns
 a ``CheckRun`` at once: its ``record`` (a ``legio.store.checkstore.CheckRecord``, kept
 in the praetorium) and ``done``, a future set to the final record. One run at a time per
 copy: a newer ``start`` stops the older one (its whole sandbox killed) and records it
@@ -36,10 +37,13 @@ from legio.fence.jail import (
     CHECKS,
     JailSupport,
     blank_file,
+    borrowed,
     checks_dir,
     jail_argv,
     jail_env,
     jail_support,
+    pinned,
+    through_fd,
 )
 from legio.projects.checkoutput import LINE_CHARS, MAX_LOG_BYTES, CheckOutput, remove_tree
 from legio.projects.copies import Place, Projects
@@ -97,13 +101,15 @@ class CheckRun:
         self._stop.set()
 
 
-def _fresh_dirs(base: Path) -> tuple[Path, Path]:
-    """The run's empty ``TMPDIR`` and its copy's cache (kept between runs), 0700."""
-    tmp, cache = base / "tmp", base / "cache"
+def _fresh_dirs(base: Path) -> tuple[Path, Path, Path]:
+    """The run's empty ``TMPDIR`` and ``HOME``, and its copy's cache (kept between
+    runs), 0700."""
+    tmp, cache, home = base / "tmp", base / "cache", base / "home"
     remove_tree(tmp)
-    for folder in (base, tmp, cache):
+    remove_tree(home)
+    for folder in (base, tmp, cache, home):
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return tmp, cache
+    return tmp, cache, home
 
 
 class Checks:
@@ -243,49 +249,61 @@ class Checks:
                 await self._finish(run, None, started, "error", support.detail, None)
                 return
             base = checks_dir(self.projects.castra.root, run.agent, run.project)
-            tmp, cache = await asyncio.to_thread(_fresh_dirs, base)
+            dirs = await asyncio.to_thread(_fresh_dirs, base)
             self.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             output = CheckOutput(run.log_path, self.max_log_bytes)
-            state, detail, code = await self._sandboxed(
-                run, copy, support.detail, tmp, cache, output
-            )
+            state, detail, code = await self._sandboxed(run, copy, support, dirs, output)
             await self._finish(run, output, started, state, detail, code)
         except Exception as e:  # never a traceback to Caesar: the run says what went wrong
             logger.exception("check #%d failed to run", run.id)
             await self._finish(run, output, started, "error", f"the check could not run: {e}", None)
 
     async def _sandboxed(
-        self, run: CheckRun, copy: Path, bwrap: str, tmp: Path, cache: Path, output: CheckOutput
+        self,
+        run: CheckRun,
+        copy: Path,
+        support: JailSupport,
+        dirs: tuple[Path, Path, Path],
+        output: CheckOutput,
     ) -> tuple[CheckState, str | None, int | None]:
         projects = self.projects
+        tmp, cache, home = dirs
         config = projects.config
         repo = projects.settings(run.project).path
         fence = Place(run.project, run.agent, repo, "", "", copy).fence()
         command = run.record.command
+        objects = await asyncio.to_thread(borrowed, copy, repo)
         info, info_w = os.pipe()
         try:
-            argv = await asyncio.to_thread(
-                jail_argv,
-                bwrap,
-                projects.castra,
-                config,
-                run.agent,
-                copy,
-                [tmp, cache],
-                command,
-                blank_file(tmp.parent),
-                fence,
-                info_w,
-            )
-            process = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env=jail_env(config, tmp, cache),
-                start_new_session=True,  # its own process group: killed whole
-                pass_fds=(info_w,),
-            )
+            with contextlib.ExitStack() as stack:
+                pins = stack.enter_context(pinned(projects.castra.root, copy, fence))
+                argv = await asyncio.to_thread(
+                    jail_argv,
+                    support.detail,
+                    projects.castra,
+                    config,
+                    run.agent,
+                    copy,
+                    [tmp, cache, home],
+                    command,
+                    blank_file(tmp.parent),
+                    fence,
+                    info_w,
+                    objects,
+                    support.userns,
+                    pins,
+                )
+                argv, args = through_fd(argv)
+                stack.callback(os.close, args)
+                process = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.STDOUT,
+                    env=jail_env(config, tmp, cache, home),
+                    start_new_session=True,  # its own process group: killed whole
+                    pass_fds=(info_w, args, *pins.values()),
+                )
         except BaseException:
             os.close(info)
             raise

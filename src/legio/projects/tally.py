@@ -77,6 +77,12 @@ class TallyReader:
     def _count(self, runner: str) -> _Count:
         return self.counts.setdefault(runner, _Count())
 
+    @property
+    def waiting(self) -> bool:
+        """Whether unittest's ``Ran N tests`` waits for its ``OK`` / ``FAILED`` line: the
+        next line that is not blank must be fed, whatever it holds."""
+        return self._ran is not None
+
     def wants(self, raw: bytes) -> bool:
         """Whether a line (as bytes) may matter: it may hold a count, or it may be the
         ``OK`` / ``FAILED`` line unittest's ``Ran N tests`` waits for."""
