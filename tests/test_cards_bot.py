@@ -204,3 +204,20 @@ async def test_a_card_shows_its_check_and_fix_asks_the_agent(
         card = await card_after(bot, f"@vorenus #app fix it\n{bash(fix)}")
         passed = await settled(bot, card, "✅")
         assert "🛠 Fix" not in str(passed.params["reply_markup"])
+
+
+async def test_a_centurio_dispatched_by_the_legatus_gets_its_card_too(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    """The Legatus asks vorenus to work on #app: nobody's request shows vorenus's answer
+    to Caesar, but its work card still reaches him (silent, with its buttons)."""
+    project = make_project(tmp_path / "app")
+    extra = f'[projects.app]\npath = "{project}"\n'
+    work = "echo 'x = 1' > x.py && git add x.py && git commit -qm x"
+    order = {"centuriones": ["vorenus"], "text": bash(work), "project": "app"}
+    async with running_bot(castra_dir, fake_cli, extra) as bot:
+        start = await bot.ask(f"CALL_TOOL legatus_tools dispatch {json.dumps(order)}")
+        card = await bot.answer(start, is_card)
+        assert "1 new commit · 1 file +1 −0" in str(card.params["text"])
+        assert card.params["disable_notification"] in (True, "true")
+        assert "🔍 Diff" in buttons(card)
