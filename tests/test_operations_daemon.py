@@ -50,7 +50,7 @@ async def test_the_daemon_notifies_systemd_answers_status_and_restarts_in_place(
             pid = daemon.process.pid
             status = await asyncio.to_thread(ask_daemon, castra_dir)
             assert status is not None and status["pid"] == pid
-            assert [a["name"] for a in status["agents"]][0] == "legatus"
+            assert status["agents"][0]["name"] == "legatus"
 
             assert await asyncio.to_thread(main, ["status", "-c", str(config)]) == 0
             out = capsys.readouterr().out
