@@ -4,7 +4,10 @@ API): a turn whose CLI goes silent is said once in the chat with Stop and Keep w
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+
+import pytest
 
 from tests.botbench import CAESAR, Running, running_bot
 from tests.conftest import FakeCli
@@ -74,3 +77,35 @@ async def test_a_cli_that_dies_mid_turn_offers_retry_and_retry_answers(
         # so the retried request is answered by a new CLI process all the same
         await bot.api.wait_for_call("sendMessage", start=start, timeout=60)
         assert len(fake_cli.processes()) >= 2  # a new CLI for the retry
+
+
+async def test_restart_wait_lets_the_running_turn_finish_and_refuses_new_requests(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/restart while a turn runs asks first; /restart wait refuses new requests (said in
+    the chat), lets the running one answer, then starts again."""
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    monkeypatch.setenv("FAKE_CLAUDE_HOLD", str(hold))
+    monkeypatch.setenv("FAKE_CLAUDE_HOLD_AT", "turn")
+    async with running_bot(castra_dir, fake_cli) as bot:
+        restarted = asyncio.Event()
+        bot.app.engine.operations.on_restart = restarted.set
+        start = await bot.ask("REPLY first is done")
+        for _ in range(2400):  # the CLI holds the turn: it is running
+            if any(hold.glob("at-turn-*")):
+                break
+            await asyncio.sleep(0.05)
+        asked = await bot.ask("/restart")
+        question = await bot.answer(asked, lambda t: "request(s) are running" in t)
+        assert "/restart wait" in str(question.params["text"])
+        asked = await bot.ask("/restart wait")
+        await bot.answer(asked, lambda t: "Restarting once the 1 running request(s)" in t)
+        asked = await bot.ask("REPLY too late")
+        await bot.answer(asked, lambda t: "Legio is restarting" in t)
+        assert not restarted.is_set()
+        (hold / "go-turn").touch()
+        await bot.answer(start, lambda t: "first is done" in t, wait_s=60)
+        await asyncio.wait_for(restarted.wait(), 30)
+        prompts = "".join(p for proc in fake_cli.processes() for p in proc.prompts)
+        assert "too late" not in prompts

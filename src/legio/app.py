@@ -210,9 +210,16 @@ class LegioApp(WorkDoor, OperationsDoor):
         if isinstance(request, str):
             request = Request(request)
         if self.engine.operations.draining:  # /restart: nothing new until it is back
-            return [Reply(LEGATUS, DRAIN_NOTICE, "notice")]
+            return await self._draining(watch)
         with self.engine.operations.request():
             return await self.legatus.handle_message(request, watch)
+
+    @staticmethod
+    async def _draining(watch: Watch) -> list[Reply]:
+        """The notice for a request that comes while ``/restart`` drains, shown too."""
+        notice = Reply(LEGATUS, DRAIN_NOTICE, "notice")
+        await watch.reply(notice)
+        return [notice]
 
     def receive(self, *, request: bool = True) -> int:
         """Stamp an arrival in order, before awaiting anything: pass the number to
@@ -256,7 +263,7 @@ class LegioApp(WorkDoor, OperationsDoor):
         """Run interrupted requests again (all pending, or the one numbered ``seq``),
         reported to ``watch``."""
         if self.engine.operations.draining:
-            return [Reply(LEGATUS, DRAIN_NOTICE, "notice")]
+            return await self._draining(watch)
         if self.sessions.health is not None:
             self.sessions.health.clear()  # a fixed login, or a limit Caesar knows is over
         with self.engine.operations.request():
