@@ -13,7 +13,8 @@ The token: git asks the credential helper Legio configures for this one command
 ``scheme://host`` only, a shell function that answers ``get`` by reading an inherited pipe
 — and answers nothing when git asks for another protocol or host). Legio writes the token
 into the pipe and closes its end before git starts; the first ``get`` drains it, so the
-pipe is empty for the rest of the push. docs/security.md says why this and not ``http.extraHeader`` or a file.
+pipe is empty for the rest of the push. docs/security.md says why this and not
+``http.extraHeader`` or a file.
 
 Before a push with the token, ``check_config`` reads the project's own config (includes
 not followed) and refuses it when a key there could send the push or the token elsewhere:
