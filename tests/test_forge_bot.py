@@ -5,6 +5,7 @@ sends the agent a request carrying the failing job's log tail as the forge's wor
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,15 @@ async def test_publish_from_the_work_card_and_force_only_after_a_second_tap(
     log = git(tmp_path / "remote.git", "log", "--format=%s", "legio/vorenus/main")
     assert log.splitlines()[0] == "y" and "theirs" not in log
     assert len(forge.pulls(REPO)) == 1
+
+
+async def test_issues_during_a_long_rate_limit_answer_until_when_and_never_freeze_the_bot(
+    bot: Running, forge: FakeForge
+) -> None:
+    forge.add_issue(REPO, "one")
+    forge.exhaust(reset_in=600)
+    start = await bot.ask("/issues #app")
+    answer = await bot.answer(start, lambda t: "Cannot list the issues of #app" in t, wait_s=20)
+    assert re.search(r"the forge's rate limit: until \d\d:\d\d", answer.params["text"])
+    start = await bot.ask("/help")  # the bot answers the rest meanwhile
+    await bot.answer(start, lambda t: "/publish" in t, wait_s=20)

@@ -23,6 +23,7 @@ from claude_agent_sdk import SdkMcpTool, tool
 
 from legio.errors import LegioError
 from legio.forge.base import Forge, Issue
+from legio.forge.transport import caesar_waits
 from legio.forge.untrusted import NOTICE, clean, wrap
 
 Result = dict[str, Any]
@@ -47,7 +48,8 @@ def _guarded(func: Handler) -> Handler:
     @wraps(func)
     async def run(args: dict[str, Any]) -> Result:
         try:
-            return await func(args)
+            with caesar_waits():  # the agent (and Caesar) wait for the answer
+                return await func(args)
         except LegioError as e:
             return _result(f"Error: {e}", error=True)
 
