@@ -38,7 +38,7 @@ async def test_a_next_page_on_another_host_does_not_get_the_token() -> None:
         return httpx.Response(200, json=[{"n": 1}], headers={"link": link})
 
     http = transport(handler, [])
-    with pytest.raises(ForgeError, match="refused to send the token to https://evil.test"):
+    with pytest.raises(ForgeError, match=r"refused to send the token to https://evil\.test"):
         async for _ in http.getiter("/repos/o/r/issues"):
             pass
     assert [host for host, _ in seen] == ["api.forge.test"]
@@ -76,9 +76,8 @@ async def test_a_long_rate_limit_is_an_answer_when_caesar_waits() -> None:
 
     slept: list[float] = []
     http = transport(handler, slept)
-    with caesar_waits():
-        with pytest.raises(ForgeError, match=r"the forge's rate limit: until \d\d:\d\d"):
-            await http.getitem("/user")
+    with caesar_waits(), pytest.raises(ForgeError, match=r"rate limit: until \d\d:\d\d"):
+        await http.getitem("/user")
     assert slept == []
     answers[:] = [403, 200]
     assert (await http.getitem("/user"))["login"] == "caesar"  # the follower waits
