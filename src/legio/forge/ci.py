@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 from legio.errors import ForgeError
 from legio.forge.base import CheckRun, Forge
-from legio.forge.untrusted import LOG_LIMIT, clean
+from legio.forge.untrusted import LOG_LIMIT, clean, flat
 from legio.request import FailedJob, ForgeCallback, ForgeEvent, ForgeKind
 from legio.store.pullstore import PullRecord, PullStore
 
@@ -178,10 +178,10 @@ class CiFollower:
                 except ForgeError as e:
                     raw = f"(its log could not be read: {e.reason})"
                 tail = clean(raw, self.log_limit, keep_end=True)
-            jobs.append(FailedJob(clean(run.name, 200), run.url, tail))
+            jobs.append(FailedJob(flat(run.name, 200), run.url, tail))
         for context, state, url in statuses:
             if state in ("failure", "error") and len(jobs) < MAX_JOBS:
-                jobs.append(FailedJob(clean(context, 200), url, ""))
+                jobs.append(FailedJob(flat(context, 200), url, ""))
         return tuple(jobs)
 
     async def _reviews(self, record: PullRecord) -> bool:
@@ -202,7 +202,7 @@ class CiFollower:
                 "changes_requested",
                 sha=record.head_sha,
                 comments=tuple(words),
-                reviewer=clean(asking[-1].author, 100),
+                reviewer=flat(asking[-1].author, 100),
             )
             await self._emit(event)
         await self.pulls.update(record.id, reported_review=max(r.id for r in fresh))
