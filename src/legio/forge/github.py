@@ -64,6 +64,7 @@ def _comment(data: dict[str, Any]) -> Comment:
         created_at=str(data.get("created_at") or ""),
         path=str(data.get("path") or ""),
         line=int(data.get("line") or 0),
+        association=str(data.get("author_association") or ""),
     )
 
 
@@ -256,6 +257,7 @@ class GitHub:
                 str(r.get("state") or ""),
                 str(r.get("body") or ""),
                 str(r.get("submitted_at") or ""),
+                str(r.get("author_association") or ""),
             )
             for r in found
             if isinstance(r, dict)
