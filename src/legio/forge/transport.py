@@ -239,7 +239,7 @@ class Transport(gh_httpx.GitHubAPI):
                             f"the forge's rate limit, still, after {MAX_RATE_WAITS} waits",
                             status,
                         )
-                    await self._wait_for_limit(wait, method, url)
+                    deadline += await self._wait_for_limit(wait, method, url)  # apart
                     continue
                 if 300 <= status < 400 and status != 304:
                     moved = answer.get("location", "")
@@ -270,7 +270,9 @@ class Transport(gh_httpx.GitHubAPI):
             logger.info("forge %s %s: %s; trying again", method, urlsplit(url).path, problem)
             await self.sleep(min(self.backoff_s * 2 ** (attempt - 1), 60.0))
 
-    async def _wait_for_limit(self, wait: float, method: str, url: str) -> None:
+    async def _wait_for_limit(self, wait: float, method: str, url: str) -> float:
+        """Wait out a rate limit (the seconds waited); ``ForgeError`` when Caesar waits
+        and it is longer than his patience (``caesar_waits``)."""
         wait = min(max(wait, MIN_RATE_WAIT_S), self.max_wait_s)
         patience = _patience.get()
         if patience is not None and wait > patience:
@@ -285,6 +287,7 @@ class Transport(gh_httpx.GitHubAPI):
             if self.notify is not None:
                 await self.notify(message)
         await self.sleep(wait)
+        return wait
 
 
 def _is_json(headers: Mapping[str, str], content: bytes) -> bool:
