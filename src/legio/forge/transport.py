@@ -52,7 +52,7 @@ MAX_BODY = 8 * 1024 * 1024  # an answer bigger than this is not read whole
 MAX_RATE_WAITS = 3  # rate-limit answers waited out per call; then a ForgeError
 MIN_RATE_WAIT_S = 1.0
 CAESAR_WAIT_S = 30.0  # the longest rate-limit wait when Caesar waits for the answer
-DEADLINE_S = 900.0  # one call, its retries and backoff (rate-limit waits apart)
+DEADLINE_S = 120.0  # one call, its retries and backoff (rate-limit waits apart)
 _patience: ContextVar[float | None] = ContextVar("legio_forge_patience", default=None)
 
 
