@@ -300,6 +300,23 @@ def test_add_dirs_touching_the_castra_are_refused_by_check_and_start_up(
     assert any(expected in p for p in problems), problems
 
 
+@pytest.mark.parametrize("where", ["project", "parent", "inside"])
+def test_add_dirs_touching_a_project_are_refused(tmp_path: Path, where: str) -> None:
+    legio("init", "demo", cwd=tmp_path)
+    castra = tmp_path / "demo" / "castra"
+    repo = tmp_path / "code" / "app"
+    (repo / ".git").mkdir(parents=True)
+    config_file = tmp_path / "demo" / "legio.toml"
+    config_file.write_text(config_file.read_text() + f'\n[projects.app]\npath = "{repo}"\n')
+    target = {"project": repo, "parent": tmp_path / "code", "inside": repo / ".git"}[where]
+    frontmatter(castra, "vorenus", f"add_dirs: [{target}]")
+    config = load_config(config_file)
+    problems = startup_problems(config, telegram=False, is_root=False)
+    word = "is inside" if where == "inside" else "contains"
+    expected = f"add_dirs '{target}' {word} project app's repository ({repo.resolve()})"
+    assert any(expected in p for p in problems), problems
+
+
 def test_add_dirs_must_exist_and_be_absolute(tmp_path: Path) -> None:
     legio("init", "demo", cwd=tmp_path)
     castra = tmp_path / "demo" / "castra"

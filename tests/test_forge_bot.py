@@ -5,6 +5,7 @@ sends the agent a request carrying the failing job's log tail as the forge's wor
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,15 @@ async def test_an_old_cards_publish_pushes_what_that_card_showed(
     assert done.params["text"].startswith("🚀 Opened pull request #1")
     log = git(tmp_path / "remote.git", "log", "--format=%s", "legio/vorenus/main")
     assert log.splitlines()[0] == "reviewed-A" and "UNSEEN-B" not in log
+
+
+async def test_issues_during_a_long_rate_limit_answer_until_when_and_never_freeze_the_bot(
+    bot: Running, forge: FakeForge
+) -> None:
+    forge.add_issue(REPO, "one")
+    forge.exhaust(reset_in=600)
+    start = await bot.ask("/issues #app")
+    answer = await bot.answer(start, lambda t: "Cannot list the issues of #app" in t, wait_s=20)
+    assert re.search(r"the forge's rate limit: until \d\d:\d\d", answer.params["text"])
+    start = await bot.ask("/help")  # the bot answers the rest meanwhile
+    await bot.answer(start, lambda t: "/publish" in t, wait_s=20)

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from legio.forge.publish import title_and_body
-from legio.forge.push import HELPER
+from legio.forge.push import helper
 from legio.forge.untrusted import clean, wrap
 from legio.projects import gitsafe
 from legio.projects.branchwork import BranchWork, Commit
@@ -60,7 +60,25 @@ async def test_the_credential_helper_reads_the_token_from_the_pipe_once(tmp_path
     os.close(write)
     try:
         ask = b"protocol=https\nhost=github.com\n\n"
-        settings = [("credential.helper", HELPER % read)]
+        settings = [helper("https://github.com/o/r.git", read)]
+        for other in (
+            b"protocol=https\nhost=evil.example\n\n",
+            b"protocol=http\nhost=github.com\n\n",
+        ):
+            code, out, _ = await gitsafe.run_raw(  # another host or protocol: nothing
+                repo,
+                "credential",
+                "fill",
+                hostile=False,
+                work_tree=False,
+                given=other,
+                settings=[
+                    ("credential.helper", ""),
+                    ("credential.helper", helper("https://github.com/", read)[1]),
+                ],
+                pass_fds=[read],
+            )
+            assert b"ghp_pipe_token" not in out
         code, out, _ = await gitsafe.run_raw(
             repo,
             "credential",
@@ -86,4 +104,6 @@ async def test_the_credential_helper_reads_the_token_from_the_pipe_once(tmp_path
         assert b"ghp_pipe_token" not in out
     finally:
         os.close(read)
-    assert "ghp_pipe_token" not in HELPER % read  # the command names the descriptor only
+    assert (
+        "ghp_pipe_token" not in helper("https://github.com/", read)[1]
+    )  # the command names the descriptor only

@@ -215,13 +215,22 @@ class FakeForge:
         item["merged_at"] = _iso(time.time()) if merged else None
 
     def add_review(
-        self, repo: str, number: int, state: str, body: str, comments: list[str]
+        self,
+        repo: str,
+        number: int,
+        state: str,
+        body: str,
+        comments: list[str],
+        association: str = "COLLABORATOR",
     ) -> None:
+        """A review (and its comments) by ``reviewer``, of ``author_association``
+        ``association`` (``NONE``: an outsider)."""
         review_id = self.new_id()
         self.repos[repo].reviews.setdefault(number, []).append(
             {
                 "id": review_id,
                 "user": {"login": "reviewer"},
+                "author_association": association,
                 "state": state,
                 "body": body,
                 "submitted_at": _iso(time.time()),
@@ -234,6 +243,7 @@ class FakeForge:
                     "pull_request_review_id": review_id,
                     "body": text,
                     "user": {"login": "reviewer"},
+                    "author_association": association,
                     "path": "app.py",
                     "line": 2,
                     "created_at": _iso(time.time()),

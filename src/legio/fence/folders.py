@@ -1,9 +1,11 @@
 """An agent's folders, checked for every message: its workspace and the granted ones.
 
 ``granted_dirs`` resolves frontmatter ``add_dirs`` (absolute, existing, outside the
-castra) after ``workspace_problem`` has made sure the workspace (frontmatter ``cwd``)
-neither holds the castra nor sits in a place ``legio.fence.policy.protected_entries``
-protects. ``policy_problems`` lists every agent's problems (start-up, ``legio check``).
+castra, neither holding nor inside a configured project: an agent granted it could write
+the project's ``.git/config``, which Legio's pushes read) after ``workspace_problem``
+has made sure the workspace (frontmatter ``cwd``) neither holds the castra nor sits in
+a place ``legio.fence.policy.protected_entries`` protects. ``policy_problems`` lists
+every agent's problems (start-up, ``legio check``).
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from legio.errors import CastraError, LegioError
 from legio.fence.policy import _within, identity, protected_entries, working_dir
 
 
-def granted_dirs(castra: Castra, prompt: AgentPrompt) -> list[Path]:
+def granted_dirs(castra: Castra, prompt: AgentPrompt, config: Config) -> list[Path]:
     """The folders frontmatter ``add_dirs`` grants, resolved; ``CastraError`` if one is
-    not absolute, does not exist, or contains (or is inside) the castra, or if the
-    agent's workspace itself is unusable (``workspace_problem``)."""
+    not absolute, does not exist, contains (or is inside) the castra or one of the
+    config's projects, or if the agent's workspace itself is unusable
+    (``workspace_problem``)."""
     problem = workspace_problem(castra, prompt, None)
     if problem:
         raise CastraError(problem)
@@ -38,6 +41,15 @@ def granted_dirs(castra: Castra, prompt: AgentPrompt) -> list[Path]:
                 f"{where} {'contains' if _within(root, path) else 'is inside'} Legio's castra "
                 f"({root}); grant a folder outside it (its own workspace is writable already)"
             )
+        for name, project in config.projects.items():
+            repo = Path(os.path.expanduser(project.path)).resolve()
+            if _within(repo, path) or _within(path, repo):
+                raise CastraError(
+                    f"{where} {'contains' if _within(repo, path) else 'is inside'} project "
+                    f"{name}'s repository ({repo}): an agent there could rewrite the project's "
+                    "git config; agents work on projects in their own copies (frontmatter "
+                    "project), so grant a folder outside it"
+                )
         if not path.is_dir():
             raise CastraError(f"{where}: {path} is not an existing folder; create it or remove it")
         granted.append(path)
@@ -116,7 +128,7 @@ def policy_problems(config: Config, castra: Castra) -> list[str]:
     prompts += list(castra.roster().centuriones.values())
     for prompt in prompts:
         try:
-            granted_dirs(castra, prompt)
+            granted_dirs(castra, prompt, config)
         except CastraError as e:
             problems.append(str(e))
     return problems

@@ -245,7 +245,7 @@ def policy_report(
         tools = effective_tools(prompt, config, support)
         workspace = working_dir(castra, prompt, create=False)
         try:
-            granted = granted_dirs(castra, prompt)
+            granted = granted_dirs(castra, prompt, config)
         except CastraError:
             granted = []  # reported by policy_problems
         lines.append(("", f"{prompt.name}: tools {', '.join(tools) or 'none'}"))

@@ -78,6 +78,7 @@ class Comment:
     created_at: str
     path: str = ""  # a review comment's file
     line: int = 0
+    association: str = ""  # author_association: OWNER, MEMBER, COLLABORATOR, NONE, ...
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class Review:
     state: str  # "APPROVED", "CHANGES_REQUESTED", "COMMENTED", ...
     body: str
     submitted_at: str
+    association: str = ""  # author_association: OWNER, MEMBER, COLLABORATOR, NONE, ...
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ are written after the callbacks ran, so a restart repeats nothing and loses noth
 
 - CI settled on the head: ``ci_passed``, or ``ci_failed`` with each failing job's name and
   the tail of its log (Actions jobs; ``LOG_LIMIT`` characters, cleaned by ``untrusted``);
-- a review asking for changes: ``changes_requested`` with its words and comments;
+- a review asking for changes by the repository's OWNER, a MEMBER or a COLLABORATOR
+  (``author_association``; an outsider's review starts nothing): ``changes_requested``
+  with its words and its trusted authors' comments;
 - the pull request merged or closed by hand, or gone (404): ``merged``/``closed``, and
   following stops.
 
@@ -29,11 +31,13 @@ from collections.abc import Callable
 
 from legio.errors import ForgeError
 from legio.forge.base import CheckRun, Forge
-from legio.forge.untrusted import LOG_LIMIT, clean
+from legio.forge.untrusted import LOG_LIMIT, clean, flat
 from legio.request import FailedJob, ForgeCallback, ForgeEvent, ForgeKind
 from legio.store.pullstore import PullRecord, PullStore
 
 logger = logging.getLogger(__name__)
+# whose reviews start anything: the repository's people, never an outsider's review
+TRUSTED = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 
 COMMENT_LIMIT = 4_000
 MAX_COMMENTS = 20
@@ -178,10 +182,10 @@ class CiFollower:
                 except ForgeError as e:
                     raw = f"(its log could not be read: {e.reason})"
                 tail = clean(raw, self.log_limit, keep_end=True)
-            jobs.append(FailedJob(clean(run.name, 200), run.url, tail))
+            jobs.append(FailedJob(flat(run.name, 200), run.url, tail))
         for context, state, url in statuses:
             if state in ("failure", "error") and len(jobs) < MAX_JOBS:
-                jobs.append(FailedJob(clean(context, 200), url, ""))
+                jobs.append(FailedJob(flat(context, 200), url, ""))
         return tuple(jobs)
 
     async def _reviews(self, record: PullRecord) -> bool:
@@ -189,9 +193,13 @@ class CiFollower:
         fresh = [r for r in reviews if r.id > record.reported_review]
         if not fresh:
             return False
-        asking = [r for r in fresh if r.state == "CHANGES_REQUESTED"]
+        asking = [r for r in fresh if r.state == "CHANGES_REQUESTED" and r.association in TRUSTED]
         if asking:
-            notes = await self.forge.review_comments(record.repo, record.number)
+            notes = [
+                c
+                for c in await self.forge.review_comments(record.repo, record.number)
+                if c.association in TRUSTED
+            ]
             words = [clean(r.body, COMMENT_LIMIT) for r in asking if r.body.strip()]
             words += [
                 clean(f"{c.path}:{c.line}: {c.body}" if c.path else c.body, COMMENT_LIMIT)
@@ -202,7 +210,7 @@ class CiFollower:
                 "changes_requested",
                 sha=record.head_sha,
                 comments=tuple(words),
-                reviewer=clean(asking[-1].author, 100),
+                reviewer=flat(asking[-1].author, 100),
             )
             await self._emit(event)
         await self.pulls.update(record.id, reported_review=max(r.id for r in fresh))

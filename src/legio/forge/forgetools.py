@@ -23,7 +23,8 @@ from claude_agent_sdk import SdkMcpTool, tool
 
 from legio.errors import LegioError
 from legio.forge.base import Forge, Issue
-from legio.forge.untrusted import NOTICE, clean, wrap
+from legio.forge.transport import caesar_waits
+from legio.forge.untrusted import NOTICE, one_line, wrap
 
 Result = dict[str, Any]
 Handler = Callable[[dict[str, Any]], Awaitable[Result]]
@@ -47,7 +48,8 @@ def _guarded(func: Handler) -> Handler:
     @wraps(func)
     async def run(args: dict[str, Any]) -> Result:
         try:
-            return await func(args)
+            with caesar_waits():  # the agent (and Caesar) wait for the answer
+                return await func(args)
         except LegioError as e:
             return _result(f"Error: {e}", error=True)
 
@@ -56,7 +58,7 @@ def _guarded(func: Handler) -> Handler:
 
 def _number(args: dict[str, Any]) -> int:
     value = str(args.get("number", "")).strip().lstrip("#")
-    if not value.isdigit() or len(value) > 9:
+    if not value.isascii() or not value.isdigit() or len(value) > 9:
         raise LegioError("number: give the issue's or pull request's number, e.g. 12")
     return int(value)
 
@@ -80,7 +82,8 @@ class Seen(Protocol):
 
 def _issue_lines(issues: list[Issue]) -> str:
     return "\n".join(
-        f"#{i.number} {' '.join(i.title.split())} [{', '.join(i.labels)}] by {i.author}, "
+        f"#{i.number} {' '.join(i.title.split())} "
+        f"[{', '.join(' '.join(x.split()) for x in i.labels)}] by {' '.join(i.author.split())}, "
         f"{i.created_at[:10]} {i.url}"
         for i in issues
     )
@@ -144,9 +147,10 @@ def forge_tools(
         repo = await repo_of(project)
         issue = await forge.issue(repo, _number(args))
         parts = [
-            f"Issue #{issue.number} ({issue.state}) by {clean(issue.author, 100)}, "
-            f"{issue.created_at[:10]}, labels: {clean(', '.join(issue.labels), 500) or 'none'}, "
-            f"{issue.url}",
+            f"Issue #{issue.number} ({one_line(issue.state, 20)}) by "
+            f"{one_line(issue.author, 100)}, {one_line(issue.created_at[:10])}, "
+            f"labels: {one_line(', '.join(issue.labels), 500) or 'none'}, "
+            f"{one_line(issue.url, 300)}",
             NOTICE,
             wrap("issue", f"{issue.title}\n\n{issue.body}", number=issue.number, repo=repo),
         ]

@@ -8,6 +8,8 @@ on another host: it is followed by hand, without the token, and only its tail is
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
@@ -25,9 +27,10 @@ from legio.forge.base import (
     RepoInfo,
     Review,
 )
-from legio.forge.transport import Notify, Sleep, Transport
+from legio.forge.transport import MAX_BODY, Notify, Sleep, Transport
 
 PAGE = 100
+LOG_DEADLINE_S = 120.0  # a job log's answer, whole
 
 
 def web_host_of(api_url: str) -> str:
@@ -61,6 +64,7 @@ def _comment(data: dict[str, Any]) -> Comment:
         created_at=str(data.get("created_at") or ""),
         path=str(data.get("path") or ""),
         line=int(data.get("line") or 0),
+        association=str(data.get("author_association") or ""),
     )
 
 
@@ -177,18 +181,35 @@ class GitHub:
         url = f"{self.api_url}/repos/{repo}/actions/jobs/{job_id}/logs"
         headers = {"authorization": f"Bearer {self.http.token}", "user-agent": "legio"}
         try:
-            first = await self.client.get(url, headers=headers)
-            if first.status_code in (301, 302, 303, 307, 308):
-                # a short-lived URL on the forge's storage: never the token there
-                target = urljoin(url, first.headers.get("location", ""))
+            async with asyncio.timeout(LOG_DEADLINE_S):
+                async with self.client.stream("GET", url, headers=headers) as first:
+                    status = first.status_code
+                    moved = first.headers.get("location", "")
+                    if status in (301, 302, 303, 307, 308):
+                        # a short-lived URL on the forge's storage: never the token there
+                        target = urljoin(url, moved)
+                        same = urlsplit(target)[:2] == urlsplit(url)[:2]
+                        if not same and not public_https(target):
+                            raise ForgeError(
+                                self.http.what("GET", url),
+                                self.http.clean(
+                                    f"the job log moved to {target!r}: neither the forge's "
+                                    "host nor a public https address, not followed"
+                                ),
+                            )
+                    elif status == 404:
+                        return ""
+                    elif status >= 400:
+                        raise ForgeError(
+                            self.http.what("GET", url), self.http.clean(f"HTTP {status}")
+                        )
+                    else:
+                        return await _kept(first, limit)
                 return await _tail(self.client, target, limit)
-            if first.status_code == 404:
-                return ""
-            if first.status_code >= 400:
-                raise ForgeError(
-                    self.http.what("GET", url), self.http.clean(f"HTTP {first.status_code}")
-                )
-            return first.content[-limit:].decode(errors="replace")
+        except TimeoutError:
+            raise ForgeError(
+                self.http.what("GET", url), f"no whole answer within {LOG_DEADLINE_S:.0f} s"
+            ) from None
         except httpx.HTTPError as e:
             raise ForgeError(
                 self.http.what("GET", url), f"no answer ({type(e).__name__})"
@@ -199,10 +220,13 @@ class GitHub:
         if since:
             query += f"&since={quote(since, safe='')}"
         found: list[Issue] = []
+        # the pages read at most: pull requests share the list, so a few more than needed
+        items = (limit // PAGE + 2) * min(limit * 2, PAGE)
         async for item in self.http.getiter(f"/repos/{repo}/issues?{query}"):
+            items -= 1
             if isinstance(item, dict) and "pull_request" not in item:
                 found.append(_issue(item))
-            if len(found) >= limit:
+            if len(found) >= limit or items <= 0:
                 break
         return found
 
@@ -233,6 +257,7 @@ class GitHub:
                 str(r.get("state") or ""),
                 str(r.get("body") or ""),
                 str(r.get("submitted_at") or ""),
+                str(r.get("author_association") or ""),
             )
             for r in found
             if isinstance(r, dict)
@@ -256,15 +281,39 @@ class GitHub:
         await self.http.patch(f"/repos/{repo}/issues/{number}", data={"state": "closed"})
 
 
+def public_https(url: str) -> bool:
+    """Whether ``url`` is https to a named or public host (not loopback, private, local)."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if parts.scheme != "https" or not host or host == "localhost" or host.endswith(".localhost"):
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return True
+    return address.is_global
+
+
+async def _kept(response: httpx.Response, limit: int) -> str:
+    """The last ``limit`` bytes of a streamed answer; ``ForgeError`` past ``MAX_BODY``."""
+    kept = b""
+    total = 0
+    async for chunk in response.aiter_bytes():
+        total += len(chunk)
+        if total > MAX_BODY:
+            raise ForgeError(
+                "the forge's job log", f"bigger than {MAX_BODY // (1024 * 1024)} MB: not read"
+            )
+        kept = (kept + chunk)[-limit:]
+    return kept.decode(errors="replace")
+
+
 async def _tail(client: httpx.AsyncClient, url: str, limit: int) -> str:
     """The last ``limit`` bytes at ``url``, read as a stream (no header of ours sent)."""
-    kept = b""
     async with client.stream("GET", url, headers={"user-agent": "legio"}) as response:
         if response.status_code >= 400:
             return ""
-        async for chunk in response.aiter_bytes():
-            kept = (kept + chunk)[-limit:]
-    return kept.decode(errors="replace")
+        return await _kept(response, limit)
 
 
 ForgeFactory = Callable[..., GitHub]

@@ -9,10 +9,21 @@ the forge's host becomes its https form (Legio uses no ssh key of its user); any
 host or ``http://`` is refused (the token goes to the forge's host, over TLS, only).
 
 The token: git asks the credential helper Legio configures for this one command
-(``GIT_CONFIG_*``: ``credential.helper`` emptied, then a shell function that answers
-``get`` by reading an inherited pipe). Legio writes the token into the pipe and closes its
-end before git starts; the first ``get`` drains it, so the pipe is empty for the rest of
-the push. docs/security.md says why this and not ``http.extraHeader`` or a file.
+(``GIT_CONFIG_*``: ``credential.helper`` emptied, then, for the target's own
+``scheme://host`` only, a shell function that answers ``get`` by reading an inherited pipe
+— and answers nothing when git asks for another protocol or host). Legio writes the token
+into the pipe and closes its end before git starts; the first ``get`` drains it, so the
+pipe is empty for the rest of the push. docs/security.md says why this and not
+``http.extraHeader`` or a file.
+
+Before a push with the token, ``check_config`` reads the project's own config (includes
+not followed) and refuses it when a key there could send the push or the token elsewhere:
+``url.*.insteadOf``/``pushInsteadOf``, ``http.*`` (a proxy, ``sslVerify``, a
+URL-specific key), ``include.*``/``includeIf.*``, ``credential.*``, ``remote.*.proxy``.
+Refusing (rather than pushing from a bare repository Legio owns) keeps one push path and
+tells Caesar which key to remove. Tags and submodules are never pushed along
+(``--no-follow-tags --no-recurse-submodules``: a ``push.followTags`` would push Caesar's
+local tags).
 
 ``push`` refuses anything but ``refs/heads/legio/<agent>/…`` (``agents_branch``) and the
 project's base branch; it never forces unless ``force`` (which the caller sets only after
@@ -38,10 +49,60 @@ PUSH_TIMEOUT_S = 300.0
 SCP = re.compile(r"(?:[A-Za-z0-9._-]+@)?([A-Za-z0-9.-]+):(?!//)(.+)")
 OWNER_NAME = re.compile(r"/*([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9._-]{1,100}?)(?:\.git)?/*")
 # the pipe read by its path: dash reads only one-digit descriptors in ``<&N``
+# it answers only for ``protocol=<scheme>`` and ``host=<host[:port]>`` (filled in by
+# ``helper``), the only ones of the push's target
 HELPER = (
-    '!f() { test "$1" = get || exit 0; cat >/dev/null; '
-    "printf 'username=x-access-token\\npassword='; cat /dev/fd/%d; printf '\\n'; }; f"
+    '!f() { test "$1" = get || exit 0; p=; h=; '
+    'while IFS= read -r l; do test -z "$l" && break; case "$l" in '
+    'protocol=*) p="${l#protocol=}";; host=*) h="${l#host=}";; esac; done; '
+    'cat >/dev/null; test "$p" = "%(scheme)s" && test "$h" = "%(host)s" || exit 0; '
+    "printf 'username=x-access-token\\npassword='; cat /dev/fd/%(fd)d; printf '\\n'; }; f"
 )
+HOST = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]{1,5})?")
+# the project's config keys that could send the push or the token elsewhere
+RISKY = re.compile(
+    r"url\..*\.(?:push)?insteadof|http\..*|include\..*|includeif\..*|credential\..*"
+    r"|remote\..*\.proxy"
+)
+
+
+def helper(url: str, fd: int) -> tuple[str, str]:
+    """The config key and value of the credential helper for ``url``'s scheme and host
+    alone, reading the token from descriptor ``fd``."""
+    parts = urlsplit(url)
+    host = parts.netloc.lower()
+    if parts.scheme not in ("https", "http") or not HOST.fullmatch(host):
+        raise ForgeError("publishing", f"the push URL {redact(url)!r} has no plain host")
+    value = HELPER % {"scheme": parts.scheme, "host": host, "fd": fd}
+    return f"credential.{parts.scheme}://{host}.helper", value
+
+
+async def check_config(repo: Path) -> None:
+    """``ForgeError`` naming the first key of the project's own config (local and
+    worktree; includes not followed) that could send a push or the token elsewhere."""
+    code, out, err = await gitsafe.run_raw(
+        repo,
+        "config",
+        "--no-includes",
+        "--show-scope",
+        "--name-only",
+        "--list",
+        hostile=False,
+        work_tree=False,
+    )
+    if code != 0:
+        raise ForgeError("publishing", f"could not read the project's git config: {err[:300]}")
+    for line in out.decode(errors="replace").splitlines():
+        scope, _, key = line.partition("\t")
+        if scope == "command":  # Legio's own settings for this command
+            continue
+        if RISKY.fullmatch(key.lower()):
+            raise ForgeError(
+                "publishing",
+                f"the project's git config sets {key!r}, which could send the push or the "
+                f"forge token elsewhere: not pushed (remove it: git config --unset-all {key}, "
+                "or move it out of the project's .git/config)",
+            )
 
 
 @dataclass(frozen=True)
@@ -139,12 +200,14 @@ async def push(
                 raise ForgeError(
                     "publishing", "no forge token: set [forge] token_env's variable and restart"
                 )
+            await check_config(repo)
             read, write = os.pipe()
             os.write(write, token.encode())
             os.close(write)
             fds.append(read)
-            settings.append(("credential.helper", HELPER % read))
-    args = ["push", "--porcelain", "--no-verify", "--no-signed", "--", target.url, spec]
+            settings += [("credential.helper", ""), helper(target.url, read)]
+    args = ["push", "--porcelain", "--no-verify", "--no-signed", "--no-follow-tags"]
+    args += ["--no-recurse-submodules", "--", target.url, spec]
     try:
         code, out, err = await gitsafe.run_raw(
             repo,

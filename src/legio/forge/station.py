@@ -4,7 +4,9 @@
 ``[forge]`` is configured (the token from ``legio.fence.vault``, read once), else a
 station that answers every forge question with a ``ForgeError`` naming the fix. The CI
 follower starts with the first subscriber (``follow``): an event is never told to nobody
-(the pull requests wait in the store until someone listens, after a restart too).
+(the pull requests wait in the store until someone listens, after a restart too). What
+Caesar waits for (Publish, issues) runs in ``caesar_waits()``: a long rate limit is an
+answer saying until when, not a wait; the follower alone waits it out.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from legio.forge.ci import CiFollower
 from legio.forge.forgetools import Confirm, forge_tools
 from legio.forge.github import GitHub
 from legio.forge.publish import Published, Publisher
+from legio.forge.transport import caesar_waits
 from legio.projects.copies import Projects
 from legio.request import ForgeCallback
 from legio.store.praetorium import Praetorium
@@ -88,9 +91,10 @@ class ForgeStation:
         commit: str = "",
     ) -> Published:
         self.required()
-        done = await self.publisher.publish(
-            agent, project, force=force, summary=summary, check=check, commit=commit
-        )
+        with caesar_waits():
+            done = await self.publisher.publish(
+                agent, project, force=force, summary=summary, check=check, commit=commit
+            )
         record = await self.pulls.of(project, agent)
         if self.follower is not None and self._started and record is not None:
             self.follower.follow(record)
@@ -108,12 +112,14 @@ class ForgeStation:
 
     async def issues(self, project: str, *, since: str = "", limit: int = 30) -> list[Issue]:
         forge = self.required()
-        name = await self.publisher.repo_name(project)
-        return await forge.issues(name, since=since, limit=limit)
+        with caesar_waits():
+            name = await self.publisher.repo_name(project)
+            return await forge.issues(name, since=since, limit=limit)
 
     async def issue(self, project: str, number: int) -> Issue:
         forge = self.required()
-        return await forge.issue(await self.publisher.repo_name(project), number)
+        with caesar_waits():
+            return await forge.issue(await self.publisher.repo_name(project), number)
 
     def tools_for(self, agent: str, project: str) -> list[SdkMcpTool[Any]]:
         """The read-only forge tools of an agent working on ``project`` (none without a

@@ -6,26 +6,34 @@ the faults a long-running daemon meets handled once, here.
   against the rate limit) answers from the cache. CI polling depends on it.
 - **Rate limit.** A 403 or 429 with ``Retry-After`` or ``X-RateLimit-Remaining: 0`` is
   not an error: the request waits until the reset (``Retry-After``, else
-  ``X-RateLimit-Reset``, capped by ``max_wait_s``) and goes again; ``notify`` is told
-  once per exhaustion, in words.
+  ``X-RateLimit-Reset``, at least ``MIN_RATE_WAIT_S``, capped by ``max_wait_s``) and goes
+  again, at most ``MAX_RATE_WAITS`` times; ``notify`` is told once per exhaustion, in
+  words. Inside ``caesar_waits()`` (commands, agent tools, Publish: someone waits for
+  the answer) a wait longer than ``CAESAR_WAIT_S`` is a ``ForgeError`` saying until when;
+  the CI follower, outside it, waits.
+- **Bounds.** Each call has a total deadline (``deadline_s``); answers are read as a
+  stream and refused past ``MAX_BODY``.
 - **The forge down.** No answer, a 5xx, or a success that is not JSON: retried with
   backoff (``retries`` times), then one ``ForgeError`` that says so in words.
 - **Refusals.** Any other 4xx is a ``ForgeError`` with the forge's own reason
   ("Bad credentials", "Not Found", a 422's messages).
 
-The token goes in the ``Authorization`` header of requests to ``api_url`` only; every
+The token goes in the ``Authorization`` header of requests to ``api_url`` only: a URL
+(a ``Link: rel=next`` page) whose scheme or host differs is refused; every
 error's text passes ``redact`` (no token in a message, log line or exception).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -41,6 +49,43 @@ Notify = Callable[[str], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[None]]
 CACHE_ENTRIES = 512
 MAX_BODY = 8 * 1024 * 1024  # an answer bigger than this is not read whole
+MAX_RATE_WAITS = 3  # rate-limit answers waited out per call; then a ForgeError
+MIN_RATE_WAIT_S = 1.0
+CAESAR_WAIT_S = 30.0  # the longest rate-limit wait when Caesar waits for the answer
+DEADLINE_S = 120.0  # one call, its retries and backoff (rate-limit waits apart)
+_patience: ContextVar[float | None] = ContextVar("legio_forge_patience", default=None)
+
+
+@contextlib.contextmanager
+def caesar_waits(limit_s: float = CAESAR_WAIT_S) -> Iterator[None]:
+    """Forge calls made inside wait for a rate limit ``limit_s`` at most: a longer one is
+    a ``ForgeError`` "the forge's rate limit: until HH:MM" (someone waits for them)."""
+    token = _patience.set(limit_s)
+    try:
+        yield
+    finally:
+        _patience.reset(token)
+
+
+def until(seconds: float) -> str:
+    """The local time ``seconds`` from now, as HH:MM."""
+    return time.strftime("%H:%M", time.localtime(time.time() + seconds))
+
+
+async def read_bounded(response: httpx.Response, limit: int = MAX_BODY) -> bytes | None:
+    """A streamed answer's body, or None when it is bigger than ``limit`` bytes."""
+    length = response.headers.get("content-length", "").strip()
+    size = int(length) if length.isdigit() else 0
+    if size > limit:
+        return None
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in response.aiter_bytes():
+        total += len(chunk)
+        if total > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class Cache(OrderedDict[str, Any]):
@@ -106,6 +151,7 @@ class Transport(gh_httpx.GitHubAPI):
         retries: int = 4,
         backoff_s: float = 1.0,
         max_wait_s: float = 3600.0,
+        deadline_s: float = DEADLINE_S,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         # gidgethub types its client as httpx2's (a fork with the same API)
@@ -115,7 +161,10 @@ class Transport(gh_httpx.GitHubAPI):
         )
         self.client = client
         self.token = token
-        self.host = urlsplit(api_url).netloc
+        parts = urlsplit(api_url)
+        self.host = parts.netloc
+        self.origin = (parts.scheme.lower(), parts.netloc.lower())
+        self.deadline_s = deadline_s
         self.notify = notify
         self.retries = retries
         self.backoff_s = backoff_s
@@ -139,21 +188,58 @@ class Transport(gh_httpx.GitHubAPI):
     async def _request(
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> tuple[int, Mapping[str, str], bytes]:
+        parts = urlsplit(url)
+        if (parts.scheme.lower(), parts.netloc.lower()) != self.origin:
+            raise ForgeError(
+                self.clean(f"the forge ({self.host}) {method}"),
+                self.clean(
+                    f"refused to send the token to {parts.scheme}://{parts.netloc} (not the "
+                    "forge's API URL; a pagination link elsewhere?)"
+                ),
+            )
         attempt = 0
+        waits = 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.deadline_s
         while True:
             problem = ""
+            left = deadline - loop.time()
+            if left <= 0:
+                raise ForgeError(
+                    self.what(method, url),
+                    f"no answer within {_duration(self.deadline_s)}; the forge may be down",
+                )
             try:
                 self.calls += 1
-                response = await self.client.request(
-                    method, url, headers=dict(headers), content=body
-                )
-            except httpx.HTTPError as e:
+                async with asyncio.timeout(left):
+                    request = self.client.build_request(
+                        method, url, headers=dict(headers), content=body
+                    )
+                    response = await self.client.send(request, stream=True)
+                    try:
+                        content = await read_bounded(response)
+                    finally:
+                        await response.aclose()
+            except (httpx.HTTPError, TimeoutError) as e:
                 problem = f"no answer ({type(e).__name__})"
             else:
-                status, answer, content = response.status_code, response.headers, response.content
+                status, answer = response.status_code, response.headers
+                if content is None:
+                    raise ForgeError(
+                        self.what(method, url),
+                        f"an answer bigger than {MAX_BODY // (1024 * 1024)} MB: not read",
+                        status,
+                    )
                 wait = rate_wait(status, answer, time.time())
                 if wait is not None:
-                    await self._wait_for_limit(wait)
+                    waits += 1
+                    if waits > MAX_RATE_WAITS:
+                        raise ForgeError(
+                            self.what(method, url),
+                            f"the forge's rate limit, still, after {MAX_RATE_WAITS} waits",
+                            status,
+                        )
+                    deadline += await self._wait_for_limit(wait, method, url)  # apart
                     continue
                 if 300 <= status < 400 and status != 304:
                     moved = answer.get("location", "")
@@ -184,8 +270,13 @@ class Transport(gh_httpx.GitHubAPI):
             logger.info("forge %s %s: %s; trying again", method, urlsplit(url).path, problem)
             await self.sleep(min(self.backoff_s * 2 ** (attempt - 1), 60.0))
 
-    async def _wait_for_limit(self, wait: float) -> None:
-        wait = min(wait, self.max_wait_s)
+    async def _wait_for_limit(self, wait: float, method: str, url: str) -> float:
+        """Wait out a rate limit (the seconds waited); ``ForgeError`` when Caesar waits
+        and it is longer than his patience (``caesar_waits``)."""
+        wait = min(max(wait, MIN_RATE_WAIT_S), self.max_wait_s)
+        patience = _patience.get()
+        if patience is not None and wait > patience:
+            raise ForgeError(self.what(method, url), f"the forge's rate limit: until {until(wait)}")
         if not self._told:
             self._told = True
             message = (
@@ -196,6 +287,7 @@ class Transport(gh_httpx.GitHubAPI):
             if self.notify is not None:
                 await self.notify(message)
         await self.sleep(wait)
+        return wait
 
 
 def _is_json(headers: Mapping[str, str], content: bytes) -> bool:

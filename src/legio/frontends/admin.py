@@ -487,7 +487,11 @@ COMMANDS = [
         waits=True,
     ),
     CommandInfo(
-        "issues", "/issues #project", "a project's open issues on the forge", forgelines.cmd_issues
+        "issues",
+        "/issues #project",
+        "a project's open issues on the forge",
+        forgelines.cmd_issues,
+        waits=True,  # the forge may be slow or rate-limited: never hold the other updates
     ),
     CommandInfo(
         "export",

@@ -16,6 +16,7 @@ from typing import Protocol
 from legio.app import ForgeEvent, Issue, LegioApp, Published
 from legio.errors import ForgeError, ProjectError, PushRejected
 from legio.frontends.views import paginate
+from legio.visible import visible_name
 
 
 class Admin(Protocol):
@@ -72,9 +73,10 @@ def issue_lines(project: str, issues: list[Issue], now: datetime | None = None) 
         return [f"#{project} has no open issue."]
     lines = [f"Open issues of #{project} (newest first):"]
     for issue in issues:
-        title = " ".join(issue.title.split())
+        title = visible_name(" ".join(issue.title.split()))  # someone else's words
         title = title if len(title) <= MAX_TITLE else title[: MAX_TITLE - 1] + "…"
-        labels = f" [{', '.join(issue.labels)}]" if issue.labels else ""
+        shown = (visible_name(" ".join(label.split())) for label in issue.labels)
+        labels = f" [{', '.join(shown)}]" if issue.labels else ""
         lines.append(f"#{issue.number} {title}{labels} · {_age(issue.created_at, now)}")
     return lines
 

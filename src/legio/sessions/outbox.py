@@ -195,7 +195,7 @@ def send_file_for(
         prompt.name,
         config.path,
         workspace=copy or workspace,
-        granted=[*([workspace] if copy else []), *granted_dirs(castra, prompt)],
+        granted=[*([workspace] if copy else []), *granted_dirs(castra, prompt, config)],
         hide=config.sandbox.hide,
     )
     return send_file_tool(outbox, prompt.name, guard)

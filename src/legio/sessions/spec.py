@@ -104,7 +104,7 @@ def spec_from_prompt(
         tools=effective_tools(prompt, config),
         cwd=working_dir(castra, prompt),
         servers=servers,
-        add_dirs=granted_dirs(castra, prompt),
+        add_dirs=granted_dirs(castra, prompt, config),
         ask=tuple(settings.ask or ()),
         daily_usd=settings.daily_usd,
         project=settings.project,
