@@ -24,9 +24,9 @@ from legio.app import CheckRecord, LegioApp, Target
 from legio.errors import ForgeError, ProjectError, PushRejected
 from legio.frontends.checkviews import check_badge, check_report
 from legio.frontends.forgelines import published_text
-from legio.frontends.telegram.diffs import send_card_diff, send_document
+from legio.frontends.telegram.diffs import send_card_diff
 from legio.frontends.telegram.lanes import Lane, in_lane
-from legio.frontends.telegram.sending import plain_pages, send_with_retries
+from legio.frontends.telegram.sending import plain_pages, send_document, send_with_retries
 from legio.frontends.views import card_text
 from legio.request import Reply, Watch, WorkCard
 

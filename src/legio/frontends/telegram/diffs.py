@@ -20,13 +20,12 @@ from typing import Any
 
 from telegram import Bot, InputMediaPhoto
 from telegram.error import BadRequest, TelegramError
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from legio.app import LegioApp
 from legio.frontends.telegram.sending import (
-    FILE_ATTEMPTS,
-    is_transient,
+    file_retrying,
     plain_pages,
+    send_document,
     send_with_retries,
 )
 from legio.review.page import html_page
@@ -36,22 +35,6 @@ logger = logging.getLogger(__name__)
 
 ALBUM = 10  # Telegram's sendMediaGroup
 _DONE = object()
-
-
-async def _retrying(send: Any, *args: Any, **kwargs: Any) -> Any:
-    async for attempt in AsyncRetrying(
-        retry=retry_if_exception(is_transient),
-        stop=stop_after_attempt(FILE_ATTEMPTS),
-        wait=wait_exponential(multiplier=0.5, max=8),
-        reraise=True,
-    ):
-        with attempt:
-            return await send(*args, **kwargs)
-    raise AssertionError("unreachable: tenacity re-raises the last error")
-
-
-async def send_document(bot: Bot, chat_id: int, name: str, content: bytes, **kwargs: Any) -> None:
-    await _retrying(bot.send_document, chat_id, content, filename=name, **kwargs)
 
 
 async def _drawn(rendering: Rendering) -> Any:
@@ -88,13 +71,13 @@ async def _drawn(rendering: Rendering) -> Any:
 async def _send_album(bot: Bot, chat_id: int, group: list[Picture]) -> None:
     if len(group) == 1:
         [one] = group
-        await _retrying(bot.send_photo, chat_id, one.png, caption=one.caption[:1024])
+        await file_retrying(bot.send_photo, chat_id, one.png, caption=one.caption[:1024])
         return
     media = [
         InputMediaPhoto(p.png, caption=p.caption[:1024], filename=f"page{i}.png")
         for i, p in enumerate(group)
     ]
-    await _retrying(bot.send_media_group, chat_id, media)
+    await file_retrying(bot.send_media_group, chat_id, media)
 
 
 async def send_pictures(

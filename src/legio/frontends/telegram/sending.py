@@ -114,6 +114,24 @@ async def send_files(bot: Bot, chat_id: int, agent: str, files: tuple[SentFile, 
     return sent
 
 
+async def file_retrying(send: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+    """``send(*args, **kwargs)`` (a file upload) retried with backoff on network errors."""
+    async for attempt in AsyncRetrying(
+        retry=retry_if_exception(is_transient),
+        stop=stop_after_attempt(FILE_ATTEMPTS),
+        wait=wait_exponential(multiplier=0.5, max=8),
+        reraise=True,
+    ):
+        with attempt:
+            return await send(*args, **kwargs)
+    raise AssertionError("unreachable: tenacity re-raises the last error")
+
+
+async def send_document(bot: Bot, chat_id: int, name: str, content: Any, **kwargs: Any) -> None:
+    """A document (bytes, or a file's path), retried on network errors."""
+    await file_retrying(bot.send_document, chat_id, content, filename=name, **kwargs)
+
+
 async def _send_file(
     bot: Bot, chat_id: int, path: Path, name: str, caption: str | None, photo: bool
 ) -> int:
@@ -225,14 +243,7 @@ async def send_pages(
             language = name.rsplit(".", 1)[-1]
             entity = MessageEntity(MessageEntity.PRE, 0, _utf16(text), language=language)
             await send_with_retries(bot, chat_id, text, entities=[entity])
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception(is_transient),
-            stop=stop_after_attempt(FILE_ATTEMPTS),
-            wait=wait_exponential(multiplier=0.5, max=8),
-            reraise=True,
-        ):
-            with attempt:
-                await bot.send_document(chat_id, content, filename=name)
+        await send_document(bot, chat_id, name, content)
         if after is not None and not isinstance(content, Path):
             await after(bot, chat_id, name, content)
 
