@@ -12,8 +12,9 @@ import pytest
 from legio.app import LegioApp
 from legio.config import load_config
 from legio.frontends.admin import Admin
+from legio.frontends.statusview import status_text
 from legio.limits.plan import PlanHealth, login_state
-from legio.request import Callbacks
+from legio.request import Callbacks, Status
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.legion import fake_cli_config
@@ -188,8 +189,8 @@ async def test_an_api_that_does_not_answer_is_said_when_the_cli_starts_retrying(
         app = await LegioApp.open(load_config(path), env=env)
         lines: list[tuple[str, str]] = []
 
-        async def on_status(agent: str, line: str) -> None:
-            lines.append((agent, line))
+        async def on_status(status: Status) -> None:
+            lines.append((status.agent, status_text(status)))
 
         try:
             [reply] = await app.handle_message(

@@ -20,10 +20,11 @@ from legio.castra import Castra
 from legio.config import Config
 from legio.errors import ConfigError
 from legio.frontends.admin import Admin
+from legio.frontends.statusview import status_text
 from legio.frontends.views import interruption_notice, reply_text
 from legio.jobs.schedule import ScheduleError, check_cron, next_crons, parse_at
 from legio.jobs.scheduler import Scheduler, SystemClock
-from legio.request import Callbacks
+from legio.request import Callbacks, Status
 from legio.store.jobstore import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.store.records import Turn
@@ -125,8 +126,8 @@ class Shown:
         self.arrived = asyncio.Event()
 
     async def __call__(self, job: Job, run: JobRun) -> None:
-        async def on_status(agent: str, line: str) -> None:
-            self.status.append(f"{agent}: {line}")
+        async def on_status(status: Status) -> None:
+            self.status.append(f"{status.agent}: {status_text(status)}")
 
         async def on_reply(reply: Reply) -> None:
             self.replies.append(reply)

@@ -56,6 +56,7 @@ from legio.request import (
     ReplyCallback,
     Request,
     SentFile,
+    Status,
     Stuck,
     Watch,
 )
@@ -64,7 +65,6 @@ from legio.sessions.desk import Target
 from legio.sessions.errands import Stopped
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.slot import AgentStatus
-from legio.sessions.turn import StatusCallback, TextCallback, is_text_preview
 from legio.shell.rules import (
     SHOWN_MAX,
     ApprovalRequest,
@@ -122,19 +122,17 @@ __all__ = [
     "ReplyCallback",
     "SearchHit",
     "SentFile",
-    "StatusCallback",
+    "Status",
     "StatusRow",
     "Stopped",
     "Stuck",
     "Target",
-    "TextCallback",
     "Topic",
     "UsageReport",
     "UsageRow",
     "estimate_tokens",
     "format_line",
     "guess_mime",
-    "is_text_preview",
     "kind_of",
     "safe_name",
     "shorten_middle",
@@ -234,7 +232,7 @@ class LegioApp(WorkDoor, OperationsDoor):
 
     async def edit_message(self, origin: str, text: str, watch: Watch = UNWATCHED) -> list[Reply]:
         """Caesar edited his message ``origin`` (``Legatus.edit``), reported to ``watch``."""
-        return await self.legatus.edit(origin, text, watch.status, watch.reply, watch.stream)
+        return await self.legatus.edit(origin, text, watch)
 
     async def accept_file(self, pending: PendingFile) -> PendingFile | None:
         """Record a file of Caesar's message ``pending.origin`` before its download (a
@@ -267,7 +265,7 @@ class LegioApp(WorkDoor, OperationsDoor):
         if self.sessions.health is not None:
             self.sessions.health.clear()  # a fixed login, or a limit Caesar knows is over
         with self.engine.operations.request():
-            return await self.legatus.retry(seq, watch.status, watch.reply, watch.stream)
+            return await self.legatus.retry(seq, watch)
 
     async def notice_interruptions(self) -> list[tuple[Nuntius, list[str]]]:
         """Requests the last run never answered, recorded as told to Caesar (once)."""

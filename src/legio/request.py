@@ -13,13 +13,46 @@ nothing of Legio's, so every layer may use its types.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
 PHOTO_LIMIT = 10 * 1024 * 1024  # Bot API sendPhoto
-StatusCallback = Callable[[str, str], Awaitable[None]]  # (agent, "⏳ …" line)
+
+StatusKind = Literal[
+    "queued",  # waiting behind an earlier request of the same agent
+    "thinking",  # the model thinks (no tool, no text yet)
+    "tool",  # a tool runs: ``tool`` its short name, ``target`` what it touches
+    "writing",  # its answer is being written: ``target`` the first words
+    "compacting",  # writing a summary of its conversation: ``note`` why ("full": no room)
+    "retrying",  # the Claude API refused or fell: ``note`` says what and when it tries again
+    "approval",  # waiting for Caesar's approval of ``target`` (a command, a path, a URL)
+    "question",  # waiting for Caesar's answer to its question
+    "paused",  # a plan limit: ``note`` until when
+]
+
+
+@dataclass(frozen=True)
+class Status:
+    """What one agent is doing now, as data: each front-end words it (``frontends/views``)."""
+
+    agent: str
+    kind: StatusKind
+    tool: str = ""  # "tool": the tool's short name (``Bash``, ``Edit``, ``dispatch``, …)
+    target: str = ""  # what the tool touches; "writing": its text so far; "approval": what waits
+    note: str = ""  # the words a kind needs ("retrying", "paused", "compacting")
+    project: str | None = None  # the project it works on for this request
+    since: float = field(default_factory=time.time)  # when this began (epoch seconds)
+
+    @property
+    def waits_for_caesar(self) -> bool:
+        """Whether the agent waits for Caesar (an approval, an answer) or a plan limit."""
+        return self.kind in ("approval", "question", "paused")
+
+
+StatusCallback = Callable[[Status], Awaitable[None]]
 TextCallback = Callable[[str, str], Awaitable[None]]  # (agent, its message's text so far)
 
 
@@ -137,8 +170,8 @@ ReplyCallback = Callable[[Reply], Awaitable[None]]
 class Watch(Protocol):
     """How the engine talks back to the front-end about one request."""
 
-    async def status(self, agent: str, line: str) -> None:
-        """A ``⏳ …`` line: what ``agent`` is doing now."""
+    async def status(self, status: Status) -> None:
+        """What an agent answering this request is doing now."""
 
     async def stream(self, agent: str, text: str) -> None:
         """``agent``'s answer so far, as it is written."""
@@ -155,9 +188,9 @@ class Callbacks:
     on_text: TextCallback | None = None
     on_reply: ReplyCallback | None = None
 
-    async def status(self, agent: str, line: str) -> None:
+    async def status(self, status: Status) -> None:
         if self.on_status is not None:
-            await self.on_status(agent, line)
+            await self.on_status(status)
 
     async def stream(self, agent: str, text: str) -> None:
         if self.on_text is not None:
@@ -169,6 +202,11 @@ class Callbacks:
 
 
 UNWATCHED = Callbacks()
+
+
+def statuses(watch: Watch | None) -> Watch:
+    """``watch`` told only what an agent does, not its text (a summary is not an answer)."""
+    return Callbacks(on_status=watch.status) if watch is not None else UNWATCHED
 
 
 # ---------------------------------------------------------------- the forge

@@ -33,6 +33,7 @@ from claude_agent_sdk import (
 
 from legio.config import Config
 from legio.fence.guard import PathGuard
+from legio.request import Status, Watch
 from legio.shell.rules import (
     ApprovalRequest,
     Asker,
@@ -50,10 +51,8 @@ from legio.store.grants import ApprovalStore, Grant
 logger = logging.getLogger(__name__)
 
 QUESTION_TOOL = "AskUserQuestion"
-WAITING = "⏸ {agent} is waiting for your approval: {what}"
 HookCallback = Callable[[Any, str | None, Any], Awaitable[dict[str, Any]]]
 PermissionResult = PermissionResultAllow | PermissionResultDeny
-StatusCallback = Callable[[str, str], Awaitable[None]]  # as legio.sessions.turn's
 CanUseTool = Callable[[str, dict[str, Any], ToolPermissionContext], Awaitable[PermissionResult]]
 
 
@@ -66,11 +65,11 @@ def call_target(tool: str, tool_input: dict[str, Any]) -> str:
     return json.dumps(tool_input, ensure_ascii=False, sort_keys=True)
 
 
-async def notify(on_status: StatusCallback | None, agent: str, line: str) -> None:
-    """Show a status line; its failure never fails the wait."""
-    if on_status is not None:
+async def notify(watch: Watch | None, status: Status) -> None:
+    """Show a status; its failure never fails the wait."""
+    if watch is not None:
         try:
-            await on_status(agent, line)
+            await watch.status(status)
         except Exception:
             logger.exception("status callback failed (ignored)")
 
@@ -86,7 +85,7 @@ class Gatekeeper:
         self.timeout_s = config.approvals.timeout * 60
         self.store = store
         self.asker: Asker | None = None
-        self.status_of: Callable[[str], StatusCallback | None] = lambda name: None
+        self.watch_of: Callable[[str], Watch | None] = lambda name: None  # its running turn's
         self._session_grants: dict[tuple[str, str], set[str]] = {}
         self._always: dict[str, set[str]] = {}
         self._asked: dict[str, tuple[str, tuple[str, ...]]] = {}  # tool_use_id → session, rules
@@ -244,9 +243,7 @@ class Gatekeeper:
         request.id = (
             await self.store.open_request(agent, tool, target) if self.store else self._new_id()
         )
-        await notify(
-            self.status_of(agent), agent, WAITING.format(agent=agent, what=shorten(target, 60))
-        )
+        await notify(self.watch_of(agent), Status(agent, "approval", tool, shorten(target, 60)))
         decision = await self._wait(request, self.asker.approve(request))
         logger.info("%s: %s on %r: %s", agent, tool, request.target[:80], request.outcome)
         if decision is None:
@@ -286,9 +283,7 @@ class Gatekeeper:
         )
         request.id = await self.store.open_request(agent, tool, what) if self.store else 0
         request.id = request.id or self._new_id()
-        await notify(
-            self.status_of(agent), agent, WAITING.format(agent=agent, what=shorten(what, 60))
-        )
+        await notify(self.watch_of(agent), Status(agent, "approval", tool, shorten(what, 60)))
         decision = await self._wait(request, self.asker.approve(request))
         logger.info("%s: %s: %s", agent, tool, request.outcome)
         return decision is not None and decision.choice in ("once", "session", "always")
@@ -338,7 +333,7 @@ class Gatekeeper:
         if self.asker is None or not questions:
             return PermissionResultDeny(message="Caesar cannot be asked right now.")
         request = QuestionRequest(self._new_id(), agent, questions, self.timeout_s)
-        await notify(self.status_of(agent), agent, f"⏸ {agent} is waiting for your answer")
+        await notify(self.watch_of(agent), Status(agent, "question"))
         answers = await self._wait(request, self.asker.answer(request))
         if not answers:
             return PermissionResultDeny(message="Caesar did not answer your question.")

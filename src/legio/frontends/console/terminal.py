@@ -37,9 +37,10 @@ from legio.frontends.admin import Admin, is_command
 from legio.frontends.console.asker import ConsoleAsker
 from legio.frontends.console.stream import StreamPrinter
 from legio.frontends.digestview import backup_failed_text, digest_lines
+from legio.frontends.statusview import status_text
 from legio.frontends.views import agent_header, interruption_notice, reply_text
 from legio.names import LEGATUS
-from legio.request import Callbacks, Request
+from legio.request import Callbacks, Request, Status
 from legio.timing import begin
 
 BANNER = (
@@ -92,10 +93,11 @@ async def run_console(
 
     printer = StreamPrinter(out, functools.partial(agent_header, app))
 
-    async def on_status(agent: str, line: str) -> None:
-        board.update(agent, line)
-        if printer.status(agent, line):
-            show(f"  [{agent}] {line}")
+    async def on_status(status: Status) -> None:
+        line = status_text(status)
+        board.update(status.agent, line)
+        if printer.status(status):
+            show(f"  [{status.agent}] {line}")
 
     async def print_reply(reply: Reply) -> None:
         board.done(reply.agent)
