@@ -18,6 +18,7 @@ import pytest
 from legio.app import ApprovalRequest, Decision, ForgeEvent, LegioApp
 from legio.frontends.admin import Admin
 from legio.legatus.scheduling import job_runner
+from legio.request import Callbacks, WorkCard
 from legio.shell.rules import Choice
 from tests.conftest import FakeCli
 from tests.fakes.fake_forge import FakeForge
@@ -61,6 +62,10 @@ async def flow(
             await app.close()
 
 
+async def _append(cards: list[WorkCard], card: WorkCard) -> None:
+    cards.append(card)
+
+
 def bash(command: str) -> str:
     return f"TOOL Bash {json.dumps({'command': command})}"
 
@@ -71,18 +76,21 @@ async def test_publish_ci_and_issues_with_the_token_out_of_reach(
     caplog.set_level(logging.DEBUG)
     app, forge = flow.app, flow.forge
     steal = "git config --list; env"
+    cards: list[WorkCard] = []
     replies = await app.handle_message(
         "@vorenus #app fix add\n"
         + bash(
             "printf 'def add(a, b):\\n    return a + b\\n' > app.py && git commit -qam 'fix add'"
         )
         + "\n"
-        + bash(steal)
+        + bash(steal),
+        Callbacks(on_card=lambda card: _append(cards, card)),
     )
     assert replies and all(CANARY not in r.text for r in replies)
     [answer] = [r for r in replies if r.kind == "answer"]  # and its work card after it
     assert "PATH=" in answer.text  # the agent did read its environment
-    assert replies[-1].card is not None and replies[-1].card.publishable
+    [card] = cards
+    assert card.publishable
 
     done = await app.publish("vorenus", "app", check="✅ make test")
     assert done.created and done.number == 1 and done.branch == "legio/vorenus/main"

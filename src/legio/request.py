@@ -156,15 +156,15 @@ class Reply:
 
     agent: str
     text: str
-    kind: Literal["answer", "error", "interrupted", "notice", "held", "card"] = "answer"
+    kind: Literal["answer", "error", "interrupted", "notice", "held"] = "answer"
     files: tuple[SentFile, ...] = ()  # sent with send_file: to deliver after the text
     seq: int | None = None  # the answer's nuntius (a reply to its message points at it)
     project: str | None = None  # the project the agent worked on for it
     job: str | None = None  # the scheduled job it answers, by name
-    card: WorkCard | None = None  # kind "card": what the agent's turn changed on its project
 
 
 ReplyCallback = Callable[[Reply], Awaitable[None]]
+CardCallback = Callable[[WorkCard], Awaitable[None]]
 
 
 class Watch(Protocol):
@@ -179,6 +179,9 @@ class Watch(Protocol):
     async def reply(self, reply: Reply) -> None:
         """One finished reply (an answer, a notice, an error), with its files."""
 
+    async def card(self, card: WorkCard) -> None:
+        """What an agent's turn for this request changed on a project, after its answer."""
+
 
 @dataclass(frozen=True)
 class Callbacks:
@@ -187,6 +190,7 @@ class Callbacks:
     on_status: StatusCallback | None = None
     on_text: TextCallback | None = None
     on_reply: ReplyCallback | None = None
+    on_card: CardCallback | None = None
 
     async def status(self, status: Status) -> None:
         if self.on_status is not None:
@@ -199,6 +203,10 @@ class Callbacks:
     async def reply(self, reply: Reply) -> None:
         if self.on_reply is not None:
             await self.on_reply(reply)
+
+    async def card(self, card: WorkCard) -> None:
+        if self.on_card is not None:
+            await self.on_card(card)
 
 
 UNWATCHED = Callbacks()

@@ -36,7 +36,16 @@ from legio.legatus.toolbox import legatus_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
 from legio.names import BROADCAST, CAESAR, LEGATUS
-from legio.request import UNWATCHED, PendingFile, Reply, Request, SentFile, Watch, statuses
+from legio.request import (
+    UNWATCHED,
+    Callbacks,
+    PendingFile,
+    Reply,
+    Request,
+    SentFile,
+    Watch,
+    WorkCard,
+)
 from legio.sessions.errands import Errand
 from legio.sessions.history import format_roster_xml, format_status_xml
 from legio.sessions.manager import SessionManager
@@ -224,28 +233,20 @@ class Legatus:
     ) -> None:
         """Ask ``names`` about Caesar's ``nuntius``; store and emit each answer in its turn."""
 
-        answers: dict[str, int] = {}
-
-        async def deliver(name: str, outcome: Outcome) -> None:
-            if outcome.card is not None:  # after its answer: what its turn changed
-                card = outcome.card
-                if name in answers:  # its answer: the pull request's summary, if published
-                    await self.sessions.cards.answered(card.id, answers[name])
-                await emit.reply(Reply(name, "", "card", project=card.project, card=card))
-                return
+        async def deliver(name: str, outcome: Outcome) -> int | None:
             if outcome.kind == "held":  # not started: the request stays unanswered (/retry)
                 await emit.reply(Reply(name, outcome.text, outcome.kind))
-                return
+                return None
             project = self.project_of(name, nuntius, roster)
             answer = await self.praetorium.post(
                 name, outcome.text, [CAESAR], reply_to=nuntius.id, project=project
             )
             mark("answer posted")
-            answers[name] = answer.seq
             files = await self._sent_files(name, answer.seq)
             if name == LEGATUS and self._carried:  # sent in its dispatches, for Caesar
                 files, self._carried = files + tuple(self._carried), []
             await emit.reply(Reply(name, outcome.text, outcome.kind, files, answer.seq, project))
+            return answer.seq
 
         centuriones = [n for n in names if n != LEGATUS]
         if LEGATUS in names:
@@ -330,16 +331,18 @@ class Legatus:
             self.sessions.projects.settings(project)  # ProjectError: not a project
         nuntius = await self.praetorium.post(LEGATUS, text, names, project=project)
 
-        async def store(name: str, outcome: Outcome) -> None:
-            if outcome.card is not None:  # no request of Caesar's to show it under
-                await self.sessions.cards.tell(outcome.card, new=True)
-                return
+        async def store(name: str, outcome: Outcome) -> int | None:
             answer = await self.praetorium.post(
                 name, outcome.text, [LEGATUS], reply_to=nuntius.id, project=nuntius.project
             )
             await self.conversations.dispatched(name, outcome.text)  # in its topic, if any
             files = await self._sent_files(name, answer.seq)  # Caesar gets them with the
             self._carried += [dataclasses.replace(f, sender=name) for f in files]  # answer
+            return answer.seq
 
-        watch = statuses(self.sessions.current_watch(LEGATUS))  # its request's: what they do
+        async def card(card: WorkCard) -> None:  # no request of Caesar's to show it under
+            await self.sessions.cards.tell(card, new=True)
+
+        legatus = self.sessions.current_watch(LEGATUS)  # its request's: what they do
+        watch = Callbacks(legatus.status if legatus else None, on_card=card)
         return await self.sessions.dispatch_many(names, nuntius, watch, deliver=store)

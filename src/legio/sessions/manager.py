@@ -227,7 +227,7 @@ class SessionManager:
         nuntius: Nuntius,
         watch: Watch = UNWATCHED,
         tickets: dict[str, Errand] | None = None,
-        deliver: Callable[[str, Outcome], Awaitable[None]] | None = None,
+        deliver: Callable[[str, Outcome], Awaitable[int | None]] | None = None,
     ) -> dict[str, Outcome]:
         """Several agents in parallel; one failing never blocks the others."""
         tickets = tickets or {}

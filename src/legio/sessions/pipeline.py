@@ -38,7 +38,7 @@ from legio.store.praetorium import Nuntius, Praetorium
 
 logger = logging.getLogger(__name__)
 
-Deliver = Callable[[Outcome], Awaitable[None]]
+Deliver = Callable[[Outcome], Awaitable[int | None]]  # the answer's nuntius, if one was stored
 Prefix = str | Callable[[], str]  # text, or made when the agent's turn comes
 Ensure = Callable[[AgentSlot, AgentSpec, Watch], Awaitable[AgentSession]]
 
@@ -120,26 +120,28 @@ class TurnPipeline:
         self.errands.end(errand)  # decided: a stop from now on does not count it
         if outcome.kind == "error" and self.budget and nuntius.sender in (CAESAR, SCHEDULER):
             await self.budget.hold(nuntius.seq, name)  # /retry runs it again
+        answer_seq = None
         if job.deliver is not None:
             try:
-                await job.deliver(outcome)
+                answer_seq = await job.deliver(outcome)
             except Exception:
                 logger.exception("%s: delivering its answer to #%s failed", name, nuntius.seq)
         await store_turns(self.praetorium, slot.unrecorded, name)
         await self.logins.refresh()  # a refreshed login reaches every other CLI
         if work.place is not None:  # in the project for Caesar to see; the answer never waits
             await self.projects.publish_quietly(work.place)
-            if work.before is not None and outcome.kind != "held" and job.deliver is not None:
-                await self._card(work.place, work.before, job.deliver)
+            if work.before is not None and outcome.kind != "held":
+                await self._card(work.place, work.before, job.watch, answer_seq)
         return outcome
 
-    async def _card(self, place: Place, before: Mark, deliver: Deliver) -> None:
-        """The work card of a turn that changed the agent's work, after its answer."""
+    async def _card(self, place: Place, before: Mark, watch: Watch, answer_seq: int | None) -> None:
+        """The work card of a turn that changed the agent's work (stored with the answer
+        ``answer_seq`` the turn gave: what Publish says the work is), after its answer."""
         assert self.cards is not None
         try:
-            card = await self.cards.after(place, before, None)
+            card = await self.cards.after(place, before, answer_seq)
             if card is not None:
-                await deliver(Outcome("", "card", card))
+                await watch.card(card)
         except Exception:
             logger.exception("%s: its work card for #%s failed", place.agent, place.project)
 

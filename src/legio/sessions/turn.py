@@ -36,7 +36,7 @@ from legio.errors import (
     MessageParseError,
     ProjectError,
 )
-from legio.request import Status, Watch, WorkCard
+from legio.request import Status, Watch
 from legio.timing import mark
 
 logger = logging.getLogger(__name__)
@@ -278,8 +278,7 @@ class Outcome:
     """What one agent made of a request: its answer, or why there is none."""
 
     text: str
-    kind: Literal["answer", "error", "interrupted", "held", "card"] = "answer"  # held: not started
-    card: WorkCard | None = None  # kind "card": what the turn changed on its project, after it
+    kind: Literal["answer", "error", "interrupted", "held"] = "answer"  # held: not started
 
 
 def failure_outcome(

@@ -38,9 +38,9 @@ from legio.frontends.console.asker import ConsoleAsker
 from legio.frontends.console.stream import StreamPrinter
 from legio.frontends.digestview import backup_failed_text, digest_lines
 from legio.frontends.statusview import status_text
-from legio.frontends.views import agent_header, interruption_notice, reply_text
+from legio.frontends.views import agent_header, card_text, interruption_notice, reply_text
 from legio.names import LEGATUS
-from legio.request import Callbacks, Request, Status
+from legio.request import Callbacks, Request, Status, WorkCard
 from legio.timing import begin
 
 BANNER = (
@@ -107,8 +107,12 @@ async def run_console(
         for file in reply.files:
             show(f"📎 {file.sender or reply.agent} sent {file.name}: {file.path}")
 
+    async def print_card(card: WorkCard) -> None:
+        board.done(card.agent)
+        show(card_text(card))
+
     async def present_job(job: Job, run: JobRun) -> object:
-        return await run(Callbacks(on_status, None, print_reply))  # printed whole, after ⏰
+        return await run(Callbacks(on_status, None, print_reply, print_card))  # whole, after ⏰
 
     async def command(text: str, receipt: int | None = None) -> None:
         pages = await admin.run(text, receipt)
@@ -140,7 +144,7 @@ async def run_console(
             with begin("update received"):  # each agent leaves the status line with its reply
                 await app.handle_message(
                     Request(text, attachments=tuple(attachments), receipt=receipt),
-                    Callbacks(on_status, printer.stream, print_reply),
+                    Callbacks(on_status, printer.stream, print_reply, print_card),
                 )
         finally:
             app.settle(receipt)

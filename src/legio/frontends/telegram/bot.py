@@ -73,7 +73,7 @@ from legio.frontends.telegram.sending import (
 from legio.frontends.telegram.status import StatusBoard, Typing
 from legio.frontends.telegram.stuckview import StuckView
 from legio.frontends.views import agent_header, interruption_notice
-from legio.request import UNWATCHED, Callbacks, Request, Watch
+from legio.request import UNWATCHED, Callbacks, Request, Watch, WorkCard
 from legio.timing import begin
 
 logger = logging.getLogger(__name__)
@@ -379,8 +379,12 @@ class LegioBot:
                         files = lambda: self.talk.deliver_files(bot, chat_id, reply)  # noqa: E731
                         sends.append(self.chains.enqueue(chat_id, reply.agent, files))
 
+                async def card(card: WorkCard) -> None:  # silently, after its agent's answer
+                    show = lambda: self.talk.cards.send(bot, chat_id, card)  # noqa: E731
+                    sends.append(self.chains.enqueue(chat_id, card.agent, show))
+
                 try:
-                    await run(Callbacks(live.update, live.stream, send))
+                    await run(Callbacks(live.update, live.stream, send, card))
                 finally:
                     for result in await asyncio.gather(*sends, return_exceptions=True):
                         if isinstance(result, BaseException):
