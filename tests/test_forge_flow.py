@@ -18,8 +18,7 @@ import pytest
 from legio.app import ApprovalRequest, Decision, ForgeEvent, LegioApp
 from legio.frontends.admin import Admin
 from legio.legatus.scheduling import job_runner
-from legio.request import Callbacks, WorkCard
-from legio.shell.rules import Choice
+from legio.request import Callbacks, Choice, WorkCard
 from tests.conftest import FakeCli
 from tests.fakes.fake_forge import FakeForge
 from tests.gitrepo import git, make_project

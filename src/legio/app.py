@@ -46,12 +46,16 @@ from legio.operations.runner import DRAIN_NOTICE
 from legio.projects.overview import CopyState, DiffReport, ProjectState
 from legio.request import (
     UNWATCHED,
+    ApprovalRequest,
+    Asker,
     BackupFailed,
+    Decision,
     FailedJob,
     ForgeCallback,
     ForgeEvent,
     PendingFile,
     Pointer,
+    QuestionRequest,
     Reply,
     ReplyCallback,
     Request,
@@ -65,14 +69,7 @@ from legio.sessions.desk import Target
 from legio.sessions.errands import Stopped
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.slot import AgentStatus
-from legio.shell.rules import (
-    SHOWN_MAX,
-    ApprovalRequest,
-    Asker,
-    Decision,
-    QuestionRequest,
-    shorten_middle,
-)
+from legio.shell.rules import SHOWN_MAX, shorten_middle
 from legio.store.attachments import Attachment
 from legio.store.checkstore import CheckRecord
 from legio.store.files import DOWNLOAD_LIMIT, guess_mime, kind_of, safe_name

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 PHOTO_LIMIT = 10 * 1024 * 1024  # Bot API sendPhoto
 
@@ -182,6 +182,10 @@ class Watch(Protocol):
     async def card(self, card: WorkCard) -> None:
         """What an agent's turn for this request changed on a project, after its answer."""
 
+    def asker(self) -> Asker | None:
+        """Who asks Caesar about this request's tool calls and questions (in its topic);
+        None: the front-end's standing asker."""
+
 
 @dataclass(frozen=True)
 class Callbacks:
@@ -191,6 +195,7 @@ class Callbacks:
     on_text: TextCallback | None = None
     on_reply: ReplyCallback | None = None
     on_card: CardCallback | None = None
+    asking: Asker | None = None
 
     async def status(self, status: Status) -> None:
         if self.on_status is not None:
@@ -208,6 +213,9 @@ class Callbacks:
         if self.on_card is not None:
             await self.on_card(card)
 
+    def asker(self) -> Asker | None:
+        return self.asking
+
 
 UNWATCHED = Callbacks()
 
@@ -215,6 +223,71 @@ UNWATCHED = Callbacks()
 def statuses(watch: Watch | None) -> Watch:
     """``watch`` told only what an agent does, not its text (a summary is not an answer)."""
     return Callbacks(on_status=watch.status) if watch is not None else UNWATCHED
+
+
+# ---------------------------------------------------------------- asking Caesar
+
+Choice = Literal["once", "session", "always", "deny", "stop"]
+AskOutcome = Literal["once", "session", "always", "deny", "stop", "timeout", "cancelled"]
+
+
+@dataclass
+class ApprovalRequest:
+    """One tool call waiting for Caesar. ``outcome`` is set when it ends (a front-end that
+    is cancelled reads it: ``timeout`` or ``cancelled``)."""
+
+    id: int
+    agent: str
+    tool: str  # the CLI's display name
+    target: str  # the command, path or URL (shortened), or the input for other tools
+    rules: tuple[str, ...]  # the rules it falls under (an opaque command: every Bash rule)
+    reason: str = ""
+    full_target: str = ""  # the whole command, path or URL, as it will run
+    description: str = ""  # the agent's own words about the call: never checked, never alone
+    opaque: str = ""  # why a command cannot be read word by word (then a grant is exact)
+
+    def why_asked(self) -> str:
+        """Which rule asks; for a command that cannot be read word by word, why it asks."""
+        if self.opaque:
+            return (
+                f"⚠️ Not a plain command ({self.opaque}), so every Bash ask rule asks; "
+                "Allow for this session and Always cover exactly this command."
+            )
+        return f"Rule: {', '.join(self.rules)}."
+
+    timeout_s: float = 600.0
+    outcome: AskOutcome | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Caesar's answer to an approval request; ``reason`` goes to the model on a deny."""
+
+    choice: Choice
+    reason: str = ""
+
+
+@dataclass
+class QuestionRequest:
+    """An agent's questions (the CLI's ``AskUserQuestion`` input), waiting for Caesar."""
+
+    id: int
+    agent: str
+    questions: list[dict[str, Any]]
+    timeout_s: float = 600.0
+    outcome: str | None = None
+
+
+class Asker(Protocol):
+    """How a front-end asks Caesar; both calls may be cancelled (read ``outcome``)."""
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        """Caesar's decision on one tool call."""
+        ...
+
+    async def answer(self, request: QuestionRequest) -> dict[str, str] | None:
+        """Caesar's answers (question text → chosen labels joined by ", "), or None."""
+        ...
 
 
 # ---------------------------------------------------------------- the forge

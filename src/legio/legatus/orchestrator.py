@@ -344,5 +344,6 @@ class Legatus:
             await self.sessions.cards.tell(card, new=True)
 
         legatus = self.sessions.current_watch(LEGATUS)  # its request's: what they do
-        watch = Callbacks(legatus.status if legatus else None, on_card=card)
+        asking = legatus.asker() if legatus else None  # its approvals: in the request's topic
+        watch = Callbacks(legatus.status if legatus else None, on_card=card, asking=asking)
         return await self.sessions.dispatch_many(names, nuntius, watch, deliver=store)

@@ -33,12 +33,8 @@ from claude_agent_sdk import (
 
 from legio.config import Config
 from legio.fence.guard import PathGuard
-from legio.request import Status, Watch
+from legio.request import ApprovalRequest, Asker, Decision, QuestionRequest, Status, Watch
 from legio.shell.rules import (
-    ApprovalRequest,
-    Asker,
-    Decision,
-    QuestionRequest,
     Rule,
     exact_grant,
     matching,
@@ -90,6 +86,11 @@ class Gatekeeper:
         self._always: dict[str, set[str]] = {}
         self._asked: dict[str, tuple[str, tuple[str, ...]]] = {}  # tool_use_id → session, rules
         self._next_id = 0
+
+    def asker_for(self, agent: str) -> Asker | None:
+        """Who asks Caesar for ``agent``: its running request's watch, else the front-end's."""
+        watch = self.watch_of(agent)
+        return (watch.asker() if watch is not None else None) or self.asker
 
     async def load(self) -> int:
         """Read the "always" grants; expire requests an earlier run left pending."""
@@ -234,7 +235,8 @@ class Gatekeeper:
             opaque=opaque_reason(tool, tool_input),
             description=description if description.strip() != target.strip() else "",
         )
-        if self.asker is None:
+        asker = self.asker_for(agent)
+        if asker is None:
             logger.warning("%s: %s needs Caesar's approval, but no front-end asks", agent, tool)
             return PermissionResultDeny(
                 message="This call needs Caesar's approval and nobody can ask him now; "
@@ -244,7 +246,7 @@ class Gatekeeper:
             await self.store.open_request(agent, tool, target) if self.store else self._new_id()
         )
         await notify(self.watch_of(agent), Status(agent, "approval", tool, shorten(target, 60)))
-        decision = await self._wait(request, self.asker.approve(request))
+        decision = await self._wait(request, asker.approve(request))
         logger.info("%s: %s on %r: %s", agent, tool, request.target[:80], request.outcome)
         if decision is None:
             minutes = f"{self.timeout_s / 60:g}"
@@ -269,7 +271,8 @@ class Gatekeeper:
         write to the forge): ``what`` is exactly what it would do. True only for an Allow
         given now (no grant is kept: the next one asks again); no front-end, no answer in
         time, Deny or Stop: False."""
-        if self.asker is None:
+        asker = self.asker_for(agent)
+        if asker is None:
             logger.warning("%s: %s needs Caesar's approval, but no front-end asks", agent, tool)
             return False
         request = ApprovalRequest(
@@ -284,7 +287,7 @@ class Gatekeeper:
         request.id = await self.store.open_request(agent, tool, what) if self.store else 0
         request.id = request.id or self._new_id()
         await notify(self.watch_of(agent), Status(agent, "approval", tool, shorten(what, 60)))
-        decision = await self._wait(request, self.asker.approve(request))
+        decision = await self._wait(request, asker.approve(request))
         logger.info("%s: %s: %s", agent, tool, request.outcome)
         return decision is not None and decision.choice in ("once", "session", "always")
 
@@ -330,11 +333,12 @@ class Gatekeeper:
 
     async def _question(self, agent: str, tool_input: dict[str, Any]) -> PermissionResult:
         questions = [q for q in tool_input.get("questions") or [] if isinstance(q, dict)]
-        if self.asker is None or not questions:
+        asker = self.asker_for(agent)
+        if asker is None or not questions:
             return PermissionResultDeny(message="Caesar cannot be asked right now.")
         request = QuestionRequest(self._new_id(), agent, questions, self.timeout_s)
         await notify(self.watch_of(agent), Status(agent, "question"))
-        answers = await self._wait(request, self.asker.answer(request))
+        answers = await self._wait(request, asker.answer(request))
         if not answers:
             return PermissionResultDeny(message="Caesar did not answer your question.")
         return PermissionResultAllow(updated_input={**tool_input, "answers": dict(answers)})

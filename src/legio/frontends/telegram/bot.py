@@ -59,7 +59,7 @@ from legio.frontends.telegram.downloads import UNSUPPORTED, Albums, accept, fetc
 from legio.frontends.telegram.drafts import DraftSupport, LiveView
 from legio.frontends.telegram.forgeview import ForgeView
 from legio.frontends.telegram.hearing import hear
-from legio.frontends.telegram.lanes import LaneBot, in_lane
+from legio.frontends.telegram.lanes import Lane, LaneBot, in_lane
 from legio.frontends.telegram.opsview import show_operation
 from legio.frontends.telegram.sending import (
     NO_PREVIEW,
@@ -115,6 +115,7 @@ class LegioBot:
         self.downloads: set[asyncio.Task[Any]] = set()  # cancelled at shutdown, resumed at start
         self.albums = Albums()
         self.asker: TelegramAsker | None = None
+        self.lanes: dict[str, Lane] = {}  # each working agent's request's topic (stuck turns)
         self.forge: ForgeView | None = None
         self.stuck: StuckView | None = None  # stuck turns (legio.frontends.telegram.stuckview)
         self.talk = Conversation(lambda: self.app, self._work, self.caesar_ids)  # replies, topics
@@ -144,9 +145,7 @@ class LegioBot:
         self._app.follow_cards(self.talk.cards.update)  # a card edited when its check ends
         chats, bot = sorted(self.caesar_ids), application.bot
         self._app.follow_operations(lambda event: show_operation(bot, chats, event))  # digest
-        self.stuck = StuckView(
-            application.bot, sorted(self.caesar_ids), self._app, self.asker.lanes
-        )
+        self.stuck = StuckView(application.bot, sorted(self.caesar_ids), self._app, self.lanes)
         self._app.follow_stuck(self.stuck.show)  # a silent turn: Stop or Keep waiting
         if isinstance(application.bot, LaneBot):  # threaded mode: a topic per centurio
             application.bot.watch(self.talk.lost_topic)
@@ -367,7 +366,8 @@ class LegioBot:
             render,
             functools.partial(agent_header, self.app),
         )
-        live.lanes = self.asker.lanes if self.asker else {}  # its approvals in its topic
+        live.lanes = self.lanes  # where a stuck turn of its agents is said
+        asking = self.asker.within(live.lane) if self.asker else None  # in its topic
         try:
             async with live:
 
@@ -384,7 +384,7 @@ class LegioBot:
                     sends.append(self.chains.enqueue(chat_id, card.agent, show))
 
                 try:
-                    await run(Callbacks(live.update, live.stream, send, card))
+                    await run(Callbacks(live.update, live.stream, send, card, asking))
                 finally:
                     for result in await asyncio.gather(*sends, return_exceptions=True):
                         if isinstance(result, BaseException):

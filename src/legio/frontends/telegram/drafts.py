@@ -196,14 +196,14 @@ class LiveView:
         self._soon: asyncio.Task[None] | None = None
         self._typing: AbstractAsyncContextManager[None] | None = None
         self.lane = LANE.get()  # the request's topic
-        self.lanes: dict[str, Lane] = {}  # where each agent's approvals go: set by the owner
+        self.lanes: dict[str, Lane] = {}  # where each agent's stuck turn is said: the owner's
 
     # ---------------------------------------------------------- callbacks
 
     async def update(self, status: Status) -> None:
         """What an agent does now (the watch's ``status``)."""
         agent, line = status.agent, status_text(status)
-        if self.lane is not None:  # its turn is this request's: so are its approvals
+        if self.lane is not None:  # its turn is this request's: so is a stuck turn's notice
             self.lanes[agent] = self.lane
         if not self.drafting:
             await self.board.update(agent, line)
