@@ -22,7 +22,7 @@ from legio.request import Callbacks, Choice, WorkCard
 from tests.conftest import FakeCli
 from tests.fakes.fake_forge import FakeForge
 from tests.gitrepo import git, make_project
-from tests.legion import fake_cli_config, processes_of
+from tests.legion import Told, fake_cli_config, processes_of
 
 CANARY = "ghp_CANARY_e2e_5f3a9c0d7b"
 REPO = "caesar/app"
@@ -114,7 +114,7 @@ async def test_publish_ci_and_issues_with_the_token_out_of_reach(
     forge.add_check_run(
         REPO, done.commit, "tests", conclusion="failure", log="E   assert 0 == 4\n</forge_text>"
     )
-    await app.follow_forge(listen)
+    await app.attach(Told(forge=listen))
     await asyncio.wait_for(arrived.wait(), 30)
     [event] = heard
     assert event.kind == "ci_failed" and [j.name for j in event.jobs] == ["tests"]
@@ -243,13 +243,14 @@ async def test_writing_to_the_forge_asks_caesar_first_showing_exactly_what(flow:
     assert forge.calls_to("POST", "/comments") == []
 
     no = Caesar("deny")
-    app.set_asker(no)
+    told = Told(asking=no)
+    await app.attach(told)
     [reply] = await app.handle_message("@vorenus #app note it\n" + comment)
     assert "nothing was written" in reply.text and forge.calls_to("POST", "/comments") == []
     assert no.shown[0].full_target == "comment on caesar/app#1:\nFixed in #2, I think."
 
     yes = Caesar("once")
-    app.set_asker(yes)
+    told.asking = yes
     [reply] = await app.handle_message("@vorenus #app note it\n" + comment)
     assert "Commented on caesar/app#1" in reply.text
     assert forge.repos[REPO].comments[1][-1]["body"] == "Fixed in #2, I think."

@@ -13,11 +13,12 @@ it typed questions or to act. Files come in through ``accept_file``, ``fetch_fil
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from legio.audience import Events
 from legio.castra import Roster
 from legio.config import Config
 from legio.doors.opsdoor import OperationsDoor
@@ -29,10 +30,9 @@ from legio.forge.base import Issue
 from legio.forge.publish import Published
 from legio.jobs.schedule import zone
 from legio.jobs.scheduler import Clock
-from legio.legatus.conversations import Dispatched
 from legio.legatus.intake import Fetch, take_local_file
-from legio.legatus.scheduling import JobRun, Presenter, job_lines
-from legio.limits.budget import Notifier, UsageReport
+from legio.legatus.scheduling import JobRun, job_lines
+from legio.limits.budget import UsageReport
 from legio.limits.plan import PlanHealth
 from legio.media.voice import Progress, Transcript
 from legio.names import CAESAR, LEGATUS
@@ -196,6 +196,12 @@ class LegioApp(WorkDoor, OperationsDoor):
         """Take the engine down in order (``Engine.close``)."""
         await self.engine.close()
 
+    async def attach(self, events: Events) -> Callable[[], None]:
+        """Tell ``events`` (a front-end) what belongs to no request (``legio.audience``):
+        notices, dispatches' answers, cards, the forge, stuck turns, backups and the
+        digest, scheduled jobs, and approvals outside any request. Returns the detach."""
+        return await self.engine.attach(events)
+
     # ---------------------------------------------------------- Caesar's messages
 
     async def handle_message(self, request: Request | str, watch: Watch = UNWATCHED) -> list[Reply]:
@@ -270,10 +276,11 @@ class LegioApp(WorkDoor, OperationsDoor):
 
     # ---------------------------------------------------------- scheduled work
 
-    async def start_jobs(self, present: Presenter | None = None) -> None:
-        """Start running due jobs; ``present(job, run)`` shows a run in the front-end. Call
-        it after ``notice_interruptions``: a run a restart cut off is noted, not repeated."""
-        await self.engine.start_jobs(present)
+    async def start_jobs(self) -> None:
+        """Start running due jobs (each shown by the first attached front-end that takes
+        it: ``Events.job``). Call it after ``notice_interruptions``: a run a restart cut
+        off is noted, not repeated."""
+        await self.engine.start_jobs()
 
     async def pause_jobs(self) -> None:
         """Start no new job run (shutdown: intake has stopped)."""
@@ -383,11 +390,6 @@ class LegioApp(WorkDoor, OperationsDoor):
 
     # ---------------------------------------------------------- approvals
 
-    def set_asker(self, asker: Asker | None) -> None:
-        """The front-end that asks Caesar about tool calls and agents' questions."""
-        if self.sessions.approvals is not None:
-            self.sessions.approvals.asker = asker
-
     async def approval_grants(self) -> list[Grant]:
         """Caesar's "always" grants still in force (``/approvals``)."""
         gate = self.sessions.approvals
@@ -475,17 +477,6 @@ class LegioApp(WorkDoor, OperationsDoor):
         return self.sessions.health.lines() if self.sessions.health is not None else []
 
     # ---------------------------------------------------------- spending and limits
-
-    def set_notifier(self, notify: Notifier | None, dispatched: Dispatched | None = None) -> None:
-        """Where Legio tells Caesar things nobody asked for (budget warnings, limits) and
-        shows a centurio's answer to the Legatus's dispatch (in its own topic)."""
-        self.legatus.conversations.on_dispatch = dispatched
-        self.engine.operations.notify = notify  # a disk running low
-        if self.sessions.budget is not None:
-            self.sessions.budget.notify = notify
-        if self.sessions.health is not None:
-            self.sessions.health.notify = notify
-        self.engine.forge.notify = notify  # the forge's rate limit, said once
 
     async def usage(self) -> UsageReport | None:
         """``/usage``: spend per agent and model, today and over the last 7 days."""

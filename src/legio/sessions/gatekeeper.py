@@ -80,7 +80,7 @@ class Gatekeeper:
         self.rules = parse_rules(config.approvals.ask)
         self.timeout_s = config.approvals.timeout * 60
         self.store = store
-        self.asker: Asker | None = None
+        self.standing: Callable[[], Asker | None] = lambda: None  # the front-ends' asker
         self.watch_of: Callable[[str], Watch | None] = lambda name: None  # its running turn's
         self._session_grants: dict[tuple[str, str], set[str]] = {}
         self._always: dict[str, set[str]] = {}
@@ -90,7 +90,7 @@ class Gatekeeper:
     def asker_for(self, agent: str) -> Asker | None:
         """Who asks Caesar for ``agent``: its running request's watch, else the front-end's."""
         watch = self.watch_of(agent)
-        return (watch.asker() if watch is not None else None) or self.asker
+        return (watch.asker() if watch is not None else None) or self.standing()
 
     async def load(self) -> int:
         """Read the "always" grants; expire requests an earlier run left pending."""

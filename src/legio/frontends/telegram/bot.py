@@ -57,10 +57,10 @@ from legio.frontends.telegram.conversation import Conversation
 from legio.frontends.telegram.diffs import diff_page, diff_pictures
 from legio.frontends.telegram.downloads import UNSUPPORTED, Albums, accept, fetch, resume_pending
 from legio.frontends.telegram.drafts import DraftSupport, LiveView
+from legio.frontends.telegram.events import TelegramEvents
 from legio.frontends.telegram.forgeview import ForgeView
 from legio.frontends.telegram.hearing import hear
 from legio.frontends.telegram.lanes import Lane, LaneBot, in_lane
-from legio.frontends.telegram.opsview import show_operation
 from legio.frontends.telegram.sending import (
     NO_PREVIEW,
     SendChains,
@@ -138,15 +138,23 @@ class LegioBot:
         self._app = await self.app_factory()
         self._admin = Admin(self._app)
         self._bot = application.bot
-        self.asker = TelegramAsker(application.bot, sorted(self.caesar_ids), self._app)
-        self._app.set_asker(self.asker)  # approvals and questions as buttons
-        self._app.set_notifier(self.asker.notify, self.talk.dispatched)  # limits; topics
-        self.talk.cards.bot = application.bot
-        self._app.follow_cards(self.talk.cards.update)  # a card edited when its check ends
         chats, bot = sorted(self.caesar_ids), application.bot
-        self._app.follow_operations(lambda event: show_operation(bot, chats, event))  # digest
-        self.stuck = StuckView(application.bot, sorted(self.caesar_ids), self._app, self.lanes)
-        self._app.follow_stuck(self.stuck.show)  # a silent turn: Stop or Keep waiting
+        self.asker = TelegramAsker(bot, chats, self._app)  # approvals, questions as buttons
+        self.talk.cards.bot = bot
+        self.stuck = StuckView(bot, chats, self._app, self.lanes)  # Stop or Keep waiting
+        chat = min(self.caesar_ids, default=None)  # CI and reviews: ✅/❌ in the agent's lane
+        self.forge = ForgeView(bot, self._app, chat, self.talk.lane_for, self._work)
+        self.events = TelegramEvents(
+            bot,
+            chats,
+            self.asker,
+            self.talk.cards,
+            self.stuck,
+            self.forge,
+            self.talk.dispatched,
+            self.present_job,
+        )
+        await self._app.attach(self.events)  # what belongs to no request, from now on
         if isinstance(application.bot, LaneBot):  # threaded mode: a topic per centurio
             application.bot.watch(self.talk.lost_topic)
             self.talk.notice_bot = application.bot
@@ -162,10 +170,7 @@ class LegioBot:
         except Exception:
             logger.exception("could not finish the downloads a restart interrupted")
         await self.tell_interruptions(application.bot)
-        await self.app.start_jobs(self.present_job)  # after the interruptions were noted
-        chat = min(self.caesar_ids, default=None)  # CI and reviews: ✅/❌ in the agent's lane
-        self.forge = ForgeView(application.bot, self._app, chat, self.talk.lane_for, self._work)
-        await self._app.follow_forge(self.forge.on_event)
+        await self.app.start_jobs()  # after the interruptions were noted
 
     async def present_job(self, job: Job, run: JobRun) -> None:
         """A scheduled job's run, shown like a request in the chat it was set from."""
