@@ -166,7 +166,7 @@ class LegioBot:
         except TelegramError as e:
             logger.warning("could not set the command menu: %s", e)
         try:
-            await resume_pending(application.bot, self._app)  # files a restart cut off
+            await resume_pending(application.bot, self._app.inbox)  # files a restart cut off
         except Exception:
             logger.exception("could not finish the downloads a restart interrupted")
         await self.tell_interruptions(application.bot)
@@ -284,7 +284,7 @@ class LegioBot:
         self.in_flight += 1  # a shutdown waits for a download, then cancels it
         self.idle.clear()
         try:
-            accepted = await accept(message, self.app)  # recorded at once: nothing is lost
+            accepted = await accept(message, self.app.inbox)  # recorded at once: nothing is lost
             if isinstance(accepted, str):
                 await send_with_retries(context.bot, message.chat_id, accepted)
                 accepted = None
@@ -293,7 +293,7 @@ class LegioBot:
             if not files:
                 return  # an album's later part, refused, or delivered twice
             first = parts[0][0]
-            fetched = await fetch(context.bot, files, self.app, self.downloads)
+            fetched = await fetch(context.bot, files, self.app.inbox, self.downloads)
             if fetched is None:
                 return  # cancelled by a shutdown: resumed at the next start
             received, refusals = fetched
@@ -304,7 +304,7 @@ class LegioBot:
             text = "\n".join(m.caption for m, _ in parts if m.caption)  # an album's captions
             lane, pointer = await self.talk.where(first)
             with in_lane(lane):
-                text = await hear(context.bot, self.app, first.chat_id, received, text)  # 🎤
+                text = await hear(context.bot, self.app.inbox, first.chat_id, received, text)  # 🎤
                 await self._work(
                     context.bot,
                     first.chat_id,
@@ -518,12 +518,14 @@ async def serve(
                 timeout=poll_timeout, drop_pending_updates=False, allowed_updates=Update.ALL_TYPES
             )
             logger.info("Legio is listening (Telegram long polling)")
-            bot.app.listening("Telegram long polling")  # systemd: READY=1
+            operations = bot.app.operations
+            operations.listening("Telegram long polling")  # systemd: READY=1
             await stop.wait()
         finally:
             logger.info("Legio is stopping")
             if bot._app is not None:
-                bot.app.stopping()
+                operations = bot.app.operations
+                operations.stopping()
             if application.updater is not None and application.updater.running:
                 await application.updater.stop()
             if bot._app is not None:
