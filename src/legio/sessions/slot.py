@@ -25,7 +25,7 @@ from legio.sessions.client import AgentSession, close
 from legio.sessions.spec import AgentSpec
 from legio.sessions.turn import StatusCallback
 from legio.store.praetorium import Praetorium
-from legio.store.records import Turn
+from legio.store.records import QueryUsage
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class AgentSlot:
     session: AgentSession | None = None
     on_status: StatusCallback | None = None
     compaction_failure: str | None = None
-    unrecorded: list[Turn] = field(default_factory=list)  # usage not stored yet
+    unrecorded: list[QueryUsage] = field(default_factory=list)  # usage not stored yet
     reservation: Any = None  # its running turn's share of the daily budget (legio.limits.budget)
     to_publish: Place | None = None  # the project copy its turn worked in, to publish
     work_mark: Mark | None = None  # its project work as the turn started (a card's start)
