@@ -66,6 +66,7 @@ async def test_buttons_strangers_forgeries_and_replays(castra_dir: Path, fake_cl
         forged = prefix.rsplit(":", 1)[0] + ":deadbeef:o"
         assert await tap(bot, forged, message_id) == "Unknown button."
         assert await tap(bot, "ap:99999:abcd:o", message_id) == "Unknown button."
+        assert await tap(bot, "ap:²:abcd:o", message_id) == "Unknown button."
         assert not (workspace(castra_dir, "vorenus") / "one.txt").exists()
 
         assert await tap(bot, f"{prefix}:o", message_id) == "✅ Allowed once"

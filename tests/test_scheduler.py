@@ -28,7 +28,7 @@ from legio.jobs.scheduler import Scheduler, SystemClock
 from legio.request import Callbacks, Status
 from legio.store.jobstore import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
-from legio.store.records import Turn
+from legio.store.records import QueryUsage
 from tests.botbench import CAESAR, running_bot
 from tests.conftest import FakeCli
 from tests.legion import fake_cli_config, processes_of, rendered
@@ -618,9 +618,8 @@ async def test_a_scheduled_job_over_budget_does_not_start_and_waits_for_retry(
         config(castra_dir, fake_cli, "[budget]\ndaily_usd = 1.0"), clock=clock
     )
     try:
-        await app.engine.praetorium.records.record_turn(
-            Turn(agent="pullo", cost_usd=2.5)
-        )  # spent today
+        spent = QueryUsage(agent="pullo", cost_usd=2.5)  # spent today
+        await app.engine.praetorium.records.record_turn(spent)
         due = START + timedelta(minutes=5)
         job = new_job("REPLY the digest", due, target="vorenus", name="digest")
         await app.engine.scheduler.jobs.add(job, 50, START)

@@ -27,6 +27,7 @@ from legio.errors import (
     SearchQueryError,
 )
 from legio.frontends import forgelines
+from legio.frontends.numbers import command_number
 from legio.frontends.usage import usage_lines
 from legio.frontends.views import (
     agent_header,
@@ -45,7 +46,6 @@ from legio.names import BROADCAST, LEGATUS
 HISTORY_DEFAULT, HISTORY_MAX = 20, 200
 SEARCH_LIMIT = 10
 COMMAND = re.compile(r"^/([A-Za-z_]+)(?:@(\w+))?(?:\s+(.*))?$", re.DOTALL)
-NUMBER = re.compile(r"[0-9]{1,12}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -64,11 +64,10 @@ def parse_retry(args: str) -> int | str | None:
     value = args.strip().lstrip("#")
     if not value:
         return None
-    if NUMBER.fullmatch(value):
-        return int(value)
-    return (
+    return command_number(
+        value,
         "Use /retry to run every interrupted request again, or /retry <number> for one "
-        "(a request number as /history shows it, written with the digits 0-9)."
+        "(a request number as /history shows it).",
     )
 
 
@@ -210,9 +209,11 @@ class Admin:
     async def cmd_history(self, args: str) -> list[str]:
         count = HISTORY_DEFAULT
         if args:
-            if not re.fullmatch(r"[0-9]{1,6}", args) or not 1 <= int(args) <= HISTORY_MAX:
-                return [f"/history takes a number from 1 to {HISTORY_MAX}, e.g. /history 20."]
-            count = int(args)
+            usage = f"/history takes a number from 1 to {HISTORY_MAX}, e.g. /history 20."
+            parsed = command_number(args, usage, lowest=1, highest=HISTORY_MAX)
+            if isinstance(parsed, str):
+                return [parsed]
+            count = parsed
         nuntii = await self.app.history(count)
         if not nuntii:
             return ["No messages yet."]
@@ -336,12 +337,13 @@ class Admin:
         return paginate(lines) if lines else ["No job is scheduled. Ask the Legatus to set one."]
 
     async def cmd_cancel(self, args: str) -> list[str]:
-        value = args.strip().lstrip("#")
-        if not (value.isdigit() and len(value) <= 12):
-            return ["Use /cancel <n> with a job number from /jobs, e.g. /cancel 3."]
-        job = await self.app.cancel_job(int(value))
+        usage = "Use /cancel <n> with a job number from /jobs, e.g. /cancel 3."
+        number = command_number(args.strip().lstrip("#"), usage)
+        if isinstance(number, str):
+            return [number]
+        job = await self.app.cancel_job(number)
         if job is None:
-            return [f"No scheduled job #{value}; /jobs lists them."]
+            return [f"No scheduled job #{number}; /jobs lists them."]
         return [f'Cancelled job #{job.id} "{job.name}".']
 
     # ---------------------------------------------------------- approvals and spending
@@ -361,12 +363,13 @@ class Admin:
         return paginate(lines)
 
     async def cmd_revoke(self, args: str) -> list[str]:
-        value = args.strip().lstrip("#")
-        if not value.isdigit() or len(value) > 12:
-            return ["Use /revoke <id>, with an id from /approvals."]
-        grant = await self.app.revoke_grant(int(value))
+        usage = "Use /revoke <id>, with an id from /approvals."
+        number = command_number(args.strip().lstrip("#"), usage)
+        if isinstance(number, str):
+            return [number]
+        grant = await self.app.revoke_grant(number)
         if grant is None:
-            return [f"No Always grant #{value}; /approvals lists them."]
+            return [f"No Always grant #{number}; /approvals lists them."]
         return [f"Revoked #{grant.id}: {grant.agent} asks again before {grant.rule}."]
 
     async def cmd_export(self, args: str) -> list[str]:

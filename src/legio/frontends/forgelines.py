@@ -20,8 +20,9 @@ from legio.frontends.views import paginate
 from legio.visible import visible_name
 
 
-class Admin(Protocol):
-    """What a command needs of ``legio.frontends.admin.Admin``: the door's work room."""
+class HasWork(Protocol):
+    """What a command needs of ``legio.frontends.admin.Admin`` (or anything that runs it):
+    the door's work room."""
 
     work: WorkDoor
 
@@ -82,7 +83,7 @@ def issue_lines(project: str, issues: list[Issue], now: datetime | None = None) 
     return lines
 
 
-async def cmd_publish(admin: Admin, args: str) -> list[str]:
+async def cmd_publish(admin: HasWork, args: str) -> list[str]:
     usage = "/publish <agent> <project> [force], e.g. /publish vorenus #app"
     words = args.split()
     force = bool(words) and words[-1].lower() == "force"
@@ -105,7 +106,7 @@ async def cmd_publish(admin: Admin, args: str) -> list[str]:
     return [published_text(done)]
 
 
-async def cmd_issues(admin: Admin, args: str) -> list[str]:
+async def cmd_issues(admin: HasWork, args: str) -> list[str]:
     names = admin.work.project_names()
     words = [w.lstrip("#").lower() for w in args.split()]
     project = words[0] if words else (names[0] if len(names) == 1 else "")

@@ -51,7 +51,7 @@ from telegram.ext import (
 from legio.app import Job, JobRun, LegioApp, Reply
 from legio.config import Config
 from legio.frontends.admin import BY_NAME, COMMANDS, Admin, parse_retry
-from legio.frontends.telegram.admission import Gate, addressed_elsewhere, forwarded_from
+from legio.frontends.telegram.admission import Admission, addressed_elsewhere, forwarded_from
 from legio.frontends.telegram.asking import TelegramAsker
 from legio.frontends.telegram.conversation import Conversation
 from legio.frontends.telegram.diffs import diff_page, diff_pictures
@@ -104,7 +104,7 @@ class LegioBot:
         self.caesar_ids = frozenset(config.telegram.caesar_ids)
         self._app: LegioApp | None = None
         self._admin: Admin | None = None
-        self.doors = Gate(config.telegram.caesar_ids, config.telegram.allowed_chats)
+        self.admission = Admission(config.telegram.caesar_ids, config.telegram.allowed_chats)
         self.in_flight = 0
         self.idle = asyncio.Event()
         self.idle.set()
@@ -185,7 +185,7 @@ class LegioBot:
         """Tell Caesar, once, about requests the last run never answered."""
         for nuntius, agents in await self.app.notice_interruptions():
             chat = chat_of(nuntius.origin)
-            served = chat in self.caesar_ids or chat in self.doors.allowed_chats
+            served = chat in self.caesar_ids or chat in self.admission.allowed_chats
             chats = [chat] if chat is not None and served else sorted(self.caesar_ids)
             for chat_id in chats:
                 try:
@@ -209,7 +209,7 @@ class LegioBot:
 
     async def gate(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Drop every update but Caesar's in his chats (``legio.frontends.telegram.admission``)."""
-        if not self.doors.admits(update):
+        if not self.admission.admits(update):
             if isinstance(update, Update) and update.callback_query is not None:
                 with contextlib.suppress(TelegramError):  # a tap on Caesar's buttons
                     await update.callback_query.answer("Not yours.")

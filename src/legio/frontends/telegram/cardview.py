@@ -25,6 +25,7 @@ from legio.doors.workdoor import WorkDoor
 from legio.errors import ForgeError, ProjectError, PushRejected
 from legio.frontends.checkviews import check_badge, check_report
 from legio.frontends.forgelines import published_text
+from legio.frontends.numbers import digits
 from legio.frontends.telegram.diffs import send_card_diff
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.telegram.sending import plain_pages, send_document, send_with_retries
@@ -142,9 +143,8 @@ class CardDesk:
     async def on_tap(self, query: CallbackQuery) -> None:
         """A card's button, tapped by Caesar."""
         parts = (query.data or "").split(":")
-        card = (
-            await self.room.card(int(parts[2])) if len(parts) == 3 and parts[2].isdigit() else None
-        )
+        number = digits(parts[2]) if len(parts) == 3 else None
+        card = await self.room.card(number) if number is not None else None
         if card is None:
             await query.answer("This card is gone.")
             return
