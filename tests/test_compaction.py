@@ -30,7 +30,8 @@ NOTICE = "<context_notice>"
 
 
 async def everything(legion: Legion | LegioApp) -> list[Nuntius]:
-    return list(reversed(await legion.praetorium.get_history(10_000)))
+    praetorium = legion.engine.praetorium if isinstance(legion, LegioApp) else legion.praetorium
+    return list(reversed(await praetorium.get_history(10_000)))
 
 
 def blocks_in_order(prompt: str, *markers: str) -> bool:
