@@ -207,3 +207,26 @@ async def test_an_agents_answer_is_posted_inert(bench: Bench) -> None:
     await bench.publisher.publish("vorenus", "app")  # no summary: the commit's subject
     [pull] = bench.forge.pulls(REPO)
     assert pull["title"] == "fix add @ octocat issue 7"
+
+
+async def test_a_preview_pushes_nothing_and_publish_posts_exactly_it(bench: Bench) -> None:
+    first = await commit(bench, "vorenus", "x = 1\n", "one")
+    shown = await bench.publisher.preview("vorenus", "app", summary=HOSTILE, check="✅ 1 passed")
+    assert bench.forge.pulls(REPO) == [] and "refs/heads/legio/vorenus/main" not in (
+        remote_refs(bench.remote)
+    )
+    assert (shown.repo, shown.branch, shown.base, shown.commit) == (
+        REPO,
+        "legio/vorenus/main",
+        "main",
+        first,
+    )
+    await commit(bench, "vorenus", "x = 2\n", "two, never shown")  # the branch moves on
+    done = await bench.publisher.publish(
+        "vorenus", "app", summary="Other words", check="❌", preview=shown
+    )
+    [pull] = bench.forge.pulls(REPO)
+    assert (pull["title"], pull["body"]) == (shown.title, shown.body)
+    assert done.commit == first == remote_refs(bench.remote)["refs/heads/legio/vorenus/main"]
+    with pytest.raises(ForgeError, match="preview is of vorenus"):
+        await bench.publisher.publish("pullo", "app", preview=shown)

@@ -16,6 +16,7 @@ Modules:
 - ``forgeview``: forge events in the agent's lane, 🛠 Fix and 💬 Address
 - ``hearing``: a voice note in Telegram
 - ``lanes``: the topic a request's messages go to
+- ``publishview``: 🚀 Publish's preview, exactly what is posted, with Post and Cancel
 - ``opsview``: the operations' events: a failed backup said, the digest sent silently
 - ``sending``: Telegram sending
 - ``status``: Telegram's typing action and the throttled `⏳` status message
