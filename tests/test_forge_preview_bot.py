@@ -112,6 +112,7 @@ async def test_the_publish_command_previews_too(bot: Running, forge: FakeForge) 
     assert forge.pulls(REPO) == []
     title, body = pre_texts(preview)
     assert title == "add x, fixes issue 9 @ octocat"
+    assert "⚠️ Its commits' messages say “fixes #9”: the forge closes" in preview.params["text"]
     start = len(bot.api.calls)
     bot.api.add_callback(
         card_buttons(preview)["🚀 Post this pull request"], int(preview.result["message_id"])

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from legio.forge.prtext import inert, inert_title
+from legio.forge.prtext import closing_words, inert, inert_title
 
 REFERENCE = re.compile(r"#\d|GH-\d|/(?:issues|pulls?)/\d", re.IGNORECASE)
 MENTION = re.compile(r"(?<![A-Za-z0-9])@[A-Za-z0-9]")
@@ -98,3 +98,13 @@ def test_hidden_characters_are_shown_and_a_title_stays_one_line() -> None:
 def test_inert_text_is_unchanged_by_a_second_pass(text: str) -> None:
     once = inert(text)
     assert inert(once) == once and inert_title(inert_title(text)) == inert_title(text)
+
+
+def test_closing_words_of_a_commit_message_are_found_once_each() -> None:
+    message = "Resolved https://github.com/o/r/issues/3\nfix #4; FIXES #4 again, fix #4\nprefix #5"
+    assert closing_words(message) == [
+        "Resolved https://github.com/o/r/issues/3",
+        "fix #4",
+        "FIXES #4",
+    ]
+    assert closing_words("a fix for #6, closes nothing") == []

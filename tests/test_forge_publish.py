@@ -210,7 +210,7 @@ async def test_an_agents_answer_is_posted_inert(bench: Bench) -> None:
 
 
 async def test_a_preview_pushes_nothing_and_publish_posts_exactly_it(bench: Bench) -> None:
-    first = await commit(bench, "vorenus", "x = 1\n", "one")
+    first = await commit(bench, "vorenus", "x = 1\n", "one\n\nFixes #7, closes: o/r#8 @x")
     shown = await bench.publisher.preview("vorenus", "app", summary=HOSTILE, check="✅ 1 passed")
     assert bench.forge.pulls(REPO) == [] and "refs/heads/legio/vorenus/main" not in (
         remote_refs(bench.remote)
@@ -221,6 +221,7 @@ async def test_a_preview_pushes_nothing_and_publish_posts_exactly_it(bench: Benc
         "main",
         first,
     )
+    assert shown.closes == ("Fixes #7", "closes: o/r#8")  # the commit's own words: said
     await commit(bench, "vorenus", "x = 2\n", "two, never shown")  # the branch moves on
     done = await bench.publisher.publish(
         "vorenus", "app", summary="Other words", check="❌", preview=shown

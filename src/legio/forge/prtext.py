@@ -27,6 +27,11 @@ space or word, never a hidden effect.
   ``#`` and ``1`` would be a trick of its own).
 
 ``inert`` is idempotent: a preview's text run through it again is unchanged.
+
+``closing_words(text)``: the closing keywords with their references in a commit message.
+Legio pushes the agent's commits as they are (their ids are what was checked and shown),
+and the forge closes the issues they name when they reach the default branch: the
+preview says so, it cannot make them inert.
 """
 
 from __future__ import annotations
@@ -48,6 +53,12 @@ QUALIFIED = re.compile(r"([\w.-]+/[\w.-]+)#(\d+)")
 NUMBERED = re.compile(r"#(\d+)")
 GH = re.compile(r"\bGH-(\d+)", re.IGNORECASE)
 MENTION = re.compile(r"(?<![A-Za-z0-9])@(?=[A-Za-z0-9])")
+CLOSING = re.compile(
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b:?\s+"
+    r"(?:[\w.-]+/[\w.-]+#\d+|#\d+|GH-\d+|\S+/(?:issues|pulls?)/\d+)",
+    re.IGNORECASE,
+)
+MAX_CLOSING = 10
 
 
 def _without_comments(text: str) -> str:
@@ -77,3 +88,14 @@ def inert(text: str) -> str:
 def inert_title(text: str) -> str:
     """A title the agent wrote: ``inert``, on one line."""
     return visible_name(_inert(text))
+
+
+def closing_words(text: str) -> list[str]:
+    """Each closing keyword with its reference in ``text`` (a commit message), once, in
+    order, at most ``MAX_CLOSING``; shown with ``visible_name``."""
+    found: list[str] = []
+    for match in CLOSING.finditer(text):
+        words = visible_name(" ".join(match.group(0).split()))
+        if words not in found:
+            found.append(words)
+    return found[:MAX_CLOSING]

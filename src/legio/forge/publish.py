@@ -31,7 +31,7 @@ from pathlib import Path
 from legio.config import Config, ProjectSettings
 from legio.errors import ForgeError, ProjectError
 from legio.forge.base import Forge, PullRequest
-from legio.forge.prtext import inert, inert_title
+from legio.forge.prtext import closing_words, inert, inert_title
 from legio.forge.push import push, push_target, remote_url, repo_of_url
 from legio.projects import gitsafe
 from legio.projects.branchwork import BranchWork, branch_work, tip_of
@@ -75,6 +75,7 @@ class PublishPreview:
     commit: str
     title: str
     body: str
+    closes: tuple[str, ...] = ()  # closing keywords in the commits' messages (not posted)
 
     @property
     def digest(self) -> str:
@@ -129,6 +130,7 @@ async def repo_name(settings: ProjectSettings, project: str) -> str:
     return name
 
 
+MAX_LOGGED = 200
 COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
@@ -138,6 +140,24 @@ async def on_branch(repo: Path, commit: str, tip: str) -> bool:
         repo, "merge-base", "--is-ancestor", commit, tip, hostile=False, work_tree=False
     )
     return code == 0
+
+
+async def commits_closing(repo: Path, base: str, tip: str) -> tuple[str, ...]:
+    """The closing keywords in the messages of the commits ``tip`` brings to ``base``
+    (the newest ``MAX_LOGGED``): the forge acts on them when they reach its default
+    branch, whatever the pull request says."""
+    code, out, _ = await gitsafe.run_raw(
+        repo,
+        "log",
+        f"-n{MAX_LOGGED}",
+        "--format=%B",
+        tip,
+        f"^{base}",
+        "--",
+        hostile=False,
+        work_tree=False,
+    )
+    return tuple(closing_words(out.decode(errors="replace"))) if code == 0 else ()
 
 
 class Publisher:
@@ -207,7 +227,10 @@ class Publisher:
         place, work, tip = await self._branch(agent, project, commit)
         title, body = title_and_body(work, agent, summary, check)
         name = await self.repo_name(project)
-        return PublishPreview(project, agent, name, place.branch, place.base, tip, title, body)
+        closes = await commits_closing(place.repo, place.base, tip)
+        return PublishPreview(
+            project, agent, name, place.branch, place.base, tip, title, body, closes
+        )
 
     async def publish(
         self,

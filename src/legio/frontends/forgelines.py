@@ -52,8 +52,15 @@ def preview_parts(preview: PublishPreview, force: bool = False) -> list[tuple[st
         f"{preview.commit[:12]}{replacing}.\n"
         "Exactly this text is posted: the agent's HTML comments removed; its HTML, issue "
         "references and @mentions made inert; hidden characters shown as ⟨U+XXXX⟩.\n\n"
-        "Title:\n"
     )
+    if preview.closes:
+        head += (
+            "⚠️ Its commits' messages say "
+            + "; ".join(f"“{words}”" for words in preview.closes)
+            + ": the forge closes those issues when the commits reach its default branch "
+            "(Legio pushes the commits as they are).\n\n"
+        )
+    head += "Title:\n"
     return [(head, False), (preview.title, True), ("\n\nBody:\n", False), (preview.body, True)]
 
 
