@@ -41,6 +41,10 @@ def test_comments_go_and_nothing_after_them_hides(hostile: str) -> None:
         ("<?php x ?> <!DOCTYPE html>", "< ?php x ?> < !DOCTYPE html>"),
         ("`Vec<T>` and a < b", "`Vec< T>` and a < b"),
         (
+            "Closes &#35;1 &#x40;a &commat;b a&#8203;b",
+            "Closes & issue 35;1 & #x40;a & commat;b a& issue 8203;b",
+        ),
+        (
             "[//]: # (hidden)\n > [x]: <https://e.example>",
             "\\[//]: # (hidden)\n > \\[x]: < https://e.example>",
         ),

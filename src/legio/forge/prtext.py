@@ -15,6 +15,10 @@ space or word, never a hidden effect.
   written. Escaping rather than stripping: the agent's words stay readable (``Vec<T>``
   reads ``Vec< T>``), and a stripped tag would hide its own text (a ``<details>`` with
   ``open`` or a ``<sub>`` are not the only tags that change what is shown).
+- **Character references shown as text**: an ``&`` that would start one (``&#35;``,
+  ``&#x40;``, ``&commat;``, ``&#8203;``) gets a space after it, as a ``<`` does: the forge
+  would otherwise draw ``&#35;1`` as ``#1`` (a reference), ``&#64;name`` as a mention, and
+  ``&#8203;`` as nothing.
 - **Link reference definitions shown**: ``[x]: # (hidden)``, Markdown's other comment,
   gets a backslash before its ``[``.
 - **Issue references written out**: ``#12``, ``GH-12``, ``owner/repo#12`` and an issue or
@@ -43,6 +47,7 @@ from legio.visible import visible, visible_name
 COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 UNTERMINATED = re.compile(r"<!--.*\Z", re.DOTALL)
 TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+CHARACTER_REFERENCE = re.compile(r"&(?=#[0-9]+;|#[xX][0-9A-Fa-f]+;|[A-Za-z][A-Za-z0-9]*;)")
 LINK_DEFINITION = re.compile(r"^((?:[ \t]{0,3}>)*[ \t]{0,3})\[(?=[^\]\n]*\]:)", re.MULTILINE)
 ISSUE_URL = re.compile(
     r"(?:https?://)?(?:[\w-]+\.)+[A-Za-z]{2,}(?::\d+)?/([\w.-]+/[\w.-]+)/"
@@ -72,6 +77,7 @@ def _without_comments(text: str) -> str:
 def _inert(text: str) -> str:
     text = _without_comments(text.replace("\r\n", "\n").replace("\r", ""))
     text = TAG_OPEN.sub("< ", text)
+    text = CHARACTER_REFERENCE.sub("& ", text)
     text = LINK_DEFINITION.sub(lambda m: m.group(1) + "\\[", text)
     text = ISSUE_URL.sub(r"\1 issue \2", text)
     text = QUALIFIED.sub(r"\1 issue \2", text)
