@@ -53,7 +53,7 @@ async def test_caesar_in_a_group_gets_nothing_and_nothing_starts(
         call = await bot.answer(await bot.ask("/history"))
         assert call.params["text"] == "No messages yet."
         assert chats_written_to(bot.api.calls) <= {CAESAR}
-        assert await bot.app.praetorium.count() == 0
+        assert await bot.app.engine.praetorium.count() == 0
         assert fake_cli.processes() == []
     refusals = [r.getMessage() for r in caplog.records if "only private chats" in r.getMessage()]
     assert len(refusals) == 2  # once per chat: the group, the supergroup
@@ -78,7 +78,7 @@ async def test_an_allowed_group_takes_only_caesars_messages_and_no_admin_command
             assert call.params["text"] == (
                 "Admin commands work in the private chat with the bot only."
             )
-        assert await bot.app.praetorium.count() == 2  # Caesar's message and the answer
+        assert await bot.app.engine.praetorium.count() == 2  # Caesar's message and the answer
         texts = [n.text for n in await bot.app.history(10)]
         assert "REPLY for the stranger" not in texts
 

@@ -360,7 +360,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         async def opened() -> LegioApp:
             app = await LegioApp.open(config)
-            await app.start_operations(restart)  # status socket, health, watchdog
+            await app.operations.start_operations(restart)  # status socket, health, watchdog
             return app
 
         await serve(config, token, opened, stop, grace_s=config.shutdown_grace_seconds)
@@ -391,8 +391,8 @@ def cmd_console(args: argparse.Namespace) -> int:
 
     async def opened() -> LegioApp:
         app = await LegioApp.open(config)
-        await app.start_operations()  # `legio status` answers here too
-        app.listening("console")
+        await app.operations.start_operations()  # `legio status` answers here too
+        app.operations.listening("console")
         return app
 
     with contextlib.suppress(KeyboardInterrupt):  # the console says it closed, once

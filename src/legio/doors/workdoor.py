@@ -1,11 +1,10 @@
 """``WorkDoor``: what the door answers about the agents' work on projects: ``/diff``,
 ``/projects``, ``/drop``, work cards and their checks, and the forge (Publish, CI events,
-issues). A mixin of ``legio.app.LegioApp``: it reads the engine's parts ``LegioApp`` sets.
+issues). ``LegioApp.work``; the front-end parts that show this work are given it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from legio.config import Config
@@ -17,12 +16,10 @@ from legio.projects.checks import Checks
 from legio.projects.overview import DiffReport, ProjectState
 from legio.request import (
     CardDiff,
-    ForgeCallback,
     ForgeEvent,
     Request,
     WorkCard,
 )
-from legio.sessions.cards import CardFollower
 from legio.sessions.desk import ProjectDesk, Target
 from legio.sessions.manager import SessionManager
 from legio.store.checkstore import CheckRecord
@@ -31,11 +28,12 @@ from legio.store.checkstore import CheckRecord
 class WorkDoor:
     """Projects, cards, checks and the forge, for the front-ends."""
 
-    engine: Engine
-    config: Config
-    sessions: SessionManager
-    projects: ProjectDesk
-    checks: Checks
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.config: Config = engine.config
+        self.sessions: SessionManager = engine.sessions
+        self.projects: ProjectDesk = engine.projects
+        self.checks: Checks = engine.checks
 
     def project_names(self) -> list[str]:
         return self.projects.names()
@@ -55,11 +53,6 @@ class WorkDoor:
     async def drop_copy(self, target: Target) -> int | None:
         """``/drop``: the copy removed (its branch published first); see ``ProjectDesk``."""
         return await self.projects.drop(target)
-
-    def follow_cards(self, callback: CardFollower) -> None:
-        """``callback(card, new)``: a work card shown outside a request (``new``: of a
-        dispatch by the Legatus), or one that changed since it was shown (its check ended)."""
-        self.sessions.cards.follow(callback)
 
     async def card(self, card_id: int) -> WorkCard | None:
         """Work card ``card_id`` as it is now (its check's latest state)."""
@@ -123,12 +116,6 @@ class WorkDoor:
         return await self.engine.forge.publish_preview(
             agent, project, summary=summary, check=check, commit=commit
         )
-
-    async def follow_forge(self, callback: ForgeCallback) -> Callable[[], None]:
-        """Call ``callback`` with every ``ForgeEvent`` of the pull requests Legio opened (CI
-        settled, reviews, merged or closed); following starts with the first subscriber.
-        Returns the unsubscribe function."""
-        return await self.engine.forge.follow(callback)
 
     def forge_request(self, event: ForgeEvent) -> Request:
         """🛠 Fix / 💬 Address: the request for the agent, in its lane, on the project (the

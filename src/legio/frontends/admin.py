@@ -123,6 +123,9 @@ class Admin:
 
     def __init__(self, app: LegioApp) -> None:
         self.app = app
+        self.work = app.work  # the rooms its commands use (legio.doors)
+        self.operations = app.operations
+        self.conversation = app.conversation
 
     async def run(self, text: str, receipt: int | None = None) -> list[str]:
         """Answer one command line; always at least one page. ``receipt``: when it arrived
@@ -155,7 +158,7 @@ class Admin:
     async def cmd_restart(self, args: str) -> list[str]:
         """/restart: drain, then start again; with requests running, ask how first."""
         mode = args.strip().lower()
-        running = self.app.running_requests()
+        running = self.operations.running_requests()
         if mode in ("wait", "now"):
             return [await self.app.restart("now" if mode == "now" else "wait")]
         if mode:
@@ -168,7 +171,7 @@ class Admin:
         ]
 
     async def cmd_projects(self, args: str) -> list[str]:
-        return paginate(projects_lines(await self.app.project_overview()))
+        return paginate(projects_lines(await self.work.project_overview()))
 
     async def cmd_project(self, args: str) -> list[str]:
         return ["/project works inside a Telegram topic: write #name in a message instead."]
@@ -176,8 +179,8 @@ class Admin:
     async def cmd_diff(self, args: str) -> list[str]:
         usage = "/diff <agent> <project>, e.g. /diff vorenus #app"
         try:
-            target = self.app.project_target(args, usage)
-            report = await self.app.project_diff(target)
+            target = self.work.project_target(args, usage)
+            report = await self.work.project_diff(target)
         except ProjectError as e:
             return [str(e)]
         if report is None:
@@ -192,8 +195,8 @@ class Admin:
     async def cmd_drop(self, args: str) -> list[str]:
         usage = "/drop <agent> <project>, e.g. /drop vorenus #app"
         try:
-            target = self.app.project_target(args, usage)
-            dropped = await self.app.drop_copy(target)
+            target = self.work.project_target(args, usage)
+            dropped = await self.work.drop_copy(target)
         except ProjectError as e:
             return [str(e)]
         if dropped is None:
@@ -215,7 +218,7 @@ class Admin:
             return ["No messages yet."]
         files = await self.app.files_of(n.seq for n in nuntii)
         seqs = [n.seq for n in nuntii]
-        edited, corrections = await self.app.edits_of(seqs)
+        edited, corrections = await self.conversation.edits_of(seqs)
         return paginate(history_lines(nuntii, files, edited, corrections))
 
     async def cmd_search(self, args: str) -> list[str]:
@@ -371,7 +374,7 @@ class Admin:
         if problem:
             return [problem]
         try:
-            result = await self.app.export(fmt, agent, since)
+            result = await self.operations.export(fmt, agent, since)
         except LegioError as e:
             return [f"Could not export: {e}"]
         size = f"{result.size / 1e6:.1f} MB"

@@ -16,16 +16,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Protocol
 
-from legio.app import ForgeEvent, Issue, LegioApp, Published, PublishPreview
+from legio.app import ForgeEvent, Issue, Published, PublishPreview
+from legio.doors.workdoor import WorkDoor
 from legio.errors import ForgeError, ProjectError, PushRejected
 from legio.frontends.views import paginate
 from legio.visible import visible_name
 
 
 class Admin(Protocol):
-    """What a command needs of ``legio.frontends.admin.Admin``: the door."""
+    """What a command needs of ``legio.frontends.admin.Admin``: the door's work room."""
 
-    app: LegioApp
+    work: WorkDoor
 
 
 MAX_TITLE = 100
@@ -125,8 +126,8 @@ def publish_words(args: str) -> tuple[str, bool, str]:
 async def cmd_publish(admin: Admin, args: str) -> list[str]:
     words, force, digest = publish_words(args)
     try:
-        target = admin.app.project_target(words, PUBLISH_USAGE)
-        preview = await admin.app.publish_preview(target.agent, target.project)
+        target = admin.work.project_target(words, PUBLISH_USAGE)
+        preview = await admin.work.publish_preview(target.agent, target.project)
         if digest != preview.digest:
             confirm = f"/publish {words} post {preview.digest}{' force' if force else ''}"
             pages = paginate("".join(part for part, _ in preview_parts(preview, force)).split("\n"))
@@ -139,7 +140,7 @@ async def cmd_publish(admin: Admin, args: str) -> list[str]:
                 else []
             )
             return [*changed, *pages, f"To post exactly this: {confirm}"]
-        done = await admin.app.publish(target.agent, target.project, force=force, preview=preview)
+        done = await admin.work.publish(target.agent, target.project, force=force, preview=preview)
     except PushRejected as e:
         text = f"The forge refused the push: {e.reason}"
         if e.non_fast_forward:
@@ -155,14 +156,14 @@ async def cmd_publish(admin: Admin, args: str) -> list[str]:
 
 
 async def cmd_issues(admin: Admin, args: str) -> list[str]:
-    names = admin.app.project_names()
+    names = admin.work.project_names()
     words = [w.lstrip("#").lower() for w in args.split()]
     project = words[0] if words else (names[0] if len(names) == 1 else "")
     if project not in names:
         listing = ", ".join(f"#{n}" for n in names) or "none"
         return [f"Use /issues #project, one of: {listing}."]
     try:
-        issues = await admin.app.forge_issues(project)
+        issues = await admin.work.forge_issues(project)
     except (ForgeError, ProjectError) as e:
         return [f"Cannot list the issues of #{project}: {e}"]
     return paginate(issue_lines(project, issues))

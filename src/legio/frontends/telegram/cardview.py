@@ -22,6 +22,7 @@ from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMar
 from telegram.error import BadRequest, TelegramError
 
 from legio.app import CheckRecord, LegioApp, Target
+from legio.doors.workdoor import WorkDoor
 from legio.errors import ForgeError, ProjectError
 from legio.frontends.checkviews import check_badge, check_report
 from legio.frontends.telegram.diffs import send_card_diff
@@ -88,8 +89,13 @@ class CardDesk:
     def app(self) -> LegioApp:
         return self._app()
 
+    @property
+    def room(self) -> WorkDoor:
+        """The door's work room: cards, checks, Publish, Drop."""
+        return self._app().work
+
     async def _check(self, card: WorkCard) -> CheckRecord | None:
-        return await self.app.check(card.check_id) if card.check_id is not None else None
+        return await self.room.check(card.check_id) if card.check_id is not None else None
 
     def _remember(self, card_id: int, message: Message) -> None:
         self.shown.setdefault(card_id, []).append(_Shown(message.chat_id, message.message_id))
@@ -142,7 +148,7 @@ class CardDesk:
             return
         parts = (query.data or "").split(":")
         card = (
-            await self.app.card(int(parts[2])) if len(parts) == 3 and parts[2].isdigit() else None
+            await self.room.card(int(parts[2])) if len(parts) == 3 and parts[2].isdigit() else None
         )
         if card is None:
             await query.answer("This card is gone.")
@@ -170,7 +176,7 @@ class CardDesk:
         elif action == "diff":
             await query.answer("Drawing the diff…")
             with in_lane(lane):
-                await send_card_diff(message.get_bot(), message.chat_id, self.app, card.id)
+                await send_card_diff(message.get_bot(), message.chat_id, self.room, card.id)
         elif action == "checks":
             await query.answer()
             with in_lane(lane):
@@ -197,7 +203,7 @@ class CardDesk:
             return
         for piece in plain_pages(check_report(check)):
             await send_with_retries(bot, chat_id, piece)
-        log = self.app.check_log(check.id)
+        log = self.room.check_log(check.id)
         if log is not None and not check.running:
             try:
                 content = await asyncio.to_thread(log.read_bytes)
@@ -214,10 +220,10 @@ class CardDesk:
         bot, chat_id = message.get_bot(), message.chat_id
         check = await self._check(card)
         try:
-            preview = await self.app.publish_preview(
+            preview = await self.room.publish_preview(
                 card.agent,
                 card.project,
-                summary=await self.app.card_summary(card.id),
+                summary=await self.room.card_summary(card.id),
                 check=check_badge(check) if check else "",
                 commit=card.tip,  # what this card showed, never newer unseen commits
             )
@@ -230,7 +236,7 @@ class CardDesk:
         self, query: CallbackQuery, message: Message, card: WorkCard, lane: Lane
     ) -> None:
         """🛠 Fix: an ordinary request to the card's agent, in its lane, with the failure."""
-        request = await self.app.fix_request(card.id)
+        request = await self.room.fix_request(card.id)
         if request is None or self.work is None:
             await query.answer("Its check did not fail: nothing to fix.")
             return
@@ -245,7 +251,7 @@ class CardDesk:
 
     async def _drop(self, query: CallbackQuery, message: Message, card: WorkCard) -> None:
         try:
-            left = await self.app.drop_copy(Target(card.agent, card.project))
+            left = await self.room.drop_copy(Target(card.agent, card.project))
         except ProjectError as e:
             await query.answer()
             await send_with_retries(message.get_bot(), message.chat_id, f"Not dropped: {e}")

@@ -1,12 +1,12 @@
 """🚀 Publish in Telegram: what will be posted, shown before anything is posted.
 
-``PublishDesk.show`` sends a preview (``LegioApp.publish_preview``, from a work card's
+``PublishDesk.show`` sends a preview (``WorkDoor.publish_preview``, from a work card's
 🚀 Publish or from ``/publish``) as plain text: the title and the body each in a ``pre``
 entity (monospace, no Markdown rendered, hidden characters already ``⟨U+XXXX⟩``), or,
 when they do not fit one message, the body as a ``.txt`` document with the title in its
 caption; with **🚀 Post this pull request** and **✖ Cancel**. The preview is pinned to
 that message (kept here, in memory): the confirming tap posts exactly it
-(``LegioApp.publish(preview=…)``), once. A second tap, or a tap after a restart, is told
+(``WorkDoor.publish(preview=…)``), once. A second tap, or a tap after a restart, is told
 so and posts nothing; so is Cancel. A push the forge refuses as not a fast-forward asks
 **⚠️ Replace the forge's …** with the same preview pinned to that question.
 """
@@ -29,6 +29,7 @@ from telegram import (
 from telegram.error import TelegramError
 
 from legio.app import LegioApp, PublishPreview
+from legio.doors.workdoor import WorkDoor
 from legio.errors import ForgeError, ProjectError, PushRejected
 from legio.frontends.forgelines import PUBLISH_USAGE, preview_parts, publish_words, published_text
 from legio.frontends.telegram.lanes import Lane, in_lane
@@ -86,8 +87,9 @@ class PublishDesk:
         self.pending: dict[tuple[int, int], _Pending] = {}
 
     @property
-    def app(self) -> LegioApp:
-        return self._app()
+    def room(self) -> WorkDoor:
+        """The door's work room: Publish's preview and Publish."""
+        return self._app().work
 
     @staticmethod
     def owns(data: str | None) -> bool:
@@ -127,8 +129,8 @@ class PublishDesk:
         """``/publish <agent> <project> [force]`` in Telegram: the preview, with buttons."""
         words, force, _ = publish_words(args)
         try:
-            target = self.app.project_target(words, PUBLISH_USAGE)
-            preview = await self.app.publish_preview(target.agent, target.project)
+            target = self.room.project_target(words, PUBLISH_USAGE)
+            preview = await self.room.publish_preview(target.agent, target.project)
         except (ForgeError, ProjectError) as e:
             await send_with_retries(bot, chat_id, f"Not published: {e}")
             return
@@ -166,7 +168,7 @@ class PublishDesk:
     async def _post(self, bot: Bot, chat_id: int, pending: _Pending) -> None:
         preview = pending.preview
         try:
-            done = await self.app.publish(
+            done = await self.room.publish(
                 preview.agent, preview.project, force=pending.force, preview=preview
             )
         except PushRejected as e:
