@@ -44,6 +44,7 @@ from legio.media.listening import voice_line
 from legio.operations.commands import add_commands
 from legio.operations.control import ask_daemon, health_problem
 from legio.operations.logfile import file_handler, log_path, tail
+from legio.operations.private import start_daemon_process
 from legio.operations.report import render
 from legio.projects.overview import check_projects
 
@@ -333,6 +334,7 @@ def _refuse(command: str, problems: list[str]) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the Telegram bot until SIGINT/SIGTERM."""
+    start_daemon_process()  # descriptors (legio.operations.private)
     config = load_config(args.config)
     if TOKEN_FD_ENV not in os.environ:  # else checked a moment ago, before the restart
         problems = startup_problems(config, telegram=True)
@@ -377,6 +379,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_console(args: argparse.Namespace) -> int:
     """Chat with the Legatus in this terminal (no Telegram token needed)."""
+    start_daemon_process()
     config = load_config(args.config)
     problems = startup_problems(config, telegram=False)
     if problems:
