@@ -44,7 +44,7 @@ from legio.media.listening import voice_line
 from legio.operations.commands import add_commands
 from legio.operations.control import ask_daemon, health_problem
 from legio.operations.logfile import file_handler, log_path, tail
-from legio.operations.private import start_daemon_process
+from legio.operations.private import PRIVATE_UMASK, privacy_report, start_daemon_process
 from legio.operations.report import render
 from legio.projects.overview import check_projects
 
@@ -246,7 +246,12 @@ def check_config(config: Config, *, is_root: bool | None = None, console: bool =
     with ThreadPoolExecutor(1) as thread:  # its own loop: a caller may run one already
         projects = thread.submit(asyncio.run, check_projects(config, castra)).result()
         projects += thread.submit(asyncio.run, check_forge(config)).result()
-    for mark, text in [*projects, voice_line(config), *keys_report(config, castra)]:
+    for mark, text in [
+        *projects,
+        voice_line(config),
+        *keys_report(config, castra),
+        *privacy_report(config),  # legio.operations.private
+    ]:
         getattr(report, mark)(text)
     report.lines += policy_lines(config, castra)
     return report
@@ -500,6 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "config", "unset") is None:
         args.config = default_config_path()
+    umask = os.umask(PRIVATE_UMASK)  # what Legio writes is its user's alone
     try:
         result: int = args.func(args)
     except LegioError as e:
@@ -507,4 +513,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        os.umask(umask)  # for a caller in the same process (tests)
     return result
