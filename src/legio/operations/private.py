@@ -215,11 +215,14 @@ def privacy_report(config: Config) -> list[Line]:
             pass
         else:
             if exposed(info):
+                fix = f"chmod 600 {config.path}"
+                if info.st_uid != os.geteuid():  # Legio's user must still read it
+                    fix = f"sudo chown {_owner(os.geteuid())} {config.path} && sudo {fix}"
                 lines.append(
                     (
                         "warn",
                         f"{config.path} is {stat.S_IMODE(info.st_mode):04o}: other users can "
-                        f"read Legio's configuration: `chmod 600 {config.path}`",
+                        f"read Legio's configuration: `{fix}`",
                     )
                 )
     secrets = _secrets_line()
