@@ -44,6 +44,7 @@ from legio.media.listening import voice_line
 from legio.operations.commands import add_commands
 from legio.operations.control import ask_daemon, health_problem
 from legio.operations.logfile import file_handler, log_path, tail
+from legio.operations.private import PRIVATE_UMASK, privacy_report, start_daemon_process
 from legio.operations.report import render
 from legio.projects.overview import check_projects
 
@@ -245,7 +246,12 @@ def check_config(config: Config, *, is_root: bool | None = None, console: bool =
     with ThreadPoolExecutor(1) as thread:  # its own loop: a caller may run one already
         projects = thread.submit(asyncio.run, check_projects(config, castra)).result()
         projects += thread.submit(asyncio.run, check_forge(config)).result()
-    for mark, text in [*projects, voice_line(config), *keys_report(config, castra)]:
+    for mark, text in [
+        *projects,
+        voice_line(config),
+        *keys_report(config, castra),
+        *privacy_report(config),  # legio.operations.private
+    ]:
         getattr(report, mark)(text)
     report.lines += policy_lines(config, castra)
     return report
@@ -333,6 +339,7 @@ def _refuse(command: str, problems: list[str]) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the Telegram bot until SIGINT/SIGTERM."""
+    start_daemon_process()  # descriptors (legio.operations.private)
     config = load_config(args.config)
     if TOKEN_FD_ENV not in os.environ:  # else checked a moment ago, before the restart
         problems = startup_problems(config, telegram=True)
@@ -377,6 +384,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_console(args: argparse.Namespace) -> int:
     """Chat with the Legatus in this terminal (no Telegram token needed)."""
+    start_daemon_process()
     config = load_config(args.config)
     problems = startup_problems(config, telegram=False)
     if problems:
@@ -497,6 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "config", "unset") is None:
         args.config = default_config_path()
+    umask = os.umask(PRIVATE_UMASK)  # what Legio writes is its user's alone
     try:
         result: int = args.func(args)
     except LegioError as e:
@@ -504,4 +513,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        os.umask(umask)  # for a caller in the same process (tests)
     return result
