@@ -179,7 +179,7 @@ async def test_health_says_how_legio_is_not_what_waits_or_failed(
     config = fake_cli_config(castra_dir, fake_cli, '[health]\nlisten = "127.0.0.1:0"\n')
     app = await LegioApp.open(config)
     try:
-        await app.start_operations()
+        await app.operations.start_operations()
         await app.engine.praetorium.connection.execute(
             "INSERT INTO approval_requests (agent, tool, target, status, created_at) "
             "VALUES ('vorenus', 'Bash', 'git push secret-remote HEAD', 'pending', "
