@@ -7,6 +7,7 @@ Modules:
 - ``cliconfig``: each agent's own Claude CLI config dir (`castra/state/claude/<agent>/`)
 - ``folders``: an agent's workspace and granted folders (`add_dirs`), checked for every
   message (the verdict is…
+- ``handoff``: the tokens a restart hands over, read first thing by the new image
 - ``jail``: a command Legio runs in an agent's copy (a check) under bubblewrap, in a
   jail built by allow-list, with no capability and no network
 - ``guard``: the `PreToolUse` path guard built from the same protected set
