@@ -19,5 +19,7 @@ Modules:
 - ``safefs``: reading and writing in folders an agent can change without following its
   links
 - ``sandbox``: Bash inside the CLI's OS sandbox or not at all
+- ``tokenfiles``: files holding Legio's own tokens, found at start and hidden from agents
+  and checks
 - ``vault``: the forge token, held in Legio's memory alone
 """

@@ -102,9 +102,11 @@ def take_token(config: Config, command: str = "run") -> str:
     if handed is not None:
         token, forge = handed
         keep(config.forge_token_env(), forge)
+        keep(config.telegram.token_env, token)  # a file holding it is hidden from agents
         set_non_dumpable()
         return token
     token = config.telegram_token()
+    keep(config.telegram.token_env, token)
     forge_token(config)  # kept in the vault before the variable goes
     secrets = denied_env_names(config)
     remember_sockets(os.environ)  # agents' sockets stay hidden once their variables go
