@@ -283,3 +283,25 @@ async def test_a_line_that_plants_a_config_and_runs_git_is_refused(
     assert _verdict(await hook(second, "t2", None)) == "ask"
     first = {"tool_name": "Bash", "tool_input": {"command": "printf x > /srv/h/.gitconfig"}}
     assert _verdict(await hook(first, "t3", None)) == "run"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "HOME=/srv/a git config --global core.fsmonitor 'git push /b x' && HOME=/srv/a git status",
+        "GIT_CONFIG_GLOBAL=/srv/b/c git config --global core.fsmonitor x; "
+        "GIT_CONFIG_GLOBAL=/srv/b/c git status",
+        "git config --file /srv/c/.gitconfig core.fsmonitor x && HOME=/srv/c git status",
+        "HOME=/srv/d bash -c 'printf x >> ~/.gitconfig; git status'",
+        "export HOME=/srv/h; git config --global core.fsmonitor x; git status",
+    ],
+)
+async def test_git_writing_its_own_config_then_running_is_asked_or_refused(
+    castra_dir: Path, write_config: Callable[[str], Path], command: str
+) -> None:
+    """Tried through the real CLI (each asked or refused, nothing pushed); kept here."""
+    config = load_config(write_config(""))
+    gate = Gatekeeper(config)
+    hook = gate.hook("vorenus", gate.agent_rules(), PathGuard(Castra(castra_dir), "vorenus", None))
+    out = await hook({"tool_name": "Bash", "tool_input": {"command": command}}, "t", None)
+    assert _verdict(out) in ("ask", "deny"), command
