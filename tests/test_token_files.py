@@ -18,6 +18,7 @@ from legio.fence import jail, tokenfiles, vault
 from legio.fence.guard import PathGuard
 from legio.fence.jail import blank_file, borrowed, checks_dir, jail_argv, jail_support, pinned
 from legio.fence.policy import deny_rules, protected_entries, scrub_environment
+from legio.fence.sandbox import keys_report
 from tests.test_checks import BenchFactory, bench  # noqa: F401 (the fixture)
 from tests.test_sandbox_real_cli import BOT_TOKEN as SANDBOX_BOT
 from tests.test_sandbox_real_cli import Sandboxed, sandboxed  # noqa: F401 (the fixture)
@@ -133,3 +134,15 @@ async def test_an_agents_sandboxed_shell_cannot_read_a_token_file(
     text = await s.bash(f"n=not; cat {beside}/${{n}}es.txt {beside}/plain.txt; echo RAN")
     assert "RAN" in text and "PLAIN-VISIBLE" in text, text
     assert SANDBOX_BOT not in text, text
+
+
+def test_legio_check_names_the_token_files_it_hides(
+    tokens: Path, castra_dir: Path, write_config: Callable[[str], Path]
+) -> None:
+    config = load_config(write_config(""))
+    (config.path.parent / ".env").write_text(f"GITHUB_TOKEN={FORGE}\n")  # type: ignore[union-attr]
+    lines = keys_report(config, Castra(castra_dir))
+    said = [text for mark, text in lines if "Legio's tokens" in text]
+    assert said == [
+        f"hidden from agents and checks (they hold Legio's tokens): {config.path.parent / '.env'}"  # type: ignore[union-attr]
+    ]
