@@ -37,7 +37,9 @@ runs git: ``MEMORY_LIMIT_MB``, from ``[projects] git_memory_mb``, 2 GiB by defau
 (``core.bigFileThreshold`` is not read by merges; only a ``merge=binary`` attribute would,
 for every file), and a one-line file of 1 GB packs to about 1 MB and takes some 5 GB to
 merge. Over the limit git stops ("Out of memory") and ``ProjectError`` says so, naming the
-setting; the daemon and its other git commands are untouched.
+setting; the daemon and its other git commands are untouched. The pack files git maps are
+kept under it too (``core.packedGitLimit`` 512 MB, in 64 MB windows: git's 64-bit defaults,
+8 GB in 1 GB windows, would outgrow the limit on a big repository).
 """
 
 from __future__ import annotations
@@ -73,6 +75,9 @@ SAFE_SETTINGS: tuple[tuple[str, str], ...] = (
     ("core.untrackedCache", "false"),
     ("core.attributesFile", "/dev/null"),
     ("core.bigFileThreshold", "8m"),  # bigger files are binary to diff: no line diff made
+    # packs are mapped in windows: kept well under the address-space limit (MEMORY_LIMIT_MB)
+    ("core.packedGitWindowSize", "64m"),
+    ("core.packedGitLimit", "512m"),
     ("core.commitGraph", "false"),
     ("core.multiPackIndex", "false"),
     ("fetch.writeCommitGraph", "false"),
