@@ -32,9 +32,10 @@ from legio.config import (
     load_config,
 )
 from legio.errors import LegioError
+from legio.fence import handoff
 from legio.fence.folders import policy_problems
 from legio.fence.guard import PathGuard
-from legio.fence.launch import TOKEN_FD_ENV, restart_argv, start_again, take_token
+from legio.fence.launch import restart_argv, start_again, take_token
 from legio.fence.policy import denied_env_names
 from legio.fence.sandbox import announce_sandbox, keys_report, policy_report
 from legio.forge.checkup import check_forge
@@ -341,7 +342,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run the Telegram bot until SIGINT/SIGTERM."""
     start_daemon_process()  # descriptors (legio.operations.private)
     config = load_config(args.config)
-    if TOKEN_FD_ENV not in os.environ:  # else checked a moment ago, before the restart
+    handoff.receive()  # python -m legio did already: then this does nothing
+    if not handoff.given():  # else checked a moment ago, before the restart
         problems = startup_problems(config, telegram=True)
         if problems:
             return _refuse("run", problems)
