@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from legio.shell.rules import Decision
+from legio.request import Decision
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.legion import Legion
