@@ -242,6 +242,8 @@ class ProjectSettings(_Strict):
 
     repo: str = ""  # "owner/name" on the forge; "" = read from the remote's URL
     remote: str = "origin"  # the remote Publish pushes to
+    # ✅ Merge's method: "squash", "merge" or "rebase"; "" = the forge's (what the repo allows)
+    merge: Literal["", "squash", "merge", "rebase"] = ""
 
     @field_validator("repo")
     @classmethod

@@ -11,9 +11,11 @@ from legio.config import Config
 from legio.engine import Engine
 from legio.forge.asks import fix_text
 from legio.forge.base import Issue
+from legio.forge.merging import Merged, MergePlan
 from legio.forge.publish import Published, PublishPreview
 from legio.projects.checks import Checks
 from legio.projects.overview import DiffReport, ProjectState
+from legio.projects.undoing import Kept
 from legio.request import (
     CardDiff,
     ForgeEvent,
@@ -22,6 +24,7 @@ from legio.request import (
 )
 from legio.sessions.desk import ProjectDesk, Target
 from legio.sessions.manager import SessionManager
+from legio.sessions.turnback import TurnBack, UndoAsk
 from legio.store.checkstore import CheckRecord
 
 
@@ -34,6 +37,7 @@ class WorkDoor:
         self.sessions: SessionManager = engine.sessions
         self.projects: ProjectDesk = engine.projects
         self.checks: Checks = engine.checks
+        self.turnback = TurnBack(engine.sessions, engine.forge.pulls, engine.checks)
 
     def project_names(self) -> list[str]:
         return self.projects.names()
@@ -130,3 +134,38 @@ class WorkDoor:
     async def forge_issues(self, project: str, limit: int = 30) -> list[Issue]:
         """``/issues #project``: its open issues, newest first (``ForgeError``)."""
         return await self.engine.forge.issues(project, limit=limit)
+
+    # ---------------------------------------------------------- undo, try again, merge
+
+    async def undo_ask(self, card_id: int) -> UndoAsk:
+        """↩️ Undo's question: what undoing card ``card_id`` would do, whether its branch
+        is on the forge (ask again, naming it), or why it will not."""
+        return await self.turnback.ask(card_id)
+
+    async def undo(self, card_id: int, confirmed: bool = False) -> str:
+        """↩️ Undo card ``card_id``'s turn (its work kept); ``confirmed``: Caesar said yes
+        to the second question of a published branch. ``ProjectError`` with the reason."""
+        return await self.turnback.undo(card_id, confirmed=confirmed)
+
+    async def undone(self) -> list[Kept]:
+        """``/undo``: what undo and Try again kept (14 days), newest first."""
+        return await self.turnback.kept()
+
+    async def restore(self, card_id: int) -> str:
+        """``/undo <n>``: card ``n``'s kept work back (``ProjectError`` with the reason)."""
+        return await self.turnback.restore(card_id)
+
+    async def try_again(self, card_id: int) -> tuple[str, Request]:
+        """🔀 Try again: a new branch from card ``card_id``'s start, and its request to
+        send again (run it like any request)."""
+        return await self.turnback.again(card_id)
+
+    async def merge_plan(self, project: str, number: int) -> MergePlan:
+        """✅ Merge's question: the pull request's title, method and head, or the reason
+        it will not be merged (CI red or pending, blocked, closed)."""
+        return await self.engine.forge.merge_plan(project, number)
+
+    async def merge(self, project: str, number: int, sha: str) -> Merged:
+        """✅ Merge after Caesar's confirming tap, for head ``sha`` (a prefix) only:
+        ``ForgeError`` with the reason when it moved, or CI is not green."""
+        return await self.engine.forge.merge(project, number, sha)

@@ -15,4 +15,5 @@ Modules:
 - ``views``: pure text rendering of admin answers
 - ``console/``: see its own docstring.
 - ``telegram/``: see its own docstring.
+- ``undolines``: ``/undo``: what undo kept, and bringing it back
 """

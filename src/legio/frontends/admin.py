@@ -26,7 +26,7 @@ from legio.errors import (
     ProjectError,
     SearchQueryError,
 )
-from legio.frontends import forgelines
+from legio.frontends import forgelines, undolines
 from legio.frontends.numbers import command_number
 from legio.frontends.usage import usage_lines
 from legio.frontends.views import (
@@ -483,6 +483,13 @@ COMMANDS = [
         "/drop <agent> <project>",
         "remove an agent's copy (its branch stays in the project)",
         Admin.cmd_drop,
+        waits=True,
+    ),
+    CommandInfo(
+        "undo",
+        "/undo [card]",
+        "what ↩️ Undo kept (14 days); /undo <card> brings that turn's work back",
+        undolines.cmd_undo,
         waits=True,
     ),
     CommandInfo(

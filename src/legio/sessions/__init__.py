@@ -27,4 +27,5 @@ Modules:
 - ``slot``: `AgentSlot`
 - ``spec``: `AgentSpec` from a prompt file (frontmatter, else `legio.toml`)
 - ``turn``: one turn
+- ``turnback``: ↩️ Undo, ``/undo`` and 🔀 Try again of a work card's turn
 """

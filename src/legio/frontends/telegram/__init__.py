@@ -22,4 +22,6 @@ Modules:
 - ``sending``: Telegram sending
 - ``status``: Telegram's typing action and the throttled `⏳` status message
 - ``stuckview``: a stuck turn said in its agent's lane, with Stop and Keep waiting
+- ``mergeview``: ✅ Merge on a ✅ CI line, after one confirmation
+- ``undoview``: a card's ↩️ Undo and 🔀 Try again
 """
