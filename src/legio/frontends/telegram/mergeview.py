@@ -10,7 +10,6 @@ with the forge's reason before anything is asked. Strangers' taps never reach he
 from __future__ import annotations
 
 import contextlib
-from html import escape
 
 from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
 from telegram.error import TelegramError
@@ -19,6 +18,7 @@ from legio.doors.workdoor import WorkDoor
 from legio.errors import ForgeError, ProjectError
 from legio.frontends.numbers import digits
 from legio.frontends.telegram.sending import send_with_retries
+from legio.visible import visible
 
 PREFIX = "mg"
 SHA_CHARS = 12
@@ -74,7 +74,7 @@ class MergeDesk:
         await query.answer()
         text = (
             f"✅ Merge pull request #{number} of {plan.agent} on #{project} into {plan.base} "
-            f"by {plan.method}?\n“{escape(plan.title)}”\n{plan.url}\nhead {plan.sha[:7]}: CI "
+            f"by {plan.method}?\n“{visible(plan.title)}”\n{plan.url}\nhead {plan.sha[:7]}: CI "
             "passed. The merge is made with your forge token."
         )
         sha = plan.sha[:SHA_CHARS]
