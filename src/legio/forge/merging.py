@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from legio.errors import ForgeError, ProjectError
 from legio.forge.base import Forge
@@ -122,7 +122,7 @@ class Merger:
                 f"{', '.join(allowed)} only: change it in legio.toml.",
             )
         method: str = wanted or next(m for m in ORDER if m in allowed)
-        return MergePlan(**{**plan.__dict__, "method": method})
+        return replace(plan, method=method)
 
     async def merge(self, project: str, number: int, sha: str) -> Merged:
         """Merge it if it is still what Caesar was shown (head ``sha``…, CI green);
@@ -207,4 +207,4 @@ class Merger:
 
 
 def _refused(plan: MergePlan, why: str) -> MergePlan:
-    return MergePlan(**{**plan.__dict__, "refusal": why})
+    return replace(plan, refusal=why)

@@ -18,7 +18,7 @@ request (Caesar's own words, as recorded) for the agent to answer on it.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from legio.errors import ProjectError
 from legio.projects import undoing
@@ -98,15 +98,17 @@ class TurnBack:
             place = await self._place(row)
             await self._unmoved(row, place)
         except ProjectError as e:
-            return UndoAsk(**{**asked.__dict__, "refusal": str(e)})
+            return replace(asked, refusal=str(e))
         record = await self.pulls.of(row.project, row.agent)
         if record is not None and record.branch == row.branch and record.state != "closed":
             published = f"pull request #{record.number} ({record.url})"
-            return UndoAsk(**{**asked.__dict__, "published": published})
+            return replace(asked, published=published)
         return asked
 
     async def _unmoved(self, row: CardRow, place: Place) -> None:
         """``ProjectError`` unless the copy is on the card's branch at the card's end."""
+        if not row.from_tip:
+            raise ProjectError(f"Card {row.id} does not record where its turn started.")
         if place.head != row.branch:
             raise ProjectError(
                 f"{row.agent}'s copy of #{row.project} is on {place.head or 'no branch'} now, "
@@ -155,6 +157,7 @@ class TurnBack:
         )
         await undoing.keep(place, kept, self._max_mb())
         await undoing.rewind(place, kept)
+        await self.prune()  # what was kept over 14 days ago goes as this is kept
         logger.info("%s: card %d undone on #%s", row.agent, row.id, row.project)
         what = [f"{row.commits} commit(s)"] if row.commits else []
         what += [f"{left.count} uncommitted change(s)"] if left.count else []
