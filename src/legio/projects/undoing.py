@@ -172,8 +172,8 @@ async def _move_branch(repo: Path, branch: str, new: str, old: str) -> None:
 async def rewind(place: Place, kept: Kept) -> None:
     """The branch (in the copy and the project) and the copy's files back at the turn's
     start. The caller checked the copy is on the branch at ``kept.to_tip``."""
+    await _move_branch(place.repo, kept.branch, kept.from_tip, kept.to_tip)  # moved: stop
     await _copy_to(place, kept.from_tip)
-    await _move_branch(place.repo, kept.branch, kept.from_tip, kept.to_tip)
 
 
 async def fork(place: Place, start: str, agent: str) -> str:
