@@ -181,3 +181,34 @@ async def test_try_again_forks_from_the_turns_start_and_asks_again(
         try_tip = tip(project, "legio/vorenus/try-2")
         assert git(project, "rev-parse", f"{try_tip}^").strip() == base
         assert git(project, "show", "refs/legio/undo/vorenus/1:wip.txt") == "wip\n"
+
+
+async def test_undo_puts_back_the_uncommitted_work_the_turn_found(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    project = make_project(tmp_path / "app")
+    base = tip(project, "main")
+    extra = f'[projects.app]\npath = "{project}"\n'
+    first = "echo wip > wip.txt && echo '# note' >> README.md"
+    second = "echo two > two.py && git add two.py && git commit -qm two && echo more >> wip.txt"
+    async with running_bot(castra_dir, fake_cli, extra) as bot:
+        copy = bot.app.engine.sessions.projects.copy_dir("vorenus", "app")
+        await card_after(bot, f"@vorenus #app start\n{bash(first)}")
+        card = await card_after(bot, f"@vorenus #app go on\n{bash(second)}")
+        turn_end = tip(project, BRANCH)
+
+        said = await tap(bot, card, "↩️ Undo", "↩️ Undone")
+        assert "held before that turn is back, uncommitted" in str(said.params["text"])
+        assert tip(project, BRANCH) == base
+        assert not (copy / "two.py").exists()
+        assert (copy / "wip.txt").read_text() == "wip\n"  # as the turn found it
+        status = git(copy, "status", "--porcelain")
+        assert "?? wip.txt" in status and " M README.md" in status
+
+        # the copy holds just what undo put back: /undo 2 brings the turn's end back
+        back = await command(bot, "/undo 2")
+        assert back.startswith("Restored card 2")
+        assert tip(project, BRANCH) == turn_end
+        assert (copy / "wip.txt").read_text() == "wip\nmore\n"
+        assert (copy / "two.py").exists()
+        assert "# note" in (copy / "README.md").read_text()

@@ -74,46 +74,72 @@ async def head_tip(place: Place) -> str:
     return out.strip()
 
 
-async def keep(place: Place, kept: Kept, max_mb: float) -> str:
-    """The copy's work (committed and not) as one commit, fetched into the project under
-    ``kept.ref``; its id. ``ProjectError`` when it cannot be (then nothing moved)."""
+def note_of(kept: Kept) -> str:
+    """The kept commit's message: the card, and the fields ``kept`` reads back."""
+    values = (
+        kept.card,
+        kept.agent,
+        kept.project,
+        kept.branch,
+        kept.from_tip,
+        kept.to_tip,
+        kept.uncommitted,
+    )
+    head = f"Legio undo: card {kept.card} of {kept.agent} on #{kept.project}\n\n"
+    return head + "".join(f"legio-{n}: {v}\n" for n, v in zip(FIELDS, values, strict=True))
+
+
+async def snapshot(place: Place, note: str) -> str:
+    """One commit of the copy's work as it is (its HEAD's tree with every uncommitted change
+    and new file, not the ignored ones; parent HEAD), made through an index of Legio's own
+    and written in the copy's objects; its id. ``ProjectError`` when it cannot be."""
     head = await head_tip(place)
     if not head:
         raise ProjectError(f"{place.agent}'s copy of #{place.project} has no commit to keep")
-    note = f"Legio undo: card {kept.card} of {kept.agent} on #{kept.project}\n\n" + "".join(
-        f"legio-{name}: {value}\n"
-        for name, value in zip(
-            FIELDS,
-            (
-                kept.card,
-                kept.agent,
-                kept.project,
-                kept.branch,
-                kept.from_tip,
-                kept.to_tip,
-                kept.uncommitted,
-            ),
-            strict=True,
-        )
-    )
     with tempfile.TemporaryDirectory(prefix="legio-undo-") as folder:
         index = Path(folder) / "index"
         await gitsafe.run(place.copy, "read-tree", head, index=index)
         await gitsafe.run(place.copy, "add", "--all", "--", ".", index=index)
         tree = (await gitsafe.run(place.copy, "write-tree", index=index)).strip()
-    commit = (
-        await gitsafe.run(
-            place.copy,
-            "commit-tree",
-            tree,
-            "-p",
-            head,
-            "-m",
-            note,
-            work_tree=False,
-            settings=IDENTITY,
-        )
-    ).strip()
+    out = await gitsafe.run(
+        place.copy,
+        "commit-tree",
+        tree,
+        "-p",
+        head,
+        "-m",
+        note,
+        work_tree=False,
+        settings=IDENTITY,
+    )
+    return out.strip()
+
+
+async def tree_of(place: Place, commit: str) -> str:
+    """The tree of ``commit`` in the copy ("" if it has none)."""
+    out = await gitsafe.run(
+        place.copy,
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        f"{commit}^{{tree}}",
+        work_tree=False,
+        check=False,
+    )
+    return out.strip()
+
+
+async def unpack(place: Place, commit: str, base: str) -> None:
+    """``commit``'s files into the copy as uncommitted work over ``base`` (the copy is clean
+    at ``base``): its new files untracked, its changes unstaged."""
+    await gitsafe.run(place.copy, "read-tree", "-u", "--reset", commit)
+    await gitsafe.run(place.copy, "reset", "--quiet", base)  # the files stay as they are
+
+
+async def keep(place: Place, kept: Kept, max_mb: float) -> str:
+    """The copy's work (committed and not) as one commit, fetched into the project under
+    ``kept.ref``; its id. ``ProjectError`` when it cannot be (then nothing moved)."""
+    commit = await snapshot(place, note_of(kept))
     size = await incoming_bytes(place.repo, place.copy, commit)
     if size > max_mb * MB:
         raise ProjectError(
@@ -212,8 +238,7 @@ async def restore(place: Place, kept: Kept) -> None:
     await gitsafe.run(place.copy, "checkout", "--quiet", "-B", kept.branch, kept.to_tip)
     await _copy_to(place, kept.to_tip)
     if kept.uncommitted:
-        await gitsafe.run(place.copy, "read-tree", "-u", "--reset", kept.commit)
-        await gitsafe.run(place.copy, "reset", "--quiet", kept.to_tip)  # files stay
+        await unpack(place, kept.commit, kept.to_tip)
     await _move_branch(place.repo, kept.branch, kept.to_tip, now)
     await drop(place.repo, kept.ref)
 

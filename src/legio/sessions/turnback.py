@@ -157,6 +157,7 @@ class TurnBack:
         )
         await undoing.keep(place, kept, self._max_mb())
         await undoing.rewind(place, kept)
+        before = await self._unpack_start(place, row)
         await self.prune()  # what was kept over 14 days ago goes as this is kept
         logger.info("%s: card %d undone on #%s", row.agent, row.id, row.project)
         what = [f"{row.commits} commit(s)"] if row.commits else []
@@ -167,12 +168,29 @@ class TurnBack:
             f"{' and '.join(what) or 'work'} are kept for {KEEP_DAYS} days: /undo lists "
             f"them, /undo {row.id} brings them back."
         )
+        said += before
         if asked.published:
             said += (
                 f" Its {asked.published} still shows them until the next 🚀 Publish "
                 "(which asks before it force-pushes)."
             )
         return said
+
+    async def _unpack_start(self, place: Place, row: CardRow) -> str:
+        """The copy's uncommitted work as the turn found it, put back; said in a sentence
+        ("" when it had none)."""
+        start = self.sessions.cards.start_of(row.id)
+        if not start:
+            return ""
+        try:
+            await undoing.unpack(place, start, row.from_tip)
+        except ProjectError as e:
+            logger.warning("%s: card %d's starting work not put back: %s", row.agent, row.id, e)
+            return (
+                " The uncommitted work the copy held before that turn could not be put back "
+                f"(it is in the kept work: /undo {row.id})."
+            )
+        return " The uncommitted work the copy held before that turn is back, uncommitted."
 
     async def kept(self) -> list[Kept]:
         """What undo and Try again kept, every project's, newest first (old ones pruned)."""
@@ -205,7 +223,7 @@ class TurnBack:
                 f"stays kept under {found.ref} in #{found.project}."
             )
         left = await uncommitted(place)
-        if left.count or left.problem:
+        if (left.count or left.problem) and not await self._as_undone(place, card_id):
             raise ProjectError(
                 f"{found.agent}'s copy of #{found.project} holds {left.count} uncommitted "
                 "change(s) now: not restored over them (let the agent commit them, or "
@@ -217,6 +235,19 @@ class TurnBack:
             f"Restored card {card_id}: {found.branch} is at {found.to_tip[:7]} again in "
             f"{found.agent}'s copy of #{found.project}{back}."
         )
+
+    async def _as_undone(self, place: Place, card_id: int) -> bool:
+        """Whether the copy's uncommitted work is just what undo put back (the work as card
+        ``card_id``'s turn found it, which the kept work holds as that turn left it)."""
+        start = self.sessions.cards.start_of(card_id)
+        if not start:
+            return False
+        try:
+            now = await undoing.snapshot(place, "Legio: before a restore")
+            trees = [await undoing.tree_of(place, c) for c in (now, start)]
+        except ProjectError:
+            return False
+        return trees[0] == trees[1] != ""
 
     async def again(self, card_id: int) -> tuple[str, Request]:
         """🔀 Try again: a new branch from card ``card_id``'s start in its copy (the copy's
