@@ -7,6 +7,7 @@ same request again there."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -212,3 +213,32 @@ async def test_undo_puts_back_the_uncommitted_work_the_turn_found(
         assert (copy / "wip.txt").read_text() == "wip\nmore\n"
         assert (copy / "two.py").exists()
         assert "# note" in (copy / "README.md").read_text()
+
+
+async def test_undo_waits_for_no_turn_it_is_refused_while_the_agent_works(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    project = make_project(tmp_path / "app")
+    extra = f'[projects.app]\npath = "{project}"\n'
+    async with running_bot(castra_dir, fake_cli, extra) as bot:
+        card = await card_after(bot, f"@vorenus #app one\n{bash('echo 1 > one.py')}")
+        start = await bot.ask("@vorenus #app think a while\nSLEEP 3")
+        slot = bot.app.engine.sessions.slot("vorenus")
+        for _ in range(400):  # until its turn holds the lock (not a timing assertion)
+            if slot.lock.locked():
+                break
+            await asyncio.sleep(0.025)
+        said = await tap(bot, card, "↩️ Undo", "Not undone")
+        assert "working" in str(said.params["text"]) and "/stop vorenus" in str(said.params["text"])
+        assert (bot.app.engine.sessions.projects.copy_dir("vorenus", "app") / "one.py").exists()
+        assert not git(project, "for-each-ref", "refs/legio/undo/")
+        await bot.answer(start, lambda t: t.startswith("⚔️ vorenus #app"))
+        # once it answered: a turn that only left files uncommitted (its branch never
+        # published) is undone too
+        done = await tap(bot, card, "↩️ Undo", "↩️ Undone")
+        assert "1 uncommitted change(s) are kept" in str(done.params["text"])
+        copy = bot.app.engine.sessions.projects.copy_dir("vorenus", "app")
+        assert not (copy / "one.py").exists()
+        assert not git(project, "for-each-ref", "refs/heads/legio/")  # still unpublished
+        assert (await command(bot, "/undo 1")).startswith("Restored card 1")
+        assert (copy / "one.py").read_text() == "1\n"

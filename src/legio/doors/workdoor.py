@@ -5,10 +5,12 @@ issues). ``LegioApp.work``; the front-end parts that show this work are given it
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from legio.config import Config
 from legio.engine import Engine
+from legio.errors import ProjectError
 from legio.forge.asks import fix_text
 from legio.forge.base import Issue
 from legio.forge.merging import Merged, MergePlan
@@ -168,4 +170,11 @@ class WorkDoor:
     async def merge(self, project: str, number: int, sha: str) -> Merged:
         """✅ Merge after Caesar's confirming tap, for head ``sha`` (a prefix) only:
         ``ForgeError`` with the reason when it moved, or CI is not green."""
-        return await self.engine.forge.merge(project, number, sha)
+        merged = await self.engine.forge.merge(project, number, sha)
+        plan = merged.plan
+        try:  # the copy moves onto the new base between the agent's turns only
+            async with self.turnback.idle(plan.agent):
+                moved = await self.engine.forge.merger.move_copy(plan)
+        except ProjectError as e:
+            moved = f"{plan.agent}'s copy of #{project} was not moved onto the new {plan.base}: {e}"
+        return replace(merged, moved=moved)

@@ -54,7 +54,7 @@ class MergePlan:
 class Merged:
     plan: MergePlan
     commit: str  # what the merge made on the base
-    moved: str  # the agent's copy after it, in a sentence
+    moved: str  # the agent's copy after it, in a sentence (``move_copy``)
 
 
 class Merger:
@@ -154,10 +154,11 @@ class Merger:
                 raise ForgeError(f"Not merged: #{number}", e.reason, e.status) from e
         await self.pulls.update(record.id, state="merged")
         logger.info("#%s: pull request %d merged by %s", project, number, plan.method)
-        return Merged(plan, commit, await self._move_copy(plan))
+        return Merged(plan, commit, "")
 
-    async def _move_copy(self, plan: MergePlan) -> str:
-        """The agent's copy onto the merged base, when it is safe; said either way."""
+    async def move_copy(self, plan: MergePlan) -> str:
+        """After ``merge``: the agent's copy onto the merged base, when it is safe; said
+        either way. The caller holds the agent's turn lock (no turn runs in the copy)."""
         who = f"{plan.agent}'s copy of #{plan.project}"
         try:
             settings = self.projects.settings(plan.project)

@@ -179,7 +179,10 @@ async def _copy_to(place: Place, commit: str) -> None:
 
 async def _move_branch(repo: Path, branch: str, new: str, old: str) -> None:
     """``refs/heads/<branch>`` from ``old`` to ``new`` in the project, or ``ProjectError``
-    if it no longer names ``old``."""
+    if it no longer names ``old``. A branch not in the project (never published: no turn
+    committed on it) stays absent."""
+    if not old:
+        return
     code, _, err = await gitsafe.run_raw(
         repo,
         "update-ref",
@@ -198,7 +201,9 @@ async def _move_branch(repo: Path, branch: str, new: str, old: str) -> None:
 async def rewind(place: Place, kept: Kept) -> None:
     """The branch (in the copy and the project) and the copy's files back at the turn's
     start. The caller checked the copy is on the branch at ``kept.to_tip``."""
-    await _move_branch(place.repo, kept.branch, kept.from_tip, kept.to_tip)  # moved: stop
+    published = await tip_of(place.repo, kept.branch)
+    old = kept.to_tip if published else ""  # moved meanwhile: update-ref refuses, stop
+    await _move_branch(place.repo, kept.branch, kept.from_tip, old)
     await _copy_to(place, kept.from_tip)
 
 

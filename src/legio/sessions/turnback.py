@@ -17,7 +17,9 @@ request (Caesar's own words, as recorded) for the agent to answer on it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 
 from legio.errors import ProjectError
@@ -121,7 +123,7 @@ class TurnBack:
                 f"Card {later[-1]} came after card {row.id} on {row.branch}: undo the newer "
                 "turns first (newest first)."
             )
-        tip = await tip_of(place.repo, row.branch)
+        tip = await tip_of(place.repo, row.branch) or row.from_tip  # "": never published
         if tip != row.to_tip or await undoing.head_tip(place) != row.to_tip:
             raise ProjectError(
                 f"{row.branch} has moved since card {row.id} (it is at {tip[:12] or 'nothing'}, "
@@ -132,14 +134,33 @@ class TurnBack:
         """↩️ Undo: card ``card_id``'s turn kept and taken back; what was done, in a
         sentence. ``ProjectError`` with the reason when it will not (or when the branch
         is on the forge and ``confirmed`` is not set)."""
-        asked = await self.ask(card_id)
+        row = await self._row(card_id)
+        async with self.idle(row.agent):
+            return await self._undo(row, confirmed)
+
+    @contextlib.asynccontextmanager
+    async def idle(self, agent: str) -> AsyncIterator[None]:
+        """Hold ``agent``'s turn lock (a request arriving meanwhile waits for it);
+        ``ProjectError`` when a turn of the agent runs or waits already."""
+        slot = self.sessions.slot(agent)
+        if slot.lock.locked():
+            raise ProjectError(
+                f"{agent} is working now: /stop {agent} first, or wait for its answer."
+            )
+        await slot.lock.ticket()
+        try:
+            yield
+        finally:
+            slot.lock.release()
+
+    async def _undo(self, row: CardRow, confirmed: bool) -> str:
+        asked = await self.ask(row.id)
         if asked.refusal:
             raise ProjectError(asked.refusal)
         if asked.published and not confirmed:
             raise ProjectError(
                 f"{asked.branch} is published ({asked.published}): confirm the undo first."
             )
-        row = await self._row(card_id)
         place = await self.projects.place(row.agent, row.project)
         if self.checks is not None:  # it would go on checking files that go now
             await self.checks.cancel(row.agent, row.project, "its turn was undone")
@@ -210,12 +231,13 @@ class TurnBack:
         found = next((k for k in await self.kept() if k.card == card_id), None)
         if found is None:
             raise ProjectError(f"Nothing of card {card_id} is kept (/undo lists what is).")
-        slot = self.sessions.slot(found.agent)
-        copy = self.projects.copy_dir(found.agent, found.project)
-        if slot.session is not None and slot.session.cwd == copy and slot.state == "working":
-            raise ProjectError(f"{found.agent} is working in that copy now: /stop it first.")
+        async with self.idle(found.agent):
+            return await self._restore(found)
+
+    async def _restore(self, found: Kept) -> str:
+        card_id = found.card
         place = await self.projects.place(found.agent, found.project)
-        now = await tip_of(place.repo, found.branch)
+        now = await tip_of(place.repo, found.branch) or await undoing.head_tip(place)
         if now not in (found.from_tip, found.to_tip):
             raise ProjectError(
                 f"{found.branch} has moved since card {card_id} was undone (it is at "
@@ -255,6 +277,17 @@ class TurnBack:
         what was done, in a sentence."""
         row = await self._row(card_id)
         text = await self._request_text(row)
+        async with self.idle(row.agent):
+            branch, kept = await self._fork(row)
+        said = (
+            f"🔀 {row.agent} tries card {row.id}'s request again on {branch}, from "
+            f"{row.from_tip[:7]}; {row.branch} stays as it is"
+            + (f" (the copy's {kept} uncommitted change(s) kept: /undo)." if kept else ".")
+        )
+        return said, Request(text=text, lane=row.agent, project=row.project)
+
+    async def _fork(self, row: CardRow) -> tuple[str, int]:
+        """The new branch of a Try again, and how many uncommitted changes were kept."""
         place = await self._place(row)
         left = await uncommitted(place)
         if left.count:
@@ -271,17 +304,7 @@ class TurnBack:
                 0.0,
             )
             await undoing.keep(place, kept, self._max_mb())
-        branch = await undoing.fork(place, row.from_tip, row.agent)
-        said = (
-            f"🔀 {row.agent} tries card {row.id}'s request again on {branch}, from "
-            f"{row.from_tip[:7]}; {row.branch} stays as it is"
-            + (
-                f" (the copy's {left.count} uncommitted change(s) kept: /undo)."
-                if left.count
-                else "."
-            )
-        )
-        return said, Request(text=text, lane=row.agent, project=row.project)
+        return await undoing.fork(place, row.from_tip, row.agent), left.count
 
     async def _request_text(self, row: CardRow) -> str:
         answer = (
