@@ -6,16 +6,10 @@ Front-end neutral (pages of text), run by ``legio.frontends.admin``'s table.
 from __future__ import annotations
 
 import time
-from typing import Protocol
 
-from legio.doors.workdoor import WorkDoor
 from legio.errors import ProjectError
+from legio.frontends.forgelines import HasWork
 from legio.frontends.numbers import digits
-
-
-class HasWork(Protocol):
-    work: WorkDoor
-
 
 USAGE = "/undo lists what undo kept; /undo <card> brings card <card>'s work back"
 
