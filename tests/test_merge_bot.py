@@ -204,7 +204,7 @@ async def test_undo_of_a_published_branch_asks_again_naming_the_pull_request(
     start = len(bot.api.calls)
     bot.api.add_callback(keys(asked)["Keep it"], int(asked.result["message_id"]))
     answered = await bot.api.wait_for_call("answerCallbackQuery", start=start)
-    assert answered.params["text"] == "Kept."
+    assert answered.params["text"] == "Kept: not undone."
     assert git(project, "rev-parse", BRANCH).strip() == turn_end
     done = await tap(bot, asked, "↩️ Yes, undo it", lambda t: t.startswith("↩️ Undone"))
     assert "still shows them until the next 🚀 Publish" in str(done.params["text"])

@@ -188,7 +188,7 @@ class CardDesk:
             await query.answer("What would be posted…")
             with in_lane(lane):
                 await self._publish(message, card, force=action == "force")
-        elif action in ("undo", "undoyes"):  # "undo" from a 👎 on the card too
+        elif action in ("undo", "undoyes", "undono"):  # "undo" from a 👎 on the card too
             with in_lane(lane):
                 await on_undo(self.room, query, message, card, action == "undoyes")
         elif action == "again":

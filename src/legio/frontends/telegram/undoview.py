@@ -2,16 +2,18 @@
 
 Undo of a branch that is only in the project goes at once (nothing is lost: the turn's
 work is kept for 14 days, ``/undo`` brings it back); of a branch on the forge, a second
-question names its pull request first (``card:undoyes:<id>`` undoes, ``card:keep:<id>``
+question names its pull request first (``card:undoyes:<id>`` undoes, ``card:undono:<id>``
 keeps). ``card:undo:<id>`` may come from a 👎 on the card too. Try again answers with
 the new branch, then runs the turn's request again under a live view, in the lane.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 
 from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+from telegram.error import TelegramError
 
 from legio.doors.workdoor import WorkDoor
 from legio.errors import ProjectError
@@ -33,6 +35,11 @@ async def on_undo(
 ) -> None:
     """↩️ Undo (``confirmed``: the published branch's second question answered yes)."""
     bot, chat_id = message.get_bot(), message.chat_id
+    if (query.data or "").startswith("card:undono:"):
+        await query.answer("Kept: not undone.")
+        with contextlib.suppress(TelegramError):
+            await message.edit_reply_markup(None)
+        return
     asked = await room.undo_ask(card.id)
     if asked.refusal:
         await query.answer("Not undone.")
@@ -49,7 +56,7 @@ async def on_undo(
             [
                 [
                     InlineKeyboardButton("↩️ Yes, undo it", callback_data=f"card:undoyes:{card.id}"),
-                    InlineKeyboardButton("Keep it", callback_data=f"card:keep:{card.id}"),
+                    InlineKeyboardButton("Keep it", callback_data=f"card:undono:{card.id}"),
                 ]
             ]
         )
@@ -57,7 +64,8 @@ async def on_undo(
         return
     await query.answer("Undoing…")
     if confirmed:
-        await message.edit_reply_markup(None)  # one tap, one undo
+        with contextlib.suppress(TelegramError):
+            await message.edit_reply_markup(None)  # one tap, one undo
     try:
         said = await room.undo(card.id, confirmed=confirmed)
     except ProjectError as e:
