@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from legio.app import ApprovalRequest, Decision, ForgeEvent, LegioApp
+from legio.app import LegioApp
 from legio.frontends.admin import Admin
 from legio.legatus.scheduling import job_runner
-from legio.request import Callbacks, Choice, WorkCard
+from legio.request import ApprovalRequest, Callbacks, Choice, Decision, ForgeEvent, WorkCard
 from tests.conftest import FakeCli
 from tests.fakes.fake_forge import FakeForge
 from tests.gitrepo import git, make_project

@@ -7,7 +7,8 @@ ends use them; only their sending differs (Telegram sends the digest silently).
 
 from __future__ import annotations
 
-from legio.app import BackupFailed, Digest
+from legio.operations.digest import Digest
+from legio.request import BackupFailed
 
 
 def _usd(value: float) -> str:

@@ -16,10 +16,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Protocol
 
-from legio.app import ForgeEvent, Issue, Published, PublishPreview
 from legio.doors.workdoor import WorkDoor
 from legio.errors import ForgeError, ProjectError, PushRejected
+from legio.forge.base import Issue
+from legio.forge.publish import Published, PublishPreview
 from legio.frontends.views import paginate
+from legio.request import ForgeEvent
 from legio.visible import visible_name
 
 

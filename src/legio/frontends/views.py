@@ -13,12 +13,8 @@ from legio.app import (
     CheckRecord,
     Compaction,
     ContextReport,
-    CopyState,
-    DiffReport,
     LegioApp,
     Nuntius,
-    ProjectState,
-    Reply,
     SearchHit,
     StatusRow,
     Stopped,
@@ -28,7 +24,8 @@ from legio.app import (
 from legio.frontends.checkviews import check_badge, check_part
 from legio.names import LEGATUS
 from legio.projects.branchwork import FileChange
-from legio.request import WorkCard
+from legio.projects.overview import CopyState, DiffReport, ProjectState
+from legio.request import Reply, WorkCard
 from legio.visible import visible_name
 
 PAGE_LIMIT = 4000  # under Telegram's 4096, with room for a page marker

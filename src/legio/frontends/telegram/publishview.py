@@ -28,9 +28,10 @@ from telegram import (
 )
 from telegram.error import TelegramError
 
-from legio.app import LegioApp, PublishPreview
+from legio.app import LegioApp
 from legio.doors.workdoor import WorkDoor
 from legio.errors import ForgeError, ProjectError, PushRejected
+from legio.forge.publish import PublishPreview
 from legio.frontends.forgelines import PUBLISH_USAGE, preview_parts, publish_words, published_text
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.telegram.sending import (
