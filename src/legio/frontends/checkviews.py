@@ -3,8 +3,10 @@
 
 ``check_badge`` is one short line: ``✅ 212 passed · 41 s``, ``❌ 3 failed of 212 · 38 s``,
 ``⏳ running``, ``⏱ timed out after 15 min``; the exit code alone when the output held no
-runner's count. ``check_part`` is ``/projects``'s piece of a copy's line; ``check_report``
-the whole of one run, its last lines with every hidden character shown (``⟨U+202E⟩``).
+runner's count or a count that contradicts the exit code (the count is the project's own
+output: ``legio.projects.tally``). ``check_part`` is ``/projects``'s piece of a copy's
+line; ``check_report`` the whole of one run, its last lines with every hidden character
+shown (``⟨U+202E⟩``).
 """
 
 from __future__ import annotations
@@ -40,20 +42,33 @@ def _count(record: CheckRecord) -> str | None:
     return f"{record.passed:,} passed"
 
 
+def _agrees(record: CheckRecord) -> bool:
+    """Whether the runner's count agrees with the exit code (the count is the check's own
+    output, the exit code is what decided): a pass counts no failure, a failure counts
+    one at least. A count that contradicts the exit is not shown."""
+    if record.failed is None:
+        return False
+    return record.failed == 0 if record.state == "passed" else record.failed > 0
+
+
 def check_badge(record: CheckRecord) -> str:
-    """One line for a card or ``/projects``: the state, the count, the time."""
+    """One line for a card or ``/projects``: the state, the count, the time. Never ✅
+    beside a failure count, never ❌ beside a bare pass count: a count that contradicts
+    the exit code gives way to the exit code."""
     took = f" · {check_duration(record.duration_s)}" if record.duration_s is not None else ""
     count = _count(record)
     if record.state == "running":
         return "⏳ running"
     if record.state == "passed":
+        if count is not None and not _agrees(record):
+            return f"✅ exit code 0 (its output counted failures: see its last lines){took}"
         return f"✅ {count or 'passed'}{took}"
     if record.state == "failed":
         code = f"exit code {record.exit_code}"
         if count is None:
             return f"❌ failed ({code}){took}"
-        if not record.failed:  # the runner counted no failure, the command still failed
-            return f"❌ {code}, {count}{took}"
+        if not _agrees(record):  # the runner counted no failure, the command still failed
+            return f"❌ {code}{took}"
         return f"❌ {count}{took}"
     if record.state == "timed_out":
         return f"⏱ timed out after {check_duration(record.timeout_s)}"

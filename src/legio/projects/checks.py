@@ -345,8 +345,8 @@ class Checks:
 
     @staticmethod
     async def _pump(stream: asyncio.StreamReader, output: CheckOutput) -> None:
-        while chunk := await stream.read(READ_CHUNK):
-            output.write(chunk)
+        while chunk := await stream.read(READ_CHUNK):  # read off the loop: never stalls it
+            await asyncio.to_thread(output.write, chunk)
 
     async def _kill(self, process: asyncio.subprocess.Process, inner: int | None) -> None:
         """The whole check: the sandbox's first process (``inner``) with SIGKILL, which
