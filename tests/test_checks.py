@@ -82,7 +82,7 @@ class Bench:
         return self.place.copy
 
     async def run(self) -> CheckRecord:
-        run = await self.checks.start("vorenus", "app", self.copy, "c0ffee")
+        run = await self.checks.start("vorenus", "app", self.copy, "c0ffee", uncommitted=True)
         return await run.wait()
 
 
@@ -136,7 +136,7 @@ async def test_a_passing_check_is_recorded_with_its_count(bench: BenchFactory) -
         seen.append(record)
 
     b.checks.follow(told)
-    run = await b.checks.start("vorenus", "app", b.copy, "c0ffee")
+    run = await b.checks.start("vorenus", "app", b.copy, "c0ffee", uncommitted=True)
     assert run.record.state == "running" and run.commit == "c0ffee"
     assert (await b.checks.last("vorenus", "app")) == run.record  # running, as it stands
     record = await run.wait()
@@ -283,10 +283,10 @@ async def test_a_check_has_no_network(bench: BenchFactory) -> None:
 async def test_a_newer_check_cancels_the_older_one(bench: BenchFactory) -> None:
     marker = "4712.0815"
     b = await bench(f"test -f fast || (echo slow started; sleep {marker})")
-    first = await b.checks.start("vorenus", "app", b.copy, "aaaa")
+    first = await b.checks.start("vorenus", "app", b.copy, "aaaa", uncommitted=True)
     assert first.running
     (b.copy / "fast").write_text("")
-    second = await b.checks.start("vorenus", "app", b.copy, "bbbb")
+    second = await b.checks.start("vorenus", "app", b.copy, "bbbb", uncommitted=True)
     older = await first.wait()
     assert older.state == "cancelled"
     assert older.detail == f"superseded by check #{second.id} (a newer turn)"
@@ -300,7 +300,7 @@ async def test_a_newer_check_cancels_the_older_one(bench: BenchFactory) -> None:
 async def test_closing_stops_every_running_check(bench: BenchFactory) -> None:
     marker = "4713.0815"
     b = await bench(f"sleep {marker}")
-    run = await b.checks.start("vorenus", "app", b.copy, "aaaa")
+    run = await b.checks.start("vorenus", "app", b.copy, "aaaa", uncommitted=True)
     await b.checks.close()
     record = await run.wait()
     assert record.state == "cancelled" and record.detail == "Legio shut down while it ran"
@@ -345,11 +345,11 @@ async def test_start_refuses_a_project_without_check_or_another_copy(
 ) -> None:
     b = await bench("true")
     with pytest.raises(ProjectError, match="is not vorenus's copy"):
-        await b.checks.start("vorenus", "app", tmp_path, "aaaa")
+        await b.checks.start("vorenus", "app", tmp_path, "aaaa", uncommitted=True)
     b.checks.projects.config.projects["app"] = ProjectSettings(path=b.project)
     assert not b.checks.configured("app")
     with pytest.raises(ProjectError, match='add check = "make test"'):
-        await b.checks.start("vorenus", "app", b.copy, "aaaa")
+        await b.checks.start("vorenus", "app", b.copy, "aaaa", uncommitted=True)
 
 
 @pytest.fixture
@@ -402,9 +402,12 @@ async def test_projects_shows_each_copys_last_check_and_nothing_without_one(
     assert before.check == f"{PY} fake_pytest.py"
     assert projects_lines([before])[1].endswith(", check: not run yet")
     (b.copy / "fake_pytest.py").write_text(PYTEST_LIKE)
+    git(b.copy, "add", "fake_pytest.py", caesar=False)
+    git(b.copy, "commit", "--quiet", "-m", "a fake pytest", caesar=False)
+    await projects.publish(b.place)
     head = git(b.copy, "rev-parse", "HEAD").strip()
     record = await (await b.checks.start("vorenus", "app", b.copy)).wait()
-    assert record.commit == head  # the copy's HEAD when none is named
+    assert record.commit == head and not record.uncommitted  # the copy's HEAD, committed
     [state] = await overview(projects, b.checks)
     assert state.copies[0].check == record
     line = projects_lines([state])[1]
@@ -428,7 +431,7 @@ async def test_the_engine_marks_cut_off_runs_at_start_and_stops_running_ones_at_
     try:
         place = await app.sessions.projects.place("vorenus", "app")
         cut = await app.checks.store.begin("pullo", "app", "make", "aaaa", 60, now())
-        run = await app.checks.start("vorenus", "app", place.copy, "bbbb")
+        run = await app.checks.start("vorenus", "app", place.copy, "bbbb", uncommitted=True)
     finally:
         await app.close()
     stopped = await run.wait()
@@ -446,7 +449,7 @@ async def test_the_engine_marks_cut_off_runs_at_start_and_stops_running_ones_at_
 async def test_dropping_a_copy_stops_its_check(bench: BenchFactory) -> None:
     marker = "4715.0815"
     b = await bench(f"sleep {marker}")
-    run = await b.checks.start("vorenus", "app", b.copy, "aaaa")
+    run = await b.checks.start("vorenus", "app", b.copy, "aaaa", uncommitted=True)
     assert await b.checks.cancel("pullo", "app", "no such run") is None
     stopped = await b.checks.cancel("vorenus", "app", "its copy was dropped")
     assert stopped is not None and stopped.state == "cancelled"

@@ -85,7 +85,9 @@ async def test_publish_pushes_the_agents_branch_and_opens_one_pull_request(
 ) -> None:
     main_before = remote_refs(bench.remote)["refs/heads/main"]
     first = await commit(bench, "vorenus", "def add(a, b):\n    return a + b\n", "fix add")
-    done = await bench.publisher.publish("vorenus", "app", check="✅ make test passed")
+    done = await bench.publisher.publish(
+        "vorenus", "app", check="✅ make test passed", check_commit=first
+    )
     refs = remote_refs(bench.remote)
     assert refs == {"refs/heads/main": main_before, "refs/heads/legio/vorenus/main": first}
     assert (done.created, done.pushed, done.commit, done.branch) == (
@@ -97,7 +99,7 @@ async def test_publish_pushes_the_agents_branch_and_opens_one_pull_request(
     pulls = bench.forge.pulls(REPO)
     assert len(pulls) == 1 and pulls[0]["title"] == "fix add"
     assert pulls[0]["base"]["ref"] == "main" and done.url == pulls[0]["html_url"]
-    assert "Last check: ✅ make test passed" in pulls[0]["body"]
+    assert f"Last check, of {first[:7]}: ✅ make test passed" in pulls[0]["body"]
     assert "Opened through Legio by vorenus" in pulls[0]["body"]
     record = await bench.pulls.of("app", "vorenus")
     assert record is not None and (record.number, record.head_sha) == (done.number, first)
@@ -175,3 +177,25 @@ def test_repo_and_push_url_from_the_remote() -> None:
     ):
         with pytest.raises(ForgeError):
             push_target(bad, "github.com", "caesar/app")
+
+
+async def test_the_pull_request_names_the_checked_commit_and_no_other_trees_result(
+    bench: Bench,
+) -> None:
+    """Issue 44: the check's line names the commit that was checked, and Publish never puts
+    the result of another tree (an older commit, the uncommitted work) in the pull request:
+    for a tip that was not checked it says so."""
+    older = await commit(bench, "vorenus", "def add(a, b):\n    return a + b\n", "fix add")
+    tip = await commit(bench, "vorenus", "def add(a, b):\n    return a * b\n", "refactor")
+    await bench.publisher.publish("vorenus", "app", check="✅ 1 passed", check_commit=older)
+    body = bench.forge.pulls(REPO)[0]["body"]
+    assert "✅" not in body and "1 passed" not in body
+    assert f"Last check: none of {tip[:7]}" in body
+
+    await bench.publisher.publish("vorenus", "app", check="✅ 1 passed")  # whose? unsaid
+    body = bench.forge.pulls(REPO)[0]["body"]
+    assert "✅" not in body and f"Last check: none of {tip[:7]}" in body
+
+    await bench.publisher.publish("vorenus", "app", check="❌ 1 failed of 1", check_commit=tip)
+    body = bench.forge.pulls(REPO)[0]["body"]
+    assert f"Last check, of {tip[:7]}: ❌ 1 failed of 1" in body

@@ -95,14 +95,22 @@ class WorkDoor:
         summary: str = "",
         check: str = "",
         commit: str = "",
+        check_commit: str = "",
     ) -> Published:
         """🚀 Publish: push the agent's branch (``legio/<agent>/…``) and open or update its
         pull request (``legio.forge.publish``). ``force`` only after Caesar confirmed a
         force-push (a ``PushRejected`` with ``non_fast_forward``); ``summary``: the PR's
         title and body; ``check``: the last check's line; ``commit``: exactly that commit of
-        the branch (a card's), not its newest. ``ForgeError``/``ProjectError``."""
+        the branch (a card's), not its newest; ``check_commit``: the commit that check ran
+        on (its result is posted only for that commit). ``ForgeError``/``ProjectError``."""
         return await self.engine.forge.publish(
-            agent, project, force=force, summary=summary, check=check, commit=commit
+            agent,
+            project,
+            force=force,
+            summary=summary,
+            check=check,
+            commit=commit,
+            check_commit=check_commit,
         )
 
     async def follow_forge(self, callback: ForgeCallback) -> Callable[[], None]:

@@ -8,7 +8,9 @@ remote (``legio.forge.push``: never another branch, never forced unless ``force`
 the open pull request of that branch is found (``head=owner:branch``) and updated, or one
 is opened against the base; a 422 "already exists" (opened meanwhile) is found and updated.
 Title and body come from the caller's summary, else the branch's commits, with the last
-check's line if given and a line saying it was opened through Legio. The pull request is
+check's line if given (naming the commit it checked; a check of any other commit or of
+uncommitted work is posted as no check of the pushed one) and a line saying it was opened
+through Legio. The pull request is
 recorded (``PullStore``) so CI and reviews are followed (``legio.forge.ci``).
 """
 
@@ -52,6 +54,17 @@ class Published:
     pushed: bool  # False: the forge had that commit already
 
 
+def check_line(check: str, check_commit: str, tip: str) -> str:
+    """The pull request's check line for ``tip``: the check's result only when it ran on
+    exactly ``tip`` (``check_commit``), naming it; otherwise that ``tip`` had no check (a
+    result of another commit or of uncommitted work is never posted as this one's)."""
+    if not check.strip():
+        return ""
+    if check_commit and check_commit == tip:
+        return f"Last check, of {tip[:7]}: {check.strip()}"
+    return f"Last check: none of {tip[:7]} (the last check ran on other work)"
+
+
 def title_and_body(
     work: BranchWork, agent: str, summary: str = "", check: str = ""
 ) -> tuple[str, str]:
@@ -72,8 +85,9 @@ def title_and_body(
         title = title[: MAX_TITLE - 1] + "…"
     lines = [text] if text else []
     lines.append(f"{work.file_count} file(s) changed, +{work.added} −{work.removed}.")
-    if check.strip():
-        lines.append(f"Last check: {check.strip()}")
+    check = check.strip()
+    if check:  # "Last check, of c0ffee1: ✅ 212 passed" (``check_line``)
+        lines.append(check if check.startswith("Last check") else f"Last check: {check}")
     lines.append(OPENED_BY.format(agent=agent))
     return title or f"{agent}'s work", "\n\n".join(lines)[:MAX_BODY]
 
@@ -137,10 +151,13 @@ class Publisher:
         summary: str = "",
         check: str = "",
         commit: str = "",
+        check_commit: str = "",
     ) -> Published:
         """Push the agent's branch and open or update its pull request (module docstring).
         ``commit``: push exactly that commit of the branch (what a work card showed), not
-        whatever the branch holds by now; ``ForgeError`` if the branch no longer holds it."""
+        whatever the branch holds by now; ``ForgeError`` if the branch no longer holds it.
+        ``check``: the last check's result, posted only if ``check_commit`` (the commit it
+        checked) is the commit pushed (``check_line``)."""
         forge = self._forge()
         if not self.projects.copy_dir(agent, project).exists():
             raise ProjectError(f"{agent} has no copy of #{project}: nothing to publish")
@@ -176,7 +193,8 @@ class Publisher:
         settings = self.projects.settings(project)
         target = push_target(await remote_url(repo, settings.remote), forge.web_host, name)
         pushed = await push(repo, target, branch, agent, base, tip, self._token, force=force)
-        title, body = title_and_body(work, agent, summary, check)
+        line = check_line(check, check_commit, tip)
+        title, body = title_and_body(work, agent, summary, line)
         pull, created = await self._pull(forge, name, branch, base, title, body)
         await self.pulls.opened(
             project=project,

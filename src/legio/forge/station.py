@@ -89,11 +89,18 @@ class ForgeStation:
         summary: str = "",
         check: str = "",
         commit: str = "",
+        check_commit: str = "",
     ) -> Published:
         self.required()
         with caesar_waits():
             done = await self.publisher.publish(
-                agent, project, force=force, summary=summary, check=check, commit=commit
+                agent,
+                project,
+                force=force,
+                summary=summary,
+                check=check,
+                commit=commit,
+                check_commit=check_commit,
             )
         record = await self.pulls.of(project, agent)
         if self.follower is not None and self._started and record is not None:

@@ -79,11 +79,18 @@ def check_badge(record: CheckRecord) -> str:
     return f"⚠️ did not run: {visible_name(record.detail or 'unknown error')}"
 
 
+def check_on(record: CheckRecord) -> str:
+    """What was checked: ``on c0ffee1`` (a clean tree of that commit), or ``on uncommitted
+    work (over c0ffee1)`` for a run asked for on the copy's work tree."""
+    short = record.commit[:SHORT_COMMIT] or "?"
+    return f"on uncommitted work (over {short})" if record.uncommitted else f"on {short}"
+
+
 def check_part(record: CheckRecord | None) -> str:
     """``/projects``'s piece about a copy's last check (its project has a check)."""
     if record is None:
         return "check: not run yet"
-    return f"check {check_badge(record)} on {record.commit[:SHORT_COMMIT] or '?'}"
+    return f"check {check_badge(record)} {check_on(record)}"
 
 
 def check_report(record: CheckRecord, *, agent_project: bool = True) -> str:
@@ -91,8 +98,7 @@ def check_report(record: CheckRecord, *, agent_project: bool = True) -> str:
     last lines (bounded when stored), every hidden character shown."""
     where = f"{record.agent} on #{record.project} · " if agent_project else ""
     lines = [
-        f"{where}check #{record.id} on {record.commit[:SHORT_COMMIT] or '?'}: "
-        f"{check_badge(record)}",
+        f"{where}check #{record.id} {check_on(record)}: {check_badge(record)}",
         f"$ {visible_name(record.command)}",
     ]
     if record.detail and record.state in ("failed", "timed_out"):

@@ -1,15 +1,20 @@
-"""Projects' checks: ``[projects.<name>] check`` run in an agent's copy, in the jail.
+"""Projects' checks: ``[projects.<name>] check`` run on an agent's commit, in the jail.
 
-``Checks.start(agent, project, copy_dir, commit)`` runs the project's check command in
-that copy inside ``legio.fence.jail`` (an allow-list jail: the system folders read-only,
-its copy, an empty home; no network, no capability) and returns
-a ``CheckRun`` at once: its ``record`` (a ``legio.store.checkstore.CheckRecord``, kept
-in the praetorium) and ``done``, a future set to the final record. One run at a time per
-copy: a newer ``start`` stops the older one (its whole sandbox killed) and records it
-``cancelled``, superseded. A run past ``check_timeout`` minutes is killed the same way
-(SIGTERM to its process group, then SIGKILL; everything in its PID namespace dies with
-it) and recorded ``timed_out``. Without bubblewrap nothing runs: the run is an ``error``
-that says to install it.
+``Checks.start(agent, project, copy_dir, commit)`` runs the project's check command on a
+clean tree of exactly ``commit`` (``castra/state/checks/<agent>/<project>/tree``, made
+from the project by Legio's own git, its objects borrowed read-only; removed after the
+run), never on the copy's work tree, which the agent controls (a file marked
+``skip-worktree`` with other content put back, a filter of its own): what is recorded
+for a commit is what that commit does. ``uncommitted=True`` (asked for) runs on the
+copy's work tree instead, recorded as such. Either runs inside ``legio.fence.jail`` (an
+allow-list jail: the system folders read-only, its tree, an empty home; no network, no
+capability) and returns a ``CheckRun`` at once: its ``record`` (a
+``legio.store.checkstore.CheckRecord``, kept in the praetorium) and ``done``, a future
+set to the final record. One run at a time per copy: a newer ``start`` stops the older
+one (its whole sandbox killed) and records it ``cancelled``, superseded. A run past
+``check_timeout`` minutes is killed the same way (SIGTERM to its process group, then
+SIGKILL; everything in its PID namespace dies with it) and recorded ``timed_out``.
+Without bubblewrap nothing runs: the run is an ``error`` that says to install it.
 
 The output is streamed, never held (``legio.projects.checkoutput``): to a log file
 (``castra/state/checks/logs/<id>.log``, cut at 5 MB with a marker; the last
@@ -45,6 +50,7 @@ from legio.fence.jail import (
     pinned,
     through_fd,
 )
+from legio.projects import gitsafe
 from legio.projects.checkoutput import LINE_CHARS, MAX_LOG_BYTES, CheckOutput, remove_tree
 from legio.projects.copies import Place, Projects
 from legio.store.checkstore import CheckRecord, CheckState, CheckStore
@@ -181,12 +187,21 @@ class Checks:
         return found
 
     async def start(
-        self, agent: str, project: str, copy_dir: Path, commit: str | None = None
+        self,
+        agent: str,
+        project: str,
+        copy_dir: Path,
+        commit: str | None = None,
+        *,
+        uncommitted: bool = False,
     ) -> CheckRun:
-        """Run ``project``'s check in ``agent``'s copy (``copy_dir``) on ``commit`` (None:
-        the copy's HEAD, read now); the run, started (or already ended: no sandbox). A run
-        on the same copy is stopped first, recorded as superseded. ``ProjectError`` if the
-        project has no check, or ``copy_dir`` is not that copy."""
+        """Run ``project``'s check for ``agent``'s copy (``copy_dir``) on ``commit`` (None:
+        the copy's HEAD, read now): on a clean tree of that commit made from the project
+        (``gitsafe.clean_tree``), never on the copy's work tree; with ``uncommitted`` (asked
+        for), on the copy's work tree as it is, recorded so. The run, started (or already
+        ended: no sandbox, no such commit in the project). A run on the same copy is
+        stopped first, recorded as superseded. ``ProjectError`` if the project has no
+        check, or ``copy_dir`` is not that copy."""
         command = self.command(project)
         if command is None:
             raise ProjectError(
@@ -199,7 +214,9 @@ class Checks:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             timeout_s = self.projects.settings(project).check_timeout * 60
-            record = await self.store.begin(agent, project, command, commit, timeout_s, now())
+            record = await self.store.begin(
+                agent, project, command, commit, timeout_s, now(), uncommitted
+            )
             run = CheckRun(record, self.logs_dir / f"{record.id}.log")
             older = self._runs.get(key)
             self._runs[key] = run
@@ -243,6 +260,7 @@ class Checks:
     async def _run(self, run: CheckRun, copy: Path) -> None:
         started = time.monotonic()
         output: CheckOutput | None = None
+        tree: Path | None = None
         try:
             support = await asyncio.to_thread(self.support)
             if not support.available:
@@ -250,6 +268,21 @@ class Checks:
                 return
             base = checks_dir(self.projects.castra.root, run.agent, run.project)
             dirs = await asyncio.to_thread(_fresh_dirs, base)
+            if not run.record.uncommitted:  # the commit itself, never the work tree
+                tree = base / "tree"
+                await asyncio.to_thread(remove_tree, tree)
+                try:
+                    repo = self.projects.settings(run.project).path
+                    await gitsafe.clean_tree(repo, run.commit, tree)
+                except ProjectError as e:
+                    logger.warning("check #%d: no clean tree: %s", run.id, e)
+                    why = (
+                        f"commit {run.commit[:12]} is not in #{run.project} (not published "
+                        "there?): nothing was checked"
+                    )
+                    await self._finish(run, None, started, "error", why, None)
+                    return
+                copy = tree
             self.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
             output = CheckOutput(run.log_path, self.max_log_bytes)
             state, detail, code = await self._sandboxed(run, copy, support, dirs, output)
@@ -257,6 +290,9 @@ class Checks:
         except Exception as e:  # never a traceback to Caesar: the run says what went wrong
             logger.exception("check #%d failed to run", run.id)
             await self._finish(run, output, started, "error", f"the check could not run: {e}", None)
+        finally:
+            if tree is not None:
+                await asyncio.to_thread(remove_tree, tree)
 
     async def _sandboxed(
         self,

@@ -219,6 +219,8 @@ class CardDesk:
                 summary=await self.app.card_summary(card.id),
                 check=check_badge(check) if check else "",
                 commit=card.tip,  # what this card showed, never newer unseen commits
+                # the commit its check ran on: no result of another tree is posted
+                check_commit=check.commit if check and not check.uncommitted else "",
             )
         except PushRejected as e:
             if not e.non_fast_forward or force:
