@@ -60,7 +60,7 @@ async def main(folder, command, timeout):
     praetorium = await Praetorium.open(castra.praetorium_path)
     checks = Checks(projects, CheckStore(praetorium), kill_grace_s=2)
     place = await projects.place("vorenus", "app")
-    warm = await checks.start("vorenus", "app", place.copy, "warm")
+    warm = await checks.start("vorenus", "app", place.copy, "warm", uncommitted=True)
     await warm.wait()  # bwrap found and probed once
     base = rss()
     late = 0.0
@@ -76,7 +76,7 @@ async def main(folder, command, timeout):
     tick = asyncio.create_task(ticker())
     start = time.perf_counter()
     cpu = time.process_time()
-    run = await checks.start("vorenus", "app", place.copy, "c0ffee")
+    run = await checks.start("vorenus", "app", place.copy, "c0ffee", uncommitted=True)
     record = await run.wait()
     elapsed = time.perf_counter() - start
     cpu = time.process_time() - cpu

@@ -96,11 +96,13 @@ async def bench(castra_dir: Path, tmp_path: Path) -> AsyncIterator[BenchFactory]
     opened: list[Bench] = []
     project = make_project(tmp_path / "app")
 
-    async def make(command: str, timeout: float = 15, **options: object) -> Bench:
+    async def make(
+        command: str, timeout: float = 15, sandbox: str = "", **options: object
+    ) -> Bench:
         toml = tmp_path / "legio.toml"
         toml.write_text(
             f'[projects.app]\npath = "{project}"\ncheck = """{command}"""\n'
-            f'check_timeout = {timeout}\n[sandbox]\ncheck_read = ["{PY_HOME}"]\n'
+            f'check_timeout = {timeout}\n[sandbox]\ncheck_read = ["{PY_HOME}"]\n{sandbox}'
         )
         config = load_config(toml)
         castra = Castra(config.castra)
@@ -396,8 +398,10 @@ async def test_projects_shows_each_copys_last_check_and_nothing_without_one(
     b = await bench(f"{PY} fake_pytest.py")
     projects = b.checks.projects
     lines = await check_projects(projects.config, projects.castra)
-    said = f"project #app: check `{PY} fake_pytest.py` (in each copy, sandboxed, no network"
-    assert ("ok", said + ", killed after 15 min)") in lines
+    said = f"project #app: check `{PY} fake_pytest.py` (on a clean tree of the commit, "
+    assert ("ok", said + "sandboxed, no network, killed after 15 min)") in lines
+    [limits] = [text for _, text in lines if "its check's limits by " in text]
+    assert "1024 processes" in limits or "processes not limited" in limits
     [before] = await overview(projects, b.checks)
     assert before.check == f"{PY} fake_pytest.py"
     assert projects_lines([before])[1].endswith(", check: not run yet")
@@ -468,7 +472,7 @@ async def test_a_sandbox_that_cannot_start_is_an_error_not_a_failed_check(
     broken.chmod(0o755)
     b = await bench("true", support=lambda: JailSupport(True, str(broken)))
     record = await b.run()
-    assert record.state == "error"
+    assert record.state == "error", (record.tail, record.detail)
     assert record.detail == (
         "the sandbox could not start (bwrap: Can't mount tmpfs on /newroot/x: No such file): "
         "the check did not run"

@@ -31,12 +31,14 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from legio.errors import ProjectError
+from legio.fence.checklimits import CheckLimits, Confinement, limit_support
 from legio.fence.cliconfig import state_dir
 from legio.fence.jail import (
     CHECKS,
@@ -302,13 +304,41 @@ class Checks:
         dirs: tuple[Path, Path, Path],
         output: CheckOutput,
     ) -> tuple[CheckState, str | None, int | None]:
+        """The run inside its limits (``legio.fence.checklimits``): made, run, removed."""
+        config = self.projects.config
+        repo = self.projects.settings(run.project).path
+        objects = await asyncio.to_thread(borrowed, copy, repo)
+        held = await asyncio.to_thread(limit_support, support.detail, support.userns)
+        name = f"legio-check-{os.getpid()}-{run.id}-{secrets.token_hex(4)}"  # unique here
+        confined = Confinement(CheckLimits.of(config), held, name)
+        try:
+            await asyncio.to_thread(confined.setup)
+        except OSError as e:  # fail closed: no check without its limits
+            await asyncio.to_thread(confined.cleanup)
+            return "error", f"the check's limits could not be set ({e}): it did not run", None
+        try:
+            return await self._confined(run, copy, support, dirs, output, confined, objects)
+        finally:
+            await asyncio.to_thread(confined.cleanup)
+            if confined.groups:
+                logger.warning("check #%d: cgroups left behind: %s", run.id, confined.groups)
+
+    async def _confined(
+        self,
+        run: CheckRun,
+        copy: Path,
+        support: JailSupport,
+        dirs: tuple[Path, Path, Path],
+        output: CheckOutput,
+        confined: Confinement,
+        objects: list[Path],
+    ) -> tuple[CheckState, str | None, int | None]:
         projects = self.projects
         tmp, cache, home = dirs
         config = projects.config
         repo = projects.settings(run.project).path
         fence = Place(run.project, run.agent, repo, "", "", copy).fence()
         command = run.record.command
-        objects = await asyncio.to_thread(borrowed, copy, repo)
         info, info_w = os.pipe()
         try:
             with contextlib.ExitStack() as stack:
@@ -328,8 +358,13 @@ class Checks:
                     objects,
                     support.userns,
                     pins,
+                    confined.tmp_args(tmp),
+                    confined.shell(),
                 )
                 argv, args = through_fd(argv)
+                if not os.access(argv[0], os.X_OK):  # said as such, not as the check's exit
+                    raise ProjectError(f"{argv[0]} cannot be run")
+                argv = confined.wrap(argv)
                 stack.callback(os.close, args)
                 process = await asyncio.create_subprocess_exec(
                     *argv,
