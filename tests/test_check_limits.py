@@ -9,8 +9,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
-from legio.fence.checklimits import CheckLimits, limit_support, limits_said
+from legio.fence.checklimits import (
+    LIMITS_FAILED,
+    CheckLimits,
+    Confinement,
+    LimitSupport,
+    limit_support,
+    limits_said,
+)
 from tests.test_checks import PY, BenchFactory, bench  # noqa: F401 (the fixture)
 
 SMALL = "check_processes = 24\ncheck_memory_mb = 64\ncheck_tmp_mb = 16\n"
@@ -92,3 +100,33 @@ def test_legio_check_says_how_each_limit_is_held() -> None:
         ("/tmp", support.tmp),
     ):
         assert (f"{what} not limited" in said) == (not held), said
+
+
+def test_each_way_wraps_the_check_so_its_children_are_born_inside(tmp_path: Path) -> None:
+    """A systemd scope takes the limits as properties; a cgroup of Legio's is joined by the
+    shell that then execs bubblewrap (a cgroup it cannot join: the check does not run, and
+    says why); rlimits wrap nothing and go in the jail's ``ulimit`` line."""
+    limits = CheckLimits(processes=24, memory_mb=64, tmp_mb=16)
+    argv = ["bwrap", "--args", "5", "--", "/bin/sh", "-c", "true"]
+    scope = LimitSupport("a systemd scope", True, True, True, True, False, ("systemd-run",))
+    wrapped = Confinement(limits, scope, "x").wrap(argv)
+    assert wrapped[-len(argv) :] == argv and "TasksMax=24" in wrapped
+    assert "MemoryMax=64M" in wrapped and "MemorySwapMax=0" in wrapped
+
+    plain = LimitSupport("rlimits", True, False, True, True, True)
+    confined = Confinement(limits, plain, "x")
+    assert confined.wrap(argv) == argv
+    assert "ulimit -d 65536" in confined.shell() and "ulimit -p 24" in confined.shell()
+    assert confined.tmp_args(tmp_path)[:4] == ["--size", str(16 * 1024 * 1024), "--tmpfs", "/tmp"]
+
+    nowhere = tmp_path / "not-a-cgroup"
+    nowhere.mkdir()
+    group = LimitSupport("a cgroup", True, True, True, True, False, cgroups=(nowhere,))
+    confined = Confinement(limits, group, "run")
+    confined.setup()  # a plain folder: no limit files, nothing written
+    (nowhere / "run" / "cgroup.procs").mkdir()  # cannot be written: the join fails
+    done = subprocess.run(
+        confined.wrap(["echo", "RAN"]), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1 and done.stdout.strip() == LIMITS_FAILED
+    assert "RAN" not in done.stdout

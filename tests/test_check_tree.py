@@ -135,3 +135,18 @@ async def test_uncommitted_work_is_checked_only_on_request_and_labelled(
     assert "uncommitted work" in check_report(record).splitlines()[0]
     stored = await b.store.get(record.id)
     assert stored is not None and stored.uncommitted and stored.commit == head
+
+
+async def test_a_newer_check_gets_its_own_clean_tree(bench: BenchFactory) -> None:  # noqa: F811
+    """A newer turn's check supersedes the older one at once: each has its own tree, so the
+    older one's removal never takes the newer one's files; none is left after."""
+    b = await bench(f"sleep 1; {CHECK}")
+    (b.copy / "app.py").write_text(GOOD)
+    good = commit(b.copy, "fix add")
+    await published(b)
+    first = await b.checks.start("vorenus", "app", b.copy, good)
+    second = await b.checks.start("vorenus", "app", b.copy, good)
+    assert (await first.wait()).state == "cancelled"
+    assert (await second.wait()).state == "passed"
+    base = b.root / "state" / "checks" / "vorenus" / "app"
+    assert not list(base.glob("tree-*"))

@@ -40,6 +40,7 @@ from legio.config import Config
 CGROUP_FS = Path("/sys/fs/cgroup")
 RMDIR_TRIES = 100  # a cgroup is removed once its last process is gone (0.05 s apart)
 SYSTEMD_PROBE_S = 10.0
+LIMITS_FAILED = "legio-limits: the check could not join its cgroup"  # its only output then
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,8 @@ class Confinement:
             return list(argv)
         n = len(self.groups)
         join = " && ".join(f'echo $$ > "${i + 1}/cgroup.procs"' for i in range(n))
-        script = f'{join} && shift {n} && exec "$@"'
+        failed = f'{{ echo "{LIMITS_FAILED}"; exit 1; }}'
+        script = f'{{ {join}; }} 2>/dev/null || {failed}; shift {n}; exec "$@"'
         return ["/bin/sh", "-c", script, "legio-limits", *map(str, self.groups), *argv]
 
     def tmp_args(self, folder: Path) -> list[str]:

@@ -1,7 +1,7 @@
 """Projects' checks: ``[projects.<name>] check`` run on an agent's commit, in the jail.
 
 ``Checks.start(agent, project, copy_dir, commit)`` runs the project's check command on a
-clean tree of exactly ``commit`` (``castra/state/checks/<agent>/<project>/tree``, made
+clean tree of exactly ``commit`` (``castra/state/checks/<agent>/<project>/tree-<run>``, made
 from the project by Legio's own git, its objects borrowed read-only; removed after the
 run), never on the copy's work tree, which the agent controls (a file marked
 ``skip-worktree`` with other content put back, a filter of its own): what is recorded
@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from legio.errors import ProjectError
-from legio.fence.checklimits import CheckLimits, Confinement, limit_support
+from legio.fence.checklimits import LIMITS_FAILED, CheckLimits, Confinement, limit_support
 from legio.fence.cliconfig import state_dir
 from legio.fence.jail import (
     CHECKS,
@@ -63,6 +63,7 @@ logger = logging.getLogger(__name__)
 KEEP_LOGS = 10  # logs kept per copy; older ones are removed
 KILL_GRACE_S = 5.0  # between SIGTERM and SIGKILL
 READ_CHUNK = 64 * 1024
+NOT_STARTED = (b"bwrap: ", LIMITS_FAILED.encode())  # the sandbox's or its limits' own words
 
 Follower = Callable[[CheckRecord], Awaitable[None]]
 
@@ -107,6 +108,12 @@ class CheckRun:
         if self._why is None:
             self._why = (state, why)
         self._stop.set()
+
+
+def _remove_trees(base: Path) -> None:
+    """The clean trees earlier runs left (one cut off by a restart, say)."""
+    for old in base.glob("tree-*"):
+        remove_tree(old)
 
 
 def _fresh_dirs(base: Path) -> tuple[Path, Path, Path]:
@@ -271,8 +278,8 @@ class Checks:
             base = checks_dir(self.projects.castra.root, run.agent, run.project)
             dirs = await asyncio.to_thread(_fresh_dirs, base)
             if not run.record.uncommitted:  # the commit itself, never the work tree
-                tree = base / "tree"
-                await asyncio.to_thread(remove_tree, tree)
+                tree = base / f"tree-{run.id}"  # its own: an older run may still remove its
+                await asyncio.to_thread(_remove_trees, base)
                 try:
                     repo = self.projects.settings(run.project).path
                     await gitsafe.clean_tree(repo, run.commit, tree)
@@ -282,19 +289,20 @@ class Checks:
                         f"commit {run.commit[:12]} is not in #{run.project} (not published "
                         "there?): nothing was checked"
                     )
-                    await self._finish(run, None, started, "error", why, None)
-                    return
-                copy = tree
-            self.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            output = CheckOutput(run.log_path, self.max_log_bytes)
-            state, detail, code = await self._sandboxed(run, copy, support, dirs, output)
-            await self._finish(run, output, started, state, detail, code)
+                    ended: tuple[CheckState, str | None, int | None] = ("error", why, None)
+                else:
+                    copy = tree
+            if tree is None or copy == tree:
+                self.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+                output = CheckOutput(run.log_path, self.max_log_bytes)
+                ended = await self._sandboxed(run, copy, support, dirs, output)
         except Exception as e:  # never a traceback to Caesar: the run says what went wrong
             logger.exception("check #%d failed to run", run.id)
-            await self._finish(run, output, started, "error", f"the check could not run: {e}", None)
+            ended = ("error", f"the check could not run: {e}", None)
         finally:
-            if tree is not None:
+            if tree is not None:  # gone before the run is told over
                 await asyncio.to_thread(remove_tree, tree)
+        await self._finish(run, output, started, *ended)
 
     async def _sandboxed(
         self,
@@ -407,7 +415,7 @@ class Checks:
                 await self._kill(process, inner)
         if run._why is not None:
             return run._why[0], run._why[1], code
-        if code != 0 and output.first.startswith(b"bwrap: ") and output.lines <= 3:
+        if code != 0 and output.first.startswith(NOT_STARTED) and output.lines <= 3:
             why = output.first.decode("utf-8", "replace")[:LINE_CHARS]
             return "error", f"the sandbox could not start ({why}): the check did not run", code
         if code == 0:
