@@ -11,6 +11,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from legio.fence.checklimits import (
     LIMITS_FAILED,
     CheckLimits,
@@ -78,8 +80,18 @@ async def test_memory_spread_over_processes_is_limited_in_total(bench: BenchFact
         assert "memory not limited in total" in said and "64 MB per process" in said
 
 
-async def test_a_tmp_bomb_ends_its_check(bench: BenchFactory) -> None:  # noqa: F811
-    b = await bench(TMP_BOMB, sandbox=SMALL)
+@pytest.mark.parametrize(
+    "bomb",
+    [
+        TMP_BOMB,
+        TMP_BOMB.replace("/tmp/", "/var/tmp/"),
+        TMP_BOMB.replace("/tmp/", "/dev/shm/"),  # bubblewrap's own /dev is half the memory
+        TMP_BOMB.replace("/tmp/", "/dev/"),
+    ],
+    ids=["tmp", "var-tmp", "dev-shm", "dev"],
+)
+async def test_a_tmp_bomb_ends_its_check(bench: BenchFactory, bomb: str) -> None:  # noqa: F811
+    b = await bench(bomb, sandbox=SMALL)
     run = await b.checks.start("vorenus", "app", b.copy, "aaaa", uncommitted=True)
     record = await run.wait()
     assert record.state == "failed", record.tail

@@ -15,7 +15,8 @@ full ``/tmp`` ends that check (its forks fail, the kernel kills it) and nothing 
   its own, and never for root, whose processes it does not count), and ``RLIMIT_DATA``
   per process, always (a bound per process, not in total).
 
-``/tmp`` is a tmpfs of ``check_tmp_mb`` where bubblewrap sets sizes (``--size``); else,
+``/tmp`` (and ``/var/tmp``, ``/dev/shm``; ``/dev`` itself read-only) is a tmpfs of
+``check_tmp_mb`` where bubblewrap sets sizes (``--size``); else,
 with a memory cgroup, a tmpfs whose pages count against the check's memory; else the
 check's own folder on disk (not memory). ``limits_said`` is ``legio check``'s sentence,
 naming every limit that cannot be held here. ``Confinement`` sets one run's limits up
@@ -246,6 +247,18 @@ class Confinement:
         if self.support.tmp:  # a tmpfs charged to the check's memory cgroup
             return ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
         return ["--bind", str(folder), "/tmp", "--bind", str(folder), "/var/tmp"]
+
+    def dev_args(self, folder: Path) -> list[str]:
+        """bubblewrap's options after ``--dev /dev``: ``/dev/shm`` bounded as ``/tmp`` is
+        (bubblewrap's own ``/dev`` is a tmpfs as large as half the machine's memory), then
+        ``/dev`` itself read-only."""
+        if self.support.tmp_size:
+            shm = ["--size", str(self.limits.tmp_mb * 1024 * 1024), "--tmpfs", "/dev/shm"]
+        elif self.support.tmp:
+            shm = ["--tmpfs", "/dev/shm"]
+        else:
+            shm = ["--bind", str(folder), "/dev/shm"]
+        return [*shm, "--remount-ro", "/dev"]
 
     def shell(self) -> str:
         """The jail's ``ulimit`` line for these limits (before the command's)."""

@@ -325,6 +325,7 @@ def jail_argv(
     pins: Mapping[Path, int] | None = None,
     tmp: Sequence[str] = ("--tmpfs", "/tmp", "--tmpfs", "/var/tmp"),
     ulimits: str = "",
+    dev: Sequence[str] = (),
 ) -> list[str]:
     """``bwrap … -- /bin/sh -c LIMITS check command`` in ``copy`` (``limits``);
     ``writable``: the check's own folders (its ``TMPDIR``, cache, ``HOME``), made first;
@@ -336,7 +337,8 @@ def jail_argv(
     (``JailSupport.userns``). ``pins``: descriptors of the copy and its fence entries
     (``pinned``), bound instead of their paths (given: an entry without one is not
     bound). ``tmp``: the options making ``/tmp`` and ``/var/tmp`` (sized:
-    ``legio.fence.checklimits``); ``ulimits``: more of the jail's ``ulimit`` line."""
+    ``legio.fence.checklimits``); ``ulimits``: more of the jail's ``ulimit`` line; ``dev``:
+    what follows ``--dev /dev`` (a sized ``/dev/shm``, ``/dev`` read-only)."""
     given, copy = copy, copy.resolve()
     system = [Path(n).resolve() for n in SYSTEM if not Path(n).is_symlink() and Path(n).is_dir()]
     extra = [Path(p).expanduser().resolve() for p in config.sandbox.check_read]
@@ -359,7 +361,7 @@ def jail_argv(
             ),
         ]
     argv = [bwrap, *tmp, *system_binds()]
-    argv += ["--dev", "/dev", "--proc", "/proc"]
+    argv += ["--dev", "/dev", *dev, "--proc", "/proc"]
     for folder in reads:  # after the private /tmp: a project may live in the host's /tmp
         argv += ["--ro-bind", str(folder), str(folder)]
     outer = [(p, k) for p, k in hidden if not any(_inside(p, o) for o in open_)]

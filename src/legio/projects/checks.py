@@ -368,6 +368,7 @@ class Checks:
                     pins,
                     confined.tmp_args(tmp),
                     confined.shell(),
+                    confined.dev_args(tmp),
                 )
                 argv, args = through_fd(argv)
                 if not os.access(argv[0], os.X_OK):  # said as such, not as the check's exit
