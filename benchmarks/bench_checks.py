@@ -76,7 +76,10 @@ async def main(folder, command, timeout):
     tick = asyncio.create_task(ticker())
     start = time.perf_counter()
     cpu = time.process_time()
-    run = await checks.start("vorenus", "app", place.copy, "c0ffee", uncommitted=True)
+    if len(sys.argv) > 4:  # on a clean tree of the copy's HEAD (made, then removed)
+        run = await checks.start("vorenus", "app", place.copy)
+    else:
+        run = await checks.start("vorenus", "app", place.copy, "c0ffee", uncommitted=True)
     record = await run.wait()
     elapsed = time.perf_counter() - start
     cpu = time.process_time() - cpu
@@ -103,12 +106,13 @@ PRINT_HOSTILE = (
     f"line = 'passed in 1s' + ' ' * 385 + 'x' + chr(10)\n"
     'for i in range(25_000): sys.stdout.write(line)"'
 )
-CASES = (
-    ("does nothing (`true`)", "true", 15.0),
-    ("10 MB of hostile lines (`passed in 1s` + 385 spaces + `x`)", PRINT_HOSTILE, 15.0),
-    ("prints 100 MB", PRINT_100_MB, 15.0),
-    ("100 MB of blank lines (`yes ''`)", "yes '' | head -c 100000000", 15.0),
-    ("never ends (timeout 0.05 min = 3 s)", "sleep 600", 0.05),
+CASES: tuple[tuple[str, str, float, str], ...] = (
+    ("does nothing (`true`)", "true", 15.0, ""),
+    ("does nothing, on a clean tree of the commit", "true", 15.0, "tree"),
+    ("10 MB of hostile lines (`passed in 1s` + 385 spaces + `x`)", PRINT_HOSTILE, 15.0, ""),
+    ("prints 100 MB", PRINT_100_MB, 15.0, ""),
+    ("100 MB of blank lines (`yes ''`)", "yes '' | head -c 100000000", 15.0, ""),
+    ("never ends (timeout 0.05 min = 3 s)", "sleep 600", 0.05, ""),
 )
 
 
@@ -155,9 +159,9 @@ def reader_cost() -> str:
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).parents[1] / "src"))
     rows = []
-    for label, command, timeout in CASES:
+    for label, command, timeout, tree in CASES:
         with tempfile.TemporaryDirectory() as tmp:
-            r = child(tmp, command, str(timeout))
+            r = child(tmp, command, str(timeout), *([tree] if tree else []))
         log = f"{float(r['log']) / 1e6:.1f} MB" + (" (cut)" if r["cut"] else "")
         rows.append(
             [label, str(r["state"]), f"{float(r['s']) * 1000:,.0f} ms",
