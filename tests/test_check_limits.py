@@ -142,3 +142,62 @@ def test_each_way_wraps_the_check_so_its_children_are_born_inside(tmp_path: Path
     )
     assert done.returncode == 1 and done.stdout.strip() == LIMITS_FAILED
     assert "RAN" not in done.stdout
+
+
+FAKE_SYSTEMD_RUN = """#!/bin/sh
+# systemd-run as far as a scope goes: its properties noted, the command exec'd in place;
+# like systemd >= 254 it expands ${...} in the command unless told not to
+if [ "$1" = "--help" ]; then echo "  --expand-environment=BOOL"; exit 0; fi
+expand=yes
+while [ "$1" != "--" ]; do
+  case "$1" in
+    --expand-environment=no) expand=no ;;
+    -p) shift; echo "$1" >> "$SCOPE_LOG" ;;
+  esac
+  shift
+done
+shift
+if [ $expand = yes ]; then
+  for a; do shift; case "$a" in *'${'*) set -- "$@" "" ;; *) set -- "$@" "$a" ;; esac; done
+fi
+exec "$@"
+"""
+
+
+async def test_a_systemd_scope_runs_the_check_with_its_limits_and_its_words_untouched(
+    bench: BenchFactory,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where systemd makes scopes (none here: a stand-in that execs in place, as
+    ``systemd-run --scope`` does), the check runs inside one with its limits as
+    properties, its descriptors and words passed as they are (``$1`` of the jail's line
+    not expanded by systemd-run)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "systemd-run"
+    fake.write_text(FAKE_SYSTEMD_RUN)
+    fake.chmod(0o755)
+    log = tmp_path / "scope.log"
+    monkeypatch.setenv("SCOPE_LOG", str(log))
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    limit_support.cache_clear()
+    try:
+        b = await bench('echo "IN SCOPE $HOME"', sandbox=SMALL)
+        record = await (
+            await b.checks.start("vorenus", "app", b.copy, "a", uncommitted=True)
+        ).wait()
+        support = limit_support(*_jail())
+    finally:
+        limit_support.cache_clear()
+    assert support.how == "a systemd scope" and "--expand-environment=no" in support.systemd
+    assert record.state == "passed" and "IN SCOPE /" in record.tail, record.tail
+    # the probe's scope first, then the check's
+    assert log.read_text().split()[-3:] == ["TasksMax=24", "MemoryMax=64M", "MemorySwapMax=0"]
+
+
+def _jail() -> tuple[str, bool]:
+    from legio.fence.jail import jail_support
+
+    support = jail_support()
+    return support.detail, support.userns

@@ -41,6 +41,14 @@ from legio.config import Config
 CGROUP_FS = Path("/sys/fs/cgroup")
 RMDIR_TRIES = 100  # a cgroup is removed once its last process is gone (0.05 s apart)
 SYSTEMD_PROBE_S = 10.0
+# exits 0 only if its argument reached it as written (not expanded by what runs it)
+UNTOUCHED = (
+    "/bin/sh",
+    "-c",
+    'case "$1" in *LEGIO_UNSET*) exit 0;; esac; exit 3',
+    "sh",
+    "${LEGIO_UNSET}",
+)
 LIMITS_FAILED = "legio-limits: the check could not join its cgroup"  # its only output then
 
 
@@ -122,8 +130,11 @@ def _systemd(euid: int) -> tuple[str, ...]:
         return ()
     prefix = (run, *(("--user",) if euid else ()), "--scope", "--quiet", "--collect")
     try:
-        done = subprocess.run(
-            [*prefix, "-p", "TasksMax=64", "-p", "MemoryMax=64M", "--", "true"],
+        said = subprocess.run([run, "--help"], capture_output=True, text=True, timeout=10)
+        if "--expand-environment" in said.stdout:  # else it would expand "$1" in the jail's line
+            prefix += ("--expand-environment=no",)
+        done = subprocess.run(  # the scope made, the command's words passed untouched
+            [*prefix, "-p", "TasksMax=64", "-p", "MemoryMax=64M", "--", *UNTOUCHED],
             capture_output=True,
             timeout=SYSTEMD_PROBE_S,
             check=False,
