@@ -22,6 +22,7 @@ from legio.castra import Castra
 from legio.config import ProjectSettings, load_config
 from legio.errors import ProjectError
 from legio.fence.jail import JailSupport, jail_support
+from legio.frontends.checkviews import check_badge
 from legio.frontends.views import projects_lines
 from legio.projects.checkoutput import MAX_LOG_BYTES, TAIL_LINES
 from legio.projects.checks import Checks
@@ -480,3 +481,25 @@ async def test_a_sandbox_that_cannot_start_is_an_error_not_a_failed_check(
     gone_bwrap = await bench("true", support=lambda: JailSupport(True, str(tmp_path / "none")))
     record = await gone_bwrap.run()
     assert record.state == "error" and (record.detail or "").startswith("the check could not run")
+
+
+@pytest.mark.parametrize(
+    ("printed", "code", "badge"),
+    [
+        # issue 44: a cargo line and a pytest line were summed into "✅ 1 failed of 5,001"
+        (
+            "test result: ok. 5000 passed; 0 failed; 0 ignored; 0 measured\\n1 failed in 0.1s",
+            0,
+            "✅ exit code 0 (its output counted failures: see its last lines)",
+        ),
+        ("3 passed in 0.1s", 1, "❌ exit code 1"),  # was "❌ exit code 1, 3 passed"
+        ("3 failed, 2 passed in 0.1s", 1, "❌ 3 failed of 5"),
+        ("5 passed in 0.1s", 0, "✅ 5 passed"),
+    ],
+)
+async def test_the_badge_never_has_a_count_that_contradicts_the_exit(
+    bench: BenchFactory, printed: str, code: int, badge: str
+) -> None:
+    b = await bench(f"printf '{printed}\\n'; exit {code}")
+    record = await b.run()
+    assert check_badge(record).startswith(badge + " · "), check_badge(record)
