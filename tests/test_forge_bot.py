@@ -265,6 +265,7 @@ async def test_a_commit_hidden_by_skip_worktree_is_checked_and_published_as_fail
         assert str(failed.params["text"]).endswith(f" on {tip[:7]}")
         start = len(running.api.calls)
         running.api.add_callback(card_buttons(failed)["🚀 Publish"], int(card.result["message_id"]))
+        start = await post(running, start)  # what would be posted, then Post
         await running.answer(start, lambda t: "pull request" in t)
         [pull] = forge.pulls(REPO)
         assert f"Last check, of {tip[:7]}: ❌" in pull["body"] and "✅" not in pull["body"]
