@@ -72,10 +72,6 @@ class WorkDoor:
         """A check run's whole log, while it is kept."""
         return self.checks.log_path(run_id)
 
-    async def card_summary(self, card_id: int) -> str:
-        """The answer of card ``card_id``'s turn: the agent's own summary of its work."""
-        return await self.sessions.cards.summary(card_id)
-
     async def fix_request(self, card_id: int) -> Request | None:
         """🛠 Fix: a request asking card ``card_id``'s agent to fix its failed check, on its
         project, with the failing output (bounded, escaped); None if there is nothing to fix."""
