@@ -8,6 +8,7 @@ it, the file exported) and returns an exit code; ``legio.cli`` registers them
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from legio.castra import Castra
@@ -29,16 +30,26 @@ def cmd_backup(args: argparse.Namespace) -> int:
     except BackupError as e:
         record_last(config.castra, now(), None, str(e))  # legio status shows it
         raise
-    record_last(config.castra, now(), result.archive, None)
+    if result.warning:
+        print(result.warning, file=sys.stderr)
     print(
         f"backup written: {result.archive} ({result.size / 1e6:.1f} MB, {result.files} files, "
         f"{result.seconds:.1f} s)"
     )
     if result.removed:
         print(f"left out of its legio.toml as secrets: {', '.join(result.removed)}")
-    if args.keep:
-        for old in prune(folder, args.keep):
-            print(f"removed  {old} (keeping the newest {args.keep})")
+    pruned = prune(folder, args.keep, result.archive) if args.keep else None
+    record_last(config.castra, now(), result.archive, None, pruned.error if pruned else None)
+    if pruned is None:
+        return 0
+    for old in pruned.removed:
+        print(f"removed  {old} (keeping the newest {args.keep})")
+    if pruned.foreign:
+        names = ", ".join(p.name for p in pruned.foreign)
+        print(f"left alone (named like archives, not Legio's): {names}")
+    if pruned.error:
+        print(f"older archives not removed: {pruned.error}", file=sys.stderr)
+        return 1
     return 0
 
 
