@@ -95,7 +95,7 @@ async def test_backup_while_messages_flow_restores_row_by_row(
     assert len(posted) > 1
 
     target = tmp_path / "restored"
-    report = restore(result.archive, target)
+    report = restore(result.archive, target, config)
     restored_db = target / "castra" / "praetorium.db"
     for table in TABLES:
         original = rows(castra_dir / "praetorium.db", table, upto=None)

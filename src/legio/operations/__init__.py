@@ -21,7 +21,11 @@ The modules of this package are named relative to it (``runner`` is
   it, files made 0600 without following links, Legio's archives recognised by owner and
   manifest (never by name), the newest ``keep`` kept
 - ``restore``: ``legio restore``: a castra rebuilt from an archive, every member checked
-  (no ``..``, no absolute path, no link), the praetorium's integrity and schema verified
+  (no ``..``, no absolute path, no link), the praetorium's integrity and schema verified;
+  the archive's ``legio.toml`` set aside, never applied
+- ``restoreguard``: data, not control: only what a backup writes is restored (never
+  ``castra/state/``), the schema equal to a fresh migration's, the archive's
+  ``legio.toml`` compared with the running one
 - ``export``: ``legio export`` and ``/export``: the conversation as Caesar saw it (Markdown,
   HTML or JSON Lines), streamed in keyset-paged batches, in bounded memory
 - ``digest``: the morning digest: a ``Digest`` value computed from the praetorium and the
