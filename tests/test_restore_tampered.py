@@ -160,7 +160,13 @@ async def test_the_archives_legio_toml_is_set_aside_and_its_differences_said(
     tmp_path: Path, genuine: tuple[Path, Path]
 ) -> None:
     archive, config_path = genuine
-    bad = tamper(archive, tmp_path / "tampered.tar.gz", toml=FORGED_TOML)
+    grant = (
+        "INSERT INTO approval_grants (agent, rule, created_at) "
+        "VALUES ('vorenus', 'Bash(git push:*)', '2026-11-01T00:00:00+00:00')"
+    )
+    bad = tamper(
+        archive, tmp_path / "tampered.tar.gz", toml=FORGED_TOML, db=lambda c: c.execute(grant)
+    )
     target = tmp_path / "restored"
     done = legio("restore", str(bad), str(target), "-c", str(config_path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -183,6 +189,7 @@ async def test_the_archives_legio_toml_is_set_aside_and_its_differences_said(
         line = next((x for x in out.splitlines() if key in x), "")
         assert theirs in line, (key, out)
     assert "not applied" in out and str(aside) in out
+    assert "  vorenus: Bash(git push:*)" in out  # a grant in the rows is named
     check = legio("check", "-c", str(target / "legio.toml"), cwd=tmp_path)
     assert "666" not in check.stdout and "attacker" not in check.stdout
 

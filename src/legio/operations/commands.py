@@ -82,6 +82,12 @@ def cmd_restore(args: argparse.Namespace) -> int:
             "state, logins, workspaces; this archive was changed after it was written):"
         )
         print("\n".join(f"  {name}" for name in report.left_out))
+    if report.grants:
+        print(
+            "Always grants restored with the praetorium (each lets an agent act without "
+            "asking; /approvals lists them, /revoke ends one):"
+        )
+        print("\n".join(f"  {grant}" for grant in report.grants))
     mine = "the running configuration" if running is not None else "Legio's defaults"
     print(
         f"The archive's legio.toml is set aside as {report.restored_config}, not applied"

@@ -37,7 +37,12 @@ from typing import IO
 from legio.config import Config, config_to_toml
 from legio.operations.backup import BackupError
 from legio.operations.backupfolder import create_private
-from legio.operations.restoreguard import config_differences, restorable, schema_problems
+from legio.operations.restoreguard import (
+    config_differences,
+    restorable,
+    schema_problems,
+    standing_grants,
+)
 from legio.store.migrations import MIGRATIONS
 
 TOP_FILES = ("manifest.json", "legio.toml")
@@ -57,6 +62,7 @@ class RestoreReport:
     schema_version: int
     left_out: tuple[str, ...] = ()  # files in the archive a backup never holds
     differences: tuple[str, ...] = ()  # the archive's legio.toml against the running one
+    grants: tuple[str, ...] = ()  # "agent: rule" of each standing Always grant restored
 
 
 def member_problem(member: tarfile.TarInfo) -> str | None:
@@ -108,9 +114,9 @@ def _empty_target(target: Path) -> bool:
     return True
 
 
-def verify_praetorium(path: Path) -> tuple[int, int]:
+def verify_praetorium(path: Path) -> tuple[int, int, list[str]]:
     """The schema against a fresh migration, ``PRAGMA integrity_check``, the version;
-    (schema version, nuntii)."""
+    (schema version, nuntii, the standing "Always" grants)."""
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as e:
@@ -134,11 +140,12 @@ def verify_praetorium(path: Path) -> tuple[int, int]:
         if verdict != ["ok"]:
             raise BackupError(f"the restored praetorium is damaged: {'; '.join(verdict[:5])}")
         nuntii = int(db.execute("SELECT count(*) FROM nuntii").fetchone()[0])
+        grants = standing_grants(db)
     except sqlite3.Error as e:
         raise BackupError(f"the restored praetorium cannot be read: {e}") from e
     finally:
         db.close()
-    return version, nuntii
+    return version, nuntii, grants
 
 
 def _write_new(path: Path, source: IO[bytes]) -> None:
@@ -170,7 +177,7 @@ def restore(archive: Path, target: Path, running: Config | None = None) -> Resto
             assert text is not None
             raw = text.read()
         _write_new(aside, io.BytesIO(raw))
-        version, nuntii = verify_praetorium(target / "castra" / "praetorium.db")
+        version, nuntii, grants = verify_praetorium(target / "castra" / "praetorium.db")
         if running is not None:
             config_path = target / "legio.toml"
             _write_new(config_path, io.BytesIO(config_to_toml(running, "castra").encode()))
@@ -189,6 +196,7 @@ def restore(archive: Path, target: Path, running: Config | None = None) -> Resto
         version,
         left_out,
         tuple(differences),
+        tuple(grants),
     )
 
 

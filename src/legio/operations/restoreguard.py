@@ -8,7 +8,8 @@
   triggers, views, with their SQL) against a fresh migration of an empty database to the
   same ``user_version``; a trigger, view or table Legio never made, or a definition it
   never wrote, is named, and the restore refused. So is a ``_migrations`` list that does
-  not match the version.
+  not match the version. The standing "Always" grants it holds are named
+  (``standing_grants``): rows, restored, but each lets an agent act without asking.
 - ``config_differences``: the archive's ``legio.toml`` (set aside as
   ``legio.toml.restored``, never used) against the running configuration, in the keys
   that decide who commands, where the token goes and what agents may do.
@@ -124,6 +125,18 @@ def schema_problems(db: sqlite3.Connection, version: int) -> list[str]:
         if sorted(names) != sorted(name for name, _ in MIGRATIONS[:version]):
             problems.append(f"its list of migrations does not match its schema version {version}")
     return problems
+
+
+def standing_grants(db: sqlite3.Connection) -> list[str]:
+    """``agent: rule`` of each "Always" grant not revoked: restored rows, but each lets an
+    agent act without asking, so a restore names them."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if "approval_grants" not in tables:
+        return []
+    rows = db.execute(
+        "SELECT agent, rule FROM approval_grants WHERE revoked_at IS NULL ORDER BY id"
+    ).fetchall()
+    return [f"{agent}: {rule}" for agent, rule in rows]
 
 
 # ---------------------------------------------------------------- legio.toml
