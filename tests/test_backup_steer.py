@@ -23,8 +23,10 @@ import pytest
 
 from legio.cli import check_config
 from legio.config import load_config
+from legio.frontends.digestview import digest_lines
 from legio.operations import backup
 from legio.operations.backup import archive_name, archives, make_backup, prune
+from legio.operations.digest import Digest
 from legio.operations.routine import Routine, read_json
 from legio.store.praetorium import Praetorium
 from tests.test_cli import legio
@@ -172,6 +174,8 @@ async def test_a_failed_prune_says_so_in_last_json(
     last = read_json(castra_dir / "state" / "backups" / "last.json")
     assert last is not None and last["ok"] is True and last["archive"] == str(result.archive)
     assert "Operation not permitted" in last["prune_error"] and old.name in last["prune_error"]
+    digest = Digest(MOMENT, MOMENT, 0, (), (), (), (), last_backup=last)
+    assert any("older ones stay" in line and old.name in line for line in digest_lines(digest))
 
 
 def test_prune_never_removes_the_archive_just_written(
