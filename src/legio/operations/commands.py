@@ -20,6 +20,7 @@ from legio.operations.export import EXTENSIONS, FORMATS, ExportSpec, export_hist
 from legio.operations.restore import restore
 from legio.operations.routine import record_last
 from legio.timing import now
+from legio.visible import visible
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
@@ -81,13 +82,19 @@ def cmd_restore(args: argparse.Namespace) -> int:
             f"not restored ({len(report.left_out)} files a backup never holds: Legio's own "
             "state, logins, workspaces; this archive was changed after it was written):"
         )
-        print("\n".join(f"  {name}" for name in report.left_out))
+        print("\n".join(f"  {visible(name, keep='')}" for name in report.left_out))
     if report.grants:
         print(
             "Always grants restored with the praetorium (each lets an agent act without "
             "asking; /approvals lists them, /revoke ends one):"
         )
-        print("\n".join(f"  {grant}" for grant in report.grants))
+        print("\n".join(f"  {visible(grant, keep='')}" for grant in report.grants))
+    if report.prompts:
+        print(
+            "Prompts unlike the running castra's (a prompt's frontmatter sets its agent's "
+            "tools, folders and approvals; read them before starting it):"
+        )
+        print("\n".join(f"  {line}" for line in report.prompts))
     mine = "the running configuration" if running is not None else "Legio's defaults"
     print(
         f"The archive's legio.toml is set aside as {report.restored_config}, not applied"

@@ -36,9 +36,10 @@ from typing import IO
 
 from legio.config import Config, config_to_toml
 from legio.operations.backup import BackupError
-from legio.operations.backupfolder import create_private
+from legio.operations.backupfolder import create_private, folder_problem
 from legio.operations.restoreguard import (
     config_differences,
+    prompt_differences,
     restorable,
     schema_problems,
     standing_grants,
@@ -63,6 +64,7 @@ class RestoreReport:
     left_out: tuple[str, ...] = ()  # files in the archive a backup never holds
     differences: tuple[str, ...] = ()  # the archive's legio.toml against the running one
     grants: tuple[str, ...] = ()  # "agent: rule" of each standing Always grant restored
+    prompts: tuple[str, ...] = ()  # restored prompts unlike the running castra's
 
 
 def member_problem(member: tarfile.TarInfo) -> str | None:
@@ -109,9 +111,19 @@ def _empty_target(target: Path) -> bool:
                 f"{target} is not empty; restore into a new, empty folder (a restore "
                 "never overwrites a castra)"
             )
-        return False
-    target.mkdir(parents=True)
-    return True
+        made = False
+    else:
+        target.mkdir(parents=True, mode=0o700)
+        made = True
+    problem = folder_problem(target)
+    if problem:
+        if made:
+            target.rmdir()
+        raise BackupError(
+            f"{problem}: another user could swap what the restore writes there; restore "
+            "into a new folder only you can write (it is made 0700)"
+        )
+    return made
 
 
 def verify_praetorium(path: Path) -> tuple[int, int, list[str]]:
@@ -187,6 +199,7 @@ def restore(archive: Path, target: Path, running: Config | None = None) -> Resto
             raise BackupError(f"the restore into {target} failed: {e}") from e
         raise
     differences = config_differences(raw.decode("utf-8", "replace"), running)
+    prompts = prompt_differences([m.name for m in kept], target, running.castra) if running else []
     return RestoreReport(
         target / "castra",
         config_path,
@@ -197,6 +210,7 @@ def restore(archive: Path, target: Path, running: Config | None = None) -> Resto
         left_out,
         tuple(differences),
         tuple(grants),
+        tuple(prompts),
     )
 
 

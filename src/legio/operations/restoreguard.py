@@ -23,7 +23,7 @@ import sqlite3
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import aiosqlite
@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from legio.config import Config
 from legio.store.migrations import MIGRATIONS
+from legio.visible import visible
 
 RESTORABLE = re.compile(
     r"castra/(praetorium\.db|legatus/prompt\.md|(edicta|acta|attachments)/.+"
@@ -101,7 +102,7 @@ def fresh_schema(version: int) -> Schema:
 
 
 def _excerpt(sql: str) -> str:
-    return sql if len(sql) <= 160 else sql[:157] + "..."
+    return visible(sql if len(sql) <= 160 else sql[:157] + "...", keep="")
 
 
 def schema_problems(db: sqlite3.Connection, version: int) -> list[str]:
@@ -151,13 +152,13 @@ def _at(data: Any, dotted: str) -> Any:
 
 
 def _show(value: Any) -> str:
+    """A value as Caesar reads it (every hidden or reordering character made visible)."""
     if value is None or value == "":
         return "(not set)"
-    if isinstance(value, str):
-        return value
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value).replace("'", '"')
+    text = value if isinstance(value, str) else str(value).replace("'", '"')
+    return visible(text, keep="")
 
 
 def config_differences(text: str, running: Config | None) -> list[str]:
@@ -180,4 +181,21 @@ def config_differences(text: str, running: Config | None) -> list[str]:
             other = str((base / str(other)).resolve())  # as a path beside the running file
         if ours != other:
             lines.append(f"{key}: {_show(ours)} → {_show(other)}")
+    return lines
+
+
+def prompt_differences(names: list[str], restored: Path, running_castra: Path) -> list[str]:
+    """The restored prompts (``names`` of the archive's files, under ``restored``) that
+    differ from the running castra's: a prompt's frontmatter (tools, cwd, add_dirs, ask)
+    shapes what its agent may do."""
+    lines = []
+    for name in names:
+        if not name.endswith("/prompt.md"):
+            continue
+        mine = running_castra / Path(*PurePosixPath(name).parts[1:])
+        shown = visible(name, keep="")
+        if not mine.is_file():
+            lines.append(f"{shown}: an agent the running castra does not have")
+        elif mine.read_bytes() != (restored / name).read_bytes():
+            lines.append(f"{shown}: differs from {mine}")
     return lines
