@@ -322,6 +322,8 @@ class BackupSettings(_Strict):
     keep: int = Field(7, ge=1, le=10_000)  # the newest archives kept; older ones removed
     dir: Path = Path("")  # "" = castra/state/backups/; relative to legio.toml's folder
     attachments: bool = False  # also copy castra/attachments/ (can be large)
+    # a folder other local users can write (or swap) is refused unless this is true
+    allow_shared_folder: bool = False
 
 
 class DigestSettings(_Strict):

@@ -212,6 +212,8 @@ def render(status: dict[str, Any]) -> list[str]:
         lines.append(f"Last backup: {backup.get('finished')} → {backup.get('archive')}")
     else:
         lines.append(f"Last backup FAILED at {backup.get('finished')}: {backup.get('error')}")
+    if backup is not None and backup.get("prune_error"):
+        lines.append(f"  older archives not removed: {backup['prune_error']}")
     lag = status.get("loop_lag")
     if lag:
         stalls = f"{lag['stalls']} stall(s) over 1 s" if lag["stalls"] else "no stall"
