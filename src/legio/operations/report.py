@@ -148,8 +148,15 @@ async def snapshot(
 def public(status: dict[str, Any]) -> dict[str, Any]:
     """What ``GET /health`` answers (any local user may ask): the status without what
     only Caesar may read: approvals waiting are counted, not listed (their targets are
-    commands and paths), and the last error keeps its time, not its text."""
+    commands and paths), the last error keeps its time, not its text, and the last backup
+    says when and whether it went well, not where it is or why it failed."""
     shown = {k: v for k, v in status.items() if k not in ("approvals", "last_error")}
+    backup = status.get("last_backup")
+    if isinstance(backup, dict):
+        shown["last_backup"] = {
+            "finished": backup.get("finished"),
+            "ok": bool(backup.get("ok")) and not backup.get("prune_error"),
+        }
     shown["approvals_waiting"] = len(status.get("approvals") or [])
     error = status.get("last_error")
     shown["last_error_at"] = iso(error["time"]) if error else None
