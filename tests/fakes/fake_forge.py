@@ -9,6 +9,11 @@ sequence; an issue's comments; a pull request's files, reviews and review commen
 check runs and combined status of a ref (a ref may hold slashes; a branch name is resolved
 to its head commit); an Actions job's log as a 302 to another local path (which refuses
 an ``Authorization`` header, as the storage host would not get one from a careful client).
+``PUT …/pulls/{n}/merge`` (``sha``, ``merge_method``) as GitHub answers it: 405 for a
+method the repository does not allow (``merge_methods``, also in the repository's
+``allow_*`` fields), a required review missing (``blocked``: ``mergeable_state``
+"blocked") or a closed pull request, 409 when ``sha`` is not the head; else the merge is
+made in the bare repository (the base moves) and the pull request is closed as merged.
 
 Every JSON answer has an ``ETag``; a GET with a matching ``If-None-Match`` answers 304,
 which does not count against the rate limit. Every answer carries ``X-RateLimit-*``;
