@@ -34,6 +34,7 @@ CONFIG_ENV = "LEGIO_CONFIG"
 DEFAULT_CONFIG_NAME = "legio.toml"
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+MODEL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")  # a [models] key: @vorenus:<name>
 
 
 class _Strict(BaseModel):
@@ -58,6 +59,7 @@ class TelegramSettings(_Strict):
     allowed_chats: list[int] = Field(default_factory=list)
     base_url: str = ""
     stream: bool = True  # answers stream into drafts (sendMessageDraft) in private chats
+    reactions: bool = True  # 👀 on a request taken, 👌 once answered; Caesar's reactions heard
 
     @field_validator("token_env")
     @classmethod
@@ -366,6 +368,34 @@ class LogSettings(_Strict):
     keep: int = Field(5, ge=0, le=1000)
 
 
+class ModelChoice(_Strict):
+    """One entry of ``[models]``: a short name's model id (what ``--model`` and
+    ``set_model`` take; the CLI's aliases ``opus``/``sonnet``/``haiku`` work) and its
+    price in US dollars per million tokens (the budget's "would this fit")."""
+
+    id: str = Field(min_length=1, max_length=100)
+    input_usd: float = Field(ge=0)
+    output_usd: float = Field(ge=0)
+
+
+def default_models() -> dict[str, ModelChoice]:
+    """``[models]`` when legio.toml has none: the CLI's aliases at their list prices."""
+    return {
+        "opus": ModelChoice(id="opus", input_usd=5.0, output_usd=25.0),
+        "sonnet": ModelChoice(id="sonnet", input_usd=3.0, output_usd=15.0),
+        "haiku": ModelChoice(id="haiku", input_usd=1.0, output_usd=5.0),
+    }
+
+
+def model_price(models: dict[str, ModelChoice], model: str | None) -> ModelChoice | None:
+    """The ``[models]`` entry of ``model`` (its name or its id), if there is one."""
+    if model is None:
+        return None
+    if model in models:
+        return models[model]
+    return next((m for m in models.values() if m.id == model), None)
+
+
 class DiskSettings(_Strict):
     """The castra's free disk space: a notice under ``warn_mb``, no new file under
     ``refuse_mb``."""
@@ -400,6 +430,7 @@ class Config(_Strict):
     health: HealthSettings = Field(default_factory=HealthSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     disk: DiskSettings = Field(default_factory=DiskSettings)
+    models: dict[str, ModelChoice] = Field(default_factory=default_models)
     projects: dict[str, ProjectSettings] = Field(default_factory=dict)
     project_options: ProjectOptions = Field(default_factory=ProjectOptions, exclude=True)
 
@@ -418,6 +449,16 @@ class Config(_Strict):
         tables = {k: v for k, v in projects.items() if isinstance(v, dict)}
         options = {k: v for k, v in projects.items() if not isinstance(v, dict)}
         return {**data, "projects": tables, OPTIONS: options}
+
+    @field_validator("models")
+    @classmethod
+    def _model_names(cls, value: dict[str, ModelChoice]) -> dict[str, ModelChoice]:
+        bad = [n for n in value if not MODEL_NAME.fullmatch(n) or n == "default"]
+        if bad:
+            raise ValueError(
+                f"model names are short words (letters, digits, - and _; not 'default'), got {bad}"
+            )
+        return value
 
     @field_validator("projects")
     @classmethod

@@ -5,6 +5,7 @@ Modules:
 
 - ``client``: `AgentSession`
 - ``cards``: `WorkCards`: a card after each turn that changed a project, kept for its buttons
+- ``choices``: `Choices`: each agent's model and effort (`/model`, `/effort`, `@name:model`)
 - ``compaction``: the texts and steps of compaction (summaries before a rebuild,
   `/compact`, after an overflow)
 - ``context``: what a query carries (`plan_context`

@@ -36,6 +36,7 @@ from legio.memoria import MemoriaStore
 from legio.projects.copies import Projects
 from legio.request import UNWATCHED, Status, Watch
 from legio.sessions.cards import WorkCards
+from legio.sessions.choices import Choices
 from legio.sessions.client import AgentSession
 from legio.sessions.compaction import compact_now, compact_or_fall_back
 from legio.sessions.context import ContextReport, context_report
@@ -96,6 +97,7 @@ class SessionManager:
         self.project_tools: ProjectTools | None = None  # the forge's tools (legio.engine)
         self.errands = AgentErrands(self._close_for_stop)  # requests not ended, and stops
         self.cards = WorkCards(praetorium, self.projects, self.castra.root)  # after each turn
+        self.choices = Choices(config, praetorium)  # /model, /effort, @name:model
         self.pipeline = TurnPipeline(  # what happens inside an agent's turn
             praetorium,
             self.attachments,
@@ -108,6 +110,7 @@ class SessionManager:
             budget,
             health,
             self.cards,
+            self.choices,
         )
 
     def _slot(self, name: str) -> AgentSlot:

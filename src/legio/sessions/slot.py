@@ -95,12 +95,15 @@ async def ensure(
     if session is not None:
         reason = session.rebuild_reason(spec)
         moved = session.cwd != spec.cwd  # to or from a project copy
-        if reason is None and not moved and session.hidden == hidden_now():  # a listing of HOME
+        effort = session.effort != spec.effort  # the CLI's --effort: fixed at its start
+        if reason is None and not moved and not effort and session.hidden == hidden_now():
             return session
         if reason is None:  # the same session, on a CLI in its new place or hiding a new entry
             why = (
                 "it moves to " + str(spec.cwd)
                 if moved
+                else f"its effort is now {spec.effort or 'the default'}"
+                if effort
                 else "a ~/.claude* entry or socket came or went"
             )
             logger.info("%s: restarting its CLI: %s", name, why)
