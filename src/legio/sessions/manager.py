@@ -35,6 +35,7 @@ from legio.limits.plan import PlanHealth
 from legio.memoria import MemoriaStore
 from legio.projects.copies import Projects
 from legio.request import UNWATCHED, Status, Watch
+from legio.sessions.asides import Asides
 from legio.sessions.cards import WorkCards
 from legio.sessions.choices import Choices
 from legio.sessions.client import AgentSession
@@ -98,6 +99,7 @@ class SessionManager:
         self.errands = AgentErrands(self._close_for_stop)  # requests not ended, and stops
         self.cards = WorkCards(praetorium, self.projects, self.castra.root)  # after each turn
         self.choices = Choices(config, praetorium)  # /model, /effort, @name:model
+        self.asides = Asides()  # Caesar's reactions to answers, read with the next request
         self.pipeline = TurnPipeline(  # what happens inside an agent's turn
             praetorium,
             self.attachments,
@@ -111,6 +113,7 @@ class SessionManager:
             health,
             self.cards,
             self.choices,
+            self.asides,
         )
 
     def _slot(self, name: str) -> AgentSlot:

@@ -24,6 +24,7 @@ from legio.names import CAESAR, SCHEDULER
 from legio.projects.copies import Place, Projects
 from legio.projects.turnwork import Mark
 from legio.request import Status, Watch
+from legio.sessions.asides import Asides
 from legio.sessions.cards import WorkCards
 from legio.sessions.choices import Choices
 from legio.sessions.client import AgentSession, ask, stale_result, store_turns
@@ -89,6 +90,7 @@ class TurnPipeline:
     health: PlanHealth | None = None
     cards: WorkCards | None = None  # a work card after each turn that changed a project
     choices: Choices | None = None  # /model, /effort, @name:model (legio.sessions.choices)
+    asides: Asides | None = None  # Caesar's reactions, read with the next request
 
     async def run(self, job: Assignment) -> Outcome:
         """``answer`` inside the agent's turn: the outcome, delivered."""
@@ -153,6 +155,8 @@ class TurnPipeline:
         """One query, with the agent's turn held by the caller."""
         slot, errand, name = job.slot, job.errand, job.name
         prefix = job.prefix() if callable(job.prefix) else job.prefix
+        if self.asides is not None:  # Caesar's reactions since its last request
+            prefix = self.asides.take(name, prefix)
         spec = await errand.until_stopped(
             placed(await self.spec(name), job.nuntius.project, self.projects)
         )
