@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from legio.app import LegioApp
+from legio.errors import LegioError
 from legio.frontends.admin import Admin
 from tests.conftest import FakeCli
 from tests.legion import fake_cli_config, rendered
@@ -59,6 +62,8 @@ async def test_one_request_runs_on_its_model_then_the_agent_goes_back(
         assert rows[1]["cost_usd"] > rows[0]["cost_usd"] * 1.5
         page = "\n".join(await Admin(app).run("/usage"))
         assert "vorenus · opus" in page and "vorenus · sonnet" in page
+        status = "\n".join(await Admin(app).run("/status"))
+        assert "model: sonnet" in status  # its live CLI's, back from opus
     finally:
         await app.close()
 
@@ -145,3 +150,22 @@ async def test_would_this_fit_is_priced_at_the_requests_model(
         assert (fits.kind, fits.text) == ("answer", "small")
     finally:
         await app.close()
+
+
+async def test_a_models_table_replaces_the_defaults(castra_dir: Path, fake_cli: FakeCli) -> None:
+    table = '[models.fast]\nid = "claude-haiku-4-5"\ninput_usd = 1\noutput_usd = 5\n'
+    app = await LegioApp.open(fake_cli_config(castra_dir, fake_cli, table))
+    try:
+        [reply] = await app.handle_message("@vorenus:fast\nREPLY quick")
+        assert reply.text == "quick" and reply.model == "fast"
+        assert fake_cli.processes()[0].option("--model") == "claude-haiku-4-5"
+        [refused] = await app.handle_message("@vorenus:opus\nREPLY deep")
+        assert "Known models: fast " in refused.text
+    finally:
+        await app.close()
+
+
+def test_a_model_name_must_be_a_short_word(castra_dir: Path, fake_cli: FakeCli) -> None:
+    bad = '[models."two words"]\nid = "x"\ninput_usd = 1\noutput_usd = 1\n'
+    with pytest.raises(LegioError, match="model names are short words"):
+        fake_cli_config(castra_dir, fake_cli, bad)

@@ -278,6 +278,7 @@ class LegioApp:
             if not status.compaction_failure:
                 compaction = await self.engine.praetorium.records.latest_compaction(status.name)
             model, effort = self.engine.sessions.choices.chosen(status.name)
+            model = model or self.engine.sessions.choices.short(status.model)  # its live CLI's
             label = " · ".join(filter(None, [model, f"effort {effort}" if effort else None]))
             rows.append(StatusRow(status, compaction, totals.get(status.name), label or None))
         return rows

@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 EFFORTS = ("low", "medium", "high")
 DEFAULT = "default"  # /model vorenus default: back to its prompt's or legio.toml's model
+ONCE_KEPT = 1000  # one-request models whose turn has not come yet
 RESTORE = "opus"  # the [models] entry the CLI's own default is (when none is configured)
 
 
@@ -93,6 +94,8 @@ class Choices:
     def once(self, agent: str, seq: int, model: str) -> None:
         """``agent``'s turn for nuntius ``seq`` runs on ``model`` (a [models] name)."""
         self._once[(agent, seq)] = model.lower()
+        while len(self._once) > ONCE_KEPT:  # requests stopped before their turn came
+            self._once.pop(next(iter(self._once)))
 
     def chosen(self, agent: str) -> tuple[str | None, str | None]:
         """``agent``'s session model name and effort, if chosen."""

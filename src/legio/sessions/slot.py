@@ -151,6 +151,7 @@ class AgentStatus:
     turns: int
     cost_usd: float
     compaction_failure: str | None = None
+    model: str | None = None  # the model its live CLI is on, if set
 
     @classmethod
     def of(cls, slot: AgentSlot) -> AgentStatus:
@@ -164,4 +165,5 @@ class AgentStatus:
             turns=session.tracker.turns if session else 0,
             cost_usd=session.cost if session else 0.0,
             compaction_failure=slot.compaction_failure,
+            model=session.model if session else None,
         )

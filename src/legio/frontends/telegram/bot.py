@@ -259,6 +259,8 @@ class LegioBot:
             return
         text = message.text
         if self.asker is not None and await self.asker.take_text(message):
+            if self.reactions is not None:  # taken: 👌
+                await self.reactions.done(context.bot, message.chat_id, message.message_id)
             return  # a deny reason, or the answer to an agent's question
         origin = origin_of(message.chat_id, message.message_id)
         source = forwarded_from(message)

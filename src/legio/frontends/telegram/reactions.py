@@ -145,7 +145,13 @@ class Reactions:
         message = update.message
         if message is None or (message.text or "").startswith("/"):
             return False
+        if message.media_group_id is not None:  # an album: its request's first part, later
+            return False
         return self.taken(bot, message.chat_id, message.message_id)
+
+    async def done(self, bot: Bot, chat_id: int, message_id: int) -> None:
+        """A message taken that is no request (the answer to an agent's question): 👌."""
+        await self.answered(bot, chat_id, message_id, [Reply("", "", "answer")])
 
     async def answered(
         self, bot: Bot, chat_id: int, message_id: int, replies: Sequence[Reply]
