@@ -27,6 +27,7 @@ from pydantic import (
 
 from legio.errors import ConfigError
 from legio.jobs.schedule import zone_name_error
+from legio.limits.prices import MODEL_NAME, ModelChoice, default_models
 from legio.names import NAME, NAME_RULE
 from legio.shell.rules import DEFAULT_ASK, rule_problems
 
@@ -34,7 +35,6 @@ CONFIG_ENV = "LEGIO_CONFIG"
 DEFAULT_CONFIG_NAME = "legio.toml"
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-MODEL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")  # a [models] key: @vorenus:<name>
 
 
 class _Strict(BaseModel):
@@ -366,34 +366,6 @@ class LogSettings(_Strict):
 
     max_mb: float = Field(10, gt=0)
     keep: int = Field(5, ge=0, le=1000)
-
-
-class ModelChoice(_Strict):
-    """One entry of ``[models]``: a short name's model id (what ``--model`` and
-    ``set_model`` take; the CLI's aliases ``opus``/``sonnet``/``haiku`` work) and its
-    price in US dollars per million tokens (the budget's "would this fit")."""
-
-    id: str = Field(min_length=1, max_length=100)
-    input_usd: float = Field(ge=0)
-    output_usd: float = Field(ge=0)
-
-
-def default_models() -> dict[str, ModelChoice]:
-    """``[models]`` when legio.toml has none: the CLI's aliases at their list prices."""
-    return {
-        "opus": ModelChoice(id="opus", input_usd=5.0, output_usd=25.0),
-        "sonnet": ModelChoice(id="sonnet", input_usd=3.0, output_usd=15.0),
-        "haiku": ModelChoice(id="haiku", input_usd=1.0, output_usd=5.0),
-    }
-
-
-def model_price(models: dict[str, ModelChoice], model: str | None) -> ModelChoice | None:
-    """The ``[models]`` entry of ``model`` (its name or its id), if there is one."""
-    if model is None:
-        return None
-    if model in models:
-        return models[model]
-    return next((m for m in models.values() if m.id == model), None)
 
 
 class DiskSettings(_Strict):

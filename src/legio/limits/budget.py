@@ -30,8 +30,9 @@ from zoneinfo import ZoneInfo
 
 from claude_agent_sdk import ResultMessage
 
-from legio.config import Config, model_price
+from legio.config import Config
 from legio.errors import AgentError, TurnHeld
+from legio.limits.prices import model_price
 from legio.store.praetorium import Praetorium
 from legio.store.records import UsageRow
 

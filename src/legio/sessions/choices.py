@@ -18,7 +18,7 @@ import dataclasses
 import logging
 from datetime import UTC, datetime
 
-from legio.config import Config, ModelChoice
+from legio.config import Config
 from legio.sessions.client import AgentSession
 from legio.sessions.spec import AgentSpec
 from legio.store.praetorium import Praetorium
@@ -117,11 +117,6 @@ class Choices:
             if model in (choice.id, name):
                 return name
         return model
-
-    def price(self, model: str | None) -> ModelChoice | None:
-        """What model ``model`` (an id or a name) costs, if [models] says."""
-        name = self.short(model)
-        return self.config.models.get(name) if name else None
 
     async def switch(self, session: AgentSession, spec: AgentSpec) -> None:
         """Put the live ``session`` on ``spec``'s model before its query (a control
