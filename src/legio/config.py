@@ -27,7 +27,6 @@ from pydantic import (
 
 from legio.errors import ConfigError
 from legio.jobs.schedule import zone_name_error
-from legio.limits.prices import MODEL_NAME, ModelChoice, default_models
 from legio.names import NAME, NAME_RULE
 from legio.shell.rules import DEFAULT_ASK, rule_problems
 
@@ -35,6 +34,7 @@ CONFIG_ENV = "LEGIO_CONFIG"
 DEFAULT_CONFIG_NAME = "legio.toml"
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+MODEL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")  # a [models] key: @vorenus:<name>
 
 
 class _Strict(BaseModel):
@@ -366,6 +366,22 @@ class LogSettings(_Strict):
 
     max_mb: float = Field(10, gt=0)
     keep: int = Field(5, ge=0, le=1000)
+
+
+class ModelChoice(_Strict):
+    """One entry of ``[models]`` (``legio.limits.prices``): the id ``--model`` and
+    ``set_model`` take (the CLI's aliases ``opus``/``sonnet``/``haiku`` work) and the price
+    in US dollars per million tokens (the budget's "would this turn fit")."""
+
+    id: str = Field(min_length=1, max_length=100)
+    input_usd: float = Field(ge=0)
+    output_usd: float = Field(ge=0)
+
+
+def default_models() -> dict[str, ModelChoice]:
+    """``[models]`` when legio.toml has none: the CLI's aliases at their list prices."""
+    prices = {"opus": (5.0, 25.0), "sonnet": (3.0, 15.0), "haiku": (1.0, 5.0)}
+    return {n: ModelChoice(id=n, input_usd=i, output_usd=o) for n, (i, o) in prices.items()}
 
 
 class DiskSettings(_Strict):

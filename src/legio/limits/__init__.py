@@ -6,5 +6,5 @@ Modules:
 - ``budget``: the spend budget from the turn records (daily, per agent, per turn), held
   turns, 80 % warning, `/usage`…
 - ``plan``: plan limits and logins from the CLI's messages
-- ``prices``: ``[models]``: the model names Caesar may ask for, their ids and prices
+- ``prices``: a model's ``[models]`` entry (id, price) by its name or id
 """
