@@ -107,7 +107,7 @@ async def ensure(
                 else "a ~/.claude* entry or socket came or went"
             )
             logger.info("%s: restarting its CLI: %s", name, why)
-            await slot.close("moved" if moved else "~/.claude* changed")
+            await slot.close("moved" if moved else "effort" if effort else "~/.claude* changed")
             session = None
     if session is not None and reason is not None:
         logger.info("%s: rebuilding the session because %s", name, reason)
