@@ -66,6 +66,8 @@ async def test_the_command_menu_is_set_at_startup(bot: Running) -> None:
         "context",
         "approvals",
         "revoke",
+        "model",
+        "effort",
         "usage",
         "retry",
         "jobs",

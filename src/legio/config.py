@@ -34,6 +34,7 @@ CONFIG_ENV = "LEGIO_CONFIG"
 DEFAULT_CONFIG_NAME = "legio.toml"
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+MODEL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")  # a [models] key: @vorenus:<name>
 
 
 class _Strict(BaseModel):
@@ -58,6 +59,7 @@ class TelegramSettings(_Strict):
     allowed_chats: list[int] = Field(default_factory=list)
     base_url: str = ""
     stream: bool = True  # answers stream into drafts (sendMessageDraft) in private chats
+    reactions: bool = True  # 👀 on a request taken, 👌 once answered; Caesar's reactions heard
 
     @field_validator("token_env")
     @classmethod
@@ -370,6 +372,22 @@ class LogSettings(_Strict):
     keep: int = Field(5, ge=0, le=1000)
 
 
+class ModelChoice(_Strict):
+    """One entry of ``[models]`` (``legio.limits.prices``): the id ``--model`` and
+    ``set_model`` take (the CLI's aliases ``opus``/``sonnet``/``haiku`` work) and the price
+    in US dollars per million tokens (the budget's "would this turn fit")."""
+
+    id: str = Field(min_length=1, max_length=100)
+    input_usd: float = Field(ge=0)
+    output_usd: float = Field(ge=0)
+
+
+def default_models() -> dict[str, ModelChoice]:
+    """``[models]`` when legio.toml has none: the CLI's aliases at their list prices."""
+    prices = {"opus": (5.0, 25.0), "sonnet": (3.0, 15.0), "haiku": (1.0, 5.0)}
+    return {n: ModelChoice(id=n, input_usd=i, output_usd=o) for n, (i, o) in prices.items()}
+
+
 class DiskSettings(_Strict):
     """The castra's free disk space: a notice under ``warn_mb``, no new file under
     ``refuse_mb``."""
@@ -404,6 +422,7 @@ class Config(_Strict):
     health: HealthSettings = Field(default_factory=HealthSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     disk: DiskSettings = Field(default_factory=DiskSettings)
+    models: dict[str, ModelChoice] = Field(default_factory=default_models)
     projects: dict[str, ProjectSettings] = Field(default_factory=dict)
     project_options: ProjectOptions = Field(default_factory=ProjectOptions, exclude=True)
 
@@ -422,6 +441,16 @@ class Config(_Strict):
         tables = {k: v for k, v in projects.items() if isinstance(v, dict)}
         options = {k: v for k, v in projects.items() if not isinstance(v, dict)}
         return {**data, "projects": tables, OPTIONS: options}
+
+    @field_validator("models")
+    @classmethod
+    def _model_names(cls, value: dict[str, ModelChoice]) -> dict[str, ModelChoice]:
+        bad = [n for n in value if not MODEL_NAME.fullmatch(n) or n == "default"]
+        if bad:
+            raise ValueError(
+                f"model names are short words (letters, digits, - and _; not 'default'), got {bad}"
+            )
+        return value
 
     @field_validator("projects")
     @classmethod

@@ -146,6 +146,7 @@ class Engine:
             budget=budget,
             health=health or PlanHealth(),  # tests pass one with a controllable clock
         )
+        await sessions.choices.load()  # /model and /effort as a restart left them
         sessions.start()
         legatus = Legatus(config, praetorium, memoria, sessions)
         castra = Castra(config.castra)

@@ -17,6 +17,7 @@ Modules:
 - ``hearing``: a voice note in Telegram
 - ``events``: the bot's ``Events`` (what belongs to no request), attached once
 - ``lanes``: the topic a request's messages go to
+- ``reactions``: 👀 and 👌 on Caesar's requests, his reactions heard (a note, 👎 → Undo)
 - ``publishview``: 🚀 Publish's preview, exactly what is posted, with Post and Cancel
 - ``opsview``: the operations' events: a failed backup said, the digest sent silently
 - ``sending``: Telegram sending

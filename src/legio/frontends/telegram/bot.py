@@ -44,6 +44,7 @@ from telegram.ext import (
     CommandHandler,
     ContextTypes,
     MessageHandler,
+    MessageReactionHandler,
     TypeHandler,
     filters,
 )
@@ -61,6 +62,7 @@ from legio.frontends.telegram.events import TelegramEvents
 from legio.frontends.telegram.forgeview import ForgeView
 from legio.frontends.telegram.hearing import hear
 from legio.frontends.telegram.lanes import Lane, LaneBot, in_lane
+from legio.frontends.telegram.reactions import Reactions
 from legio.frontends.telegram.sending import (
     NO_PREVIEW,
     SendChains,
@@ -122,6 +124,7 @@ class LegioBot:
         # each update's receipt, taken in the gate in the order updates arrive (handlers run
         # as tasks, so a later /stop may run before an earlier message's handler starts)
         self.arrivals: dict[int, int] = {}
+        self.reactions: Reactions | None = None  # 👀/👌 marks, Caesar's reactions
 
     @property
     def app(self) -> LegioApp:
@@ -141,6 +144,9 @@ class LegioBot:
         chats, bot = sorted(self.caesar_ids), application.bot
         self.asker = TelegramAsker(bot, chats, self._app)  # approvals, questions as buttons
         self.talk.cards.bot = bot
+        self.reactions = Reactions(
+            self.config.telegram.reactions, self._app.conversation, self.talk.cards
+        )
         self.stuck = StuckView(bot, chats, self._app, self.lanes)  # Stop or Keep waiting
         chat = min(self.caesar_ids, default=None)  # CI and reviews: ✅/❌ in the agent's lane
         self.forge = ForgeView(bot, self._app, chat, self.talk.lane_for, self._work)
@@ -216,6 +222,8 @@ class LegioBot:
             raise ApplicationHandlerStop
         if isinstance(update, Update) and self._app is not None:
             self.arrivals[update.update_id] = self.app.receive(request=makes_request(update))
+            if self.reactions is not None and makes_request(update):  # 👀: its first sign
+                self.reactions.first_sign(context.bot, update)
             while len(self.arrivals) > ARRIVALS_KEPT:  # a handler that never took its own
                 self.app.settle(self.arrivals.pop(next(iter(self.arrivals))))
 
@@ -251,6 +259,8 @@ class LegioBot:
             return
         text = message.text
         if self.asker is not None and await self.asker.take_text(message):
+            if self.reactions is not None:  # taken: 👌
+                await self.reactions.done(context.bot, message.chat_id, message.message_id)
             return  # a deny reason, or the answer to an agent's question
         origin = origin_of(message.chat_id, message.message_id)
         source = forwarded_from(message)
@@ -374,6 +384,9 @@ class LegioBot:
             self._typing = Typing(bot)
         self.in_flight += 1
         self.idle.clear()
+        if self.reactions is not None:  # 👀 (once: a text's came at admission)
+            self.reactions.taken(bot, chat_id, reply_to)
+        replies: list[Reply] = []
         sends: list[asyncio.Task[None]] = []
         live = LiveView(
             bot,
@@ -402,11 +415,13 @@ class LegioBot:
                     sends.append(self.chains.enqueue(chat_id, card.agent, show))
 
                 try:
-                    await run(Callbacks(live.update, live.stream, send, card, asking))
+                    replies = await run(Callbacks(live.update, live.stream, send, card, asking))
                 finally:
                     for result in await asyncio.gather(*sends, return_exceptions=True):
                         if isinstance(result, BaseException):
                             logger.error("a reply could not be sent", exc_info=result)
+                    if self.reactions is not None:  # 👌 once answered
+                        await self.reactions.answered(bot, chat_id, reply_to, replies)
         finally:
             self.in_flight -= 1
             if self.in_flight == 0:
@@ -446,6 +461,14 @@ class LegioBot:
             await self.forge.on_tap(query)  # 🛠 Fix / 💬 Address
         elif query is not None and self.asker is not None:
             await self.asker.on_tap(query, receipt)
+
+    async def on_reaction(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """Caesar reacted to a message of Legio's (``reactions``)."""
+        receipt = self.arrival(update)
+        if receipt is not None:
+            self.app.settle(receipt)  # a reaction stops nothing
+        if self.reactions is not None:
+            await self.reactions.on_reaction(context.bot, update)
 
     async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Stickers, locations, contacts…: say what the bot can take."""
@@ -501,6 +524,7 @@ def build_application(
     edits = filters.UpdateType.EDITED_MESSAGE & (filters.TEXT | filters.CAPTION)
     app.add_handler(MessageHandler(edits, bot.talk.on_edit, block=False))
     app.add_handler(CallbackQueryHandler(bot.on_callback, block=False))
+    app.add_handler(MessageReactionHandler(bot.on_reaction, block=False))  # in allowed_updates
     app.add_error_handler(bot.on_error)
     return app
 
