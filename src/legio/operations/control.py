@@ -4,10 +4,11 @@ the optional HTTP health endpoint.
 The socket is ``castra/state/legio.sock`` (made 0600 in the ``state`` folder, made 0700;
 a path too long for a UNIX socket moves to a 0700 folder of this user under the system's
 temporary folder, named by the castra; if another user took that folder first, a fresh
-private one made with ``mkdtemp``, its path recorded in ``state/socket.where``). A client writes one request line (``status``)
-and reads one line of JSON. A socket left by a daemon that died is stale: the castra's
-lock tells (``CastraLock``: held only while a daemon lives), so the client asks the lock
-first, and a starting daemon, holding the lock, removes any file in the socket's place.
+private one made with ``mkdtemp``, its path recorded in ``state/socket.where``). A
+client writes one request line (``status``) and reads one line of JSON. A socket left by
+a daemon that died is stale: the castra's lock tells (``CastraLock``: held only while a
+daemon lives), so the client asks the lock first, and a starting daemon, holding the
+lock, removes any file in the socket's place.
 
 ``[health] listen = "127.0.0.1:8787"`` also answers ``GET /health`` with the status less
 what Caesar alone may read (``report.public``: no approvals' targets, no error text), for
