@@ -329,7 +329,7 @@ async def test_a_starting_daemon_replaces_a_stale_socket(
 
 @pytest.mark.skipif(os.getuid() != 0, reason="taking a folder as another user needs root")
 async def test_another_user_taking_the_socket_folder_does_not_stop_the_status_socket(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """An attacker's pass: another local user made ``/tmp/legio-<uid>`` first (the sticky
     temporary folder: Legio cannot remove it), and every daemon on a castra whose socket
@@ -337,13 +337,14 @@ async def test_another_user_taking_the_socket_folder_does_not_stop_the_status_so
     instead, and ``legio status`` finds it there."""
     import fcntl
     import pwd
+    import shutil
     import tempfile
 
     from legio.operations.control import serve_socket
     from legio.store.lifecycle import LOCK_FILE
 
-    temp = tmp_path / "tmp"
-    temp.mkdir()
+    temp = Path(tempfile.mkdtemp(prefix="lg-", dir="/tmp"))  # short: sockets' paths are
+    request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     root = tmp_path / ("castra-with-a-long-name-" * 4)
     (root / "state").mkdir(parents=True)
