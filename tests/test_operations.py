@@ -343,7 +343,7 @@ async def test_another_user_taking_the_socket_folder_does_not_stop_the_status_so
     from legio.operations.control import serve_socket
     from legio.store.lifecycle import LOCK_FILE
 
-    temp = Path(tempfile.mkdtemp(prefix="lg-", dir="/tmp"))  # short: sockets' paths are
+    temp = Path(tempfile.mkdtemp(prefix="lg-", dir="/tmp"))  # short: a socket path's limit
     request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     root = tmp_path / ("castra-with-a-long-name-" * 4)
