@@ -284,3 +284,51 @@ async def test_a_photo_telegram_will_not_hand_over_gets_a_clear_answer(bot: Runn
     )
     assert await bot.app.praetorium.count() == 0
     assert await bot.app.sessions.attachments.pending() == []
+
+
+async def test_the_sign_comes_before_the_message_is_even_stored(
+    bot: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The typing action is sent when the update is admitted: storing and routing it
+    come after, so a slow praetorium does not hold the sign back."""
+    legatus = bot.app.legatus
+    stored = asyncio.Event()
+    release = asyncio.Event()
+    post = legatus.praetorium.post
+
+    async def slow_post(*args: object, **kwargs: object) -> object:
+        stored.set()
+        await release.wait()
+        return await post(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(legatus.praetorium, "post", slow_post)
+    start = await bot.ask("REPLY taken")
+    sign = await bot.api.wait_for_call("sendChatAction", start=start)
+    assert sign.params["action"] == "typing"
+    assert int(sign.params["chat_id"]) == CAESAR
+    await asyncio.wait_for(stored.wait(), 30)
+    release.set()
+    answer = await bot.answer(start, lambda t: t == "taken")
+    assert sign.at < answer.at
+
+
+async def test_a_quick_answer_costs_the_sign_and_its_message_only(bot: Running) -> None:
+    """One typing action (the sign), then the answer: no draft, no second action."""
+    await bot.answer(await bot.ask("REPLY warm"))  # the Legatus's CLI is running
+    start = await bot.ask("REPLY quick")
+    await bot.answer(start, lambda t: t == "quick")
+    await asyncio.sleep(0.3)
+    sent = [c.method for c in bot.api.calls[start:] if c.method != "getUpdates"]
+    assert sent == ["sendChatAction", "sendMessage"]
+
+
+async def test_a_long_request_does_not_repeat_the_sign_while_it_shows(
+    bot_no_stream: Running,
+) -> None:
+    """Without drafts the typing action repeats while agents work, but not on top of the
+    sign: the next one comes when the sign has faded (about 4.5 s)."""
+    bot = bot_no_stream
+    start = await bot.ask("THINK about it\nSLEEP 2\nREPLY done")
+    answer = await bot.answer(start, lambda t: t == "done")
+    actions = [c for c in bot.api.calls_of("sendChatAction") if c.at <= answer.at]
+    assert len(actions) == 1

@@ -145,6 +145,8 @@ async def test_a_topic_per_agent_made_once_and_answers_in_their_topic(
         start = await reply_with(bot, "REPLY in my lane", thread_id=made["vorenus"])
         call = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
         assert thread(call) == made["vorenus"]
+        sign = await api.wait_for_call("sendChatAction", start=start)  # the sign: there too
+        assert thread(sign) == made["vorenus"]
         assert 'topic="vorenus"' in last_prompt(fake_cli, "vorenus")  # it knows its lane
         # an @mention in it still reaches another agent, answered in that topic
         start = await reply_with(bot, "@pullo REPLY visiting", thread_id=made["vorenus"])
