@@ -5,7 +5,8 @@ One slot per agent the ``SessionManager`` has served: its turn lock, its state
 is running, and the last compaction failure to show in ``/status``. ``ensure`` gives
 a slot a usable session before a query: the live one, else a rebuilt one (a changed
 prompt, the token ceiling after a summary, a crashed CLI), resumed from the saved
-checkpoint when it still fits the prompt, else a fresh one.
+checkpoint when it still fits the prompt, else a fresh one. ``warm`` starts that CLI
+ahead of the turn (the request is still being stored and routed): it only connects.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from legio.sessions.client import AgentSession, close
 from legio.sessions.spec import AgentSpec
 from legio.sessions.turn import StatusCallback
 from legio.store.praetorium import Praetorium
-from legio.store.records import Turn
+from legio.store.records import Checkpoint, Turn
 
 logger = logging.getLogger(__name__)
 
@@ -79,12 +80,52 @@ class AgentSlot:
     reservation: Any = None  # its running turn's share of the daily budget (legio.limits.budget)
     to_publish: Place | None = None  # the project copy its turn worked in, to publish
     work_mark: Mark | None = None  # its project work as the turn started (a card's start)
+    warming: asyncio.Task[None] | None = None  # its CLI starting ahead of its turn (``warm``)
 
     async def close(self, why: str) -> None:
         """Disconnect the live session, if any (its checkpoint stays)."""
         session, self.session = self.session, None
         if session is not None:
             await close(session, why)
+
+    async def warmed(self) -> None:
+        """Wait for a CLI being started ahead of the turn (its failure is the turn's to
+        meet again: the turn then starts one itself)."""
+        warming = self.warming
+        if warming is not None and warming is not asyncio.current_task():
+            await asyncio.wait({warming})
+
+
+def _mark(checkpoint: Checkpoint | None) -> tuple[str | None, int, str | None] | None:
+    if checkpoint is None:
+        return None
+    return checkpoint.session_id, checkpoint.last_seq, checkpoint.prompt_hash
+
+
+async def warm(
+    slot: AgentSlot, spec: AgentSpec, *, praetorium: Praetorium, open_session: OpenSession
+) -> None:
+    """Start the slot's CLI before its turn, as ``ensure`` would (resumed from a checkpoint
+    that fits the prompt, else new); nothing is sent to it.
+
+    The session is kept only if, once it is up, the slot still has none and the checkpoint
+    is the one it was opened from (no turn, reset or compaction came meanwhile); else it
+    is closed. So what the next query is given (its checkpoint's ``last_seq``) is never
+    decided here: exactly-once stays with the turn.
+    """
+    if slot.session is not None:
+        return
+    checkpoint = await praetorium.records.get_checkpoint(spec.name)
+    fits = checkpoint and checkpoint.session_id and checkpoint.prompt_hash == spec.rebuild_key
+    session = await open_session(checkpoint.session_id if fits and checkpoint else None)
+    if fits and checkpoint:
+        session.last_seq = checkpoint.last_seq
+    now = await praetorium.records.get_checkpoint(spec.name)
+    if slot.session is not None or _mark(now) != _mark(checkpoint):
+        await close(session, "started ahead, not needed")
+        return
+    slot.session = session  # no await since the check: nothing came between
+    logger.info("%s: started its CLI ahead of its turn (%s)", spec.name, session.session_id)
 
 
 async def ensure(
