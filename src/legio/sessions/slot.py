@@ -4,9 +4,10 @@ One slot per agent the ``SessionManager`` has served: its turn lock, its state
 (idle, working, error), its live session if any, the status callback of the turn it
 is running, and the last compaction failure to show in ``/status``. ``ensure`` gives
 a slot a usable session before a query: the live one, else a rebuilt one (a changed
-prompt, the token ceiling after a summary, a crashed CLI), resumed from the saved
-checkpoint when it still fits the prompt, else a fresh one. ``warm`` starts that CLI
-ahead of the turn (the request is still being stored and routed): it only connects.
+prompt, the token ceiling or the transcript's size after a summary, a crashed CLI),
+resumed from the saved checkpoint when it still fits the prompt, else a fresh one.
+``warm`` starts that CLI ahead of the turn (the request is still being stored and
+routed): it only connects.
 """
 
 from __future__ import annotations
@@ -177,6 +178,14 @@ async def ensure(
             session.last_seq = checkpoint.last_seq
             slot.session = session
             logger.info("%s: resumed SDK session %s", name, session.session_id)
+            if session.transcript_too_big():  # resumed past the bound: summed up, then anew
+                return await ensure(
+                    slot,
+                    spec,
+                    praetorium=praetorium,
+                    open_session=open_session,
+                    before_rebuild=before_rebuild,
+                )
             return session
     slot.session = session = await open_session(None)
     logger.info("%s: started SDK session %s", name, session.session_id)
