@@ -2,9 +2,10 @@
 
 A task on the loop sleeps ``interval_s`` again and again and notes how late it woke
 (the lag; on an idle loop nearly nothing). A thread beside it watches the task's last
-beat: when the loop has not come back for ``threshold_s`` (something blocks it — a
-synchronous call, a long computation), the thread takes the stack of the loop's thread
-at that moment, which is *what was running*. When the loop comes back, the stall is
+beat, waking when that beat would be stale (not on a short tick: an idle daemon wakes
+twice a second, not ten times): when the loop has not come back for ``threshold_s``
+(something blocks it — a synchronous call, a long computation), the thread takes the
+stack of the loop's thread at that moment, which is *what was running*. When the loop comes back, the stall is
 logged (a warning) with that stack, and counted for ``legio status``.
 """
 
