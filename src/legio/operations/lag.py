@@ -5,8 +5,9 @@ A task on the loop sleeps ``interval_s`` again and again and notes how late it w
 beat, waking when that beat would be stale (not on a short tick: an idle daemon wakes
 twice a second, not ten times): when the loop has not come back for ``threshold_s``
 (something blocks it — a synchronous call, a long computation), the thread takes the
-stack of the loop's thread at that moment, which is *what was running*. When the loop comes back, the stall is
-logged (a warning) with that stack, and counted for ``legio status``.
+stack of the loop's thread at that moment, which is *what was running*. When the loop
+comes back, the stall is logged (a warning) with that stack, and counted for
+``legio status``.
 """
 
 from __future__ import annotations
