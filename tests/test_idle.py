@@ -62,17 +62,17 @@ async def test_the_cli_starts_while_the_message_is_still_being_stored(
     app = await LegioApp.open(fake_cli_config(castra_dir, fake_cli))
     try:
         await app.handle_message("@vorenus REPLY first")
-        await app.sessions.slot("vorenus").close("idle")  # as the reaper does
+        await app.engine.sessions.slot("vorenus").close("idle")  # as the reaper does
         started = len(processes_of(fake_cli, "vorenus"))
         storing, release = asyncio.Event(), asyncio.Event()
-        post = app.praetorium.post
+        post = app.engine.praetorium.post
 
         async def slow_post(*args: Any, **kwargs: Any) -> Any:
             storing.set()
             await release.wait()
             return await post(*args, **kwargs)
 
-        app.praetorium.post = slow_post  # type: ignore[method-assign]
+        app.engine.praetorium.post = slow_post  # type: ignore[method-assign]
         answer = asyncio.create_task(app.handle_message("@vorenus REPLY second"))
         await asyncio.wait_for(storing.wait(), 30)
         for _ in range(400):  # the nuntius is not stored yet: its CLI comes up meanwhile

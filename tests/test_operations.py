@@ -28,7 +28,7 @@ from legio.operations.report import render
 from legio.operations.systemd import Notifier, socket_address, watchdog_period
 from legio.request import PendingFile
 from tests.conftest import FakeCli
-from tests.legion import fake_cli_config
+from tests.legion import Told, fake_cli_config
 
 # ------------------------------------------------------------------ systemd
 
@@ -173,10 +173,10 @@ async def test_a_file_is_refused_before_anything_is_written_on_a_full_disk(
     app.engine.operations.disk.free = FakeDisk(100)
     pending = PendingFile("telegram:1:5", "", "document", "text/plain", "notes.txt", 1000)
     with pytest.raises(AttachmentError, match="Not enough disk space"):
-        await app.accept_file(pending)
-    assert await app.sessions.attachments.pending() == []
+        await app.inbox.accept_file(pending)
+    assert await app.engine.sessions.attachments.pending() == []
     app.engine.operations.disk.free = FakeDisk(10_000)
-    assert await app.accept_file(pending) == pending
+    assert await app.inbox.accept_file(pending) == pending
 
 
 async def test_a_low_disk_is_told_to_caesar_once(app: LegioApp) -> None:
@@ -185,12 +185,12 @@ async def test_a_low_disk_is_told_to_caesar_once(app: LegioApp) -> None:
     async def notify(text: str) -> None:
         told.append(text)
 
-    app.set_notifier(notify)
+    await app.attach(Told(notify))
     app.engine.operations.disk.free = FakeDisk(500)
     await app.engine.operations.look()
     await app.engine.operations.look()
     assert len(told) == 1 and "running low" in told[0]
-    status = await app.status_report()
+    status = await app.operations.status_report()
     assert status["disk"]["low"] is True
 
 
@@ -251,7 +251,7 @@ async def test_status_socket_and_health_endpoint_answer_the_same_json(
     config = fake_cli_config(castra_dir, fake_cli, '[health]\nlisten = "127.0.0.1:0"\n')
     app = await LegioApp.open(config)
     try:
-        await app.start_operations()
+        await app.operations.start_operations()
         [reply] = await app.handle_message("REPLY hello")
         assert reply.text == "hello"
         logging.getLogger("legio.test").error("the last thing that went wrong")
@@ -263,6 +263,7 @@ async def test_status_socket_and_health_endpoint_answer_the_same_json(
                     "archive": "/b/x.tar",
                     "ok": True,
                     "error": None,
+                    "prune_error": "could not remove /b/old.tar: Operation not permitted",
                 }
             )
         )
@@ -279,6 +280,7 @@ async def test_status_socket_and_health_endpoint_answer_the_same_json(
         assert status["praetorium"]["last_seq"] == 2
         text = "\n".join(render(status))
         assert "Last backup: 2026-11-25T03:00:00+00:00 → /b/x.tar" in text
+        assert "older archives not removed: could not remove /b/old.tar" in text
         assert "legatus: idle" in text
         assert app.engine.operations.health is not None
         host, port = app.engine.operations.health
@@ -318,7 +320,7 @@ async def test_a_starting_daemon_replaces_a_stale_socket(
     path.write_text("left by a daemon killed with -9")
     app = await LegioApp.open(fake_cli_config(castra_dir, fake_cli))
     try:
-        await app.start_operations()
+        await app.operations.start_operations()
         status = await asyncio.to_thread(ask_daemon, castra_dir)
         assert status is not None and status["ok"]
     finally:

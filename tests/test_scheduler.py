@@ -15,18 +15,20 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from legio.app import JobRun, LegioApp, Reply
+from legio.app import JobRun, LegioApp
+from legio.audience import Quiet
 from legio.castra import Castra
 from legio.config import Config
 from legio.errors import ConfigError
 from legio.frontends.admin import Admin
+from legio.frontends.statusview import status_text
 from legio.frontends.views import interruption_notice, reply_text
 from legio.jobs.schedule import ScheduleError, check_cron, next_crons, parse_at
 from legio.jobs.scheduler import Scheduler, SystemClock
-from legio.request import Callbacks
+from legio.request import Callbacks, Reply, Status
 from legio.store.jobstore import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
-from legio.store.records import Turn
+from legio.store.records import QueryUsage
 from tests.botbench import CAESAR, running_bot
 from tests.conftest import FakeCli
 from tests.legion import fake_cli_config, processes_of, rendered
@@ -116,8 +118,8 @@ def new_job(
     )
 
 
-class Shown:
-    """A presenter that records what Caesar would see: status lines and marked replies."""
+class Shown(Quiet):
+    """A front-end that records what Caesar would see of jobs: statuses and marked replies."""
 
     def __init__(self) -> None:
         self.replies: list[Reply] = []
@@ -125,14 +127,18 @@ class Shown:
         self.arrived = asyncio.Event()
 
     async def __call__(self, job: Job, run: JobRun) -> None:
-        async def on_status(agent: str, line: str) -> None:
-            self.status.append(f"{agent}: {line}")
+        async def on_status(status: Status) -> None:
+            self.status.append(f"{status.agent}: {status_text(status)}")
 
         async def on_reply(reply: Reply) -> None:
             self.replies.append(reply)
             self.arrived.set()
 
         await run(Callbacks(on_status, None, on_reply))
+
+    async def job(self, job: Job, run: JobRun) -> bool:
+        await self(job, run)
+        return True
 
     def texts(self) -> list[str]:
         """As the front-ends show them (the Legatus's answers: no header)."""
@@ -163,13 +169,14 @@ async def shown() -> Shown:
 @pytest.fixture
 async def scheduled(app: LegioApp, shown: Shown, clock: FakeClock) -> tuple[Scheduler, FakeClock]:
     """The app's scheduler, started (the app's close stops it)."""
-    await app.start_jobs(shown)
-    await settle(app.scheduler, clock)
-    return app.scheduler, clock
+    await app.attach(shown)
+    await app.start_jobs()
+    await settle(app.engine.scheduler, clock)
+    return app.engine.scheduler, clock
 
 
 async def stored(app: LegioApp) -> list[Nuntius]:
-    return list(reversed(await app.praetorium.get_history(100)))
+    return list(reversed(await app.engine.praetorium.get_history(100)))
 
 
 # ------------------------------------------------------------------ running jobs
@@ -267,7 +274,7 @@ async def test_cron_jobs_keep_rome_local_time_across_the_dst_changes(
 async def test_a_job_missed_three_times_while_down_runs_once_late_on_start(
     app: LegioApp, shown: Shown, clock: FakeClock
 ) -> None:
-    jobs = JobStore(app.praetorium)
+    jobs = JobStore(app.engine.praetorium)
     hourly = "0 * * * *"
     await jobs.add(
         new_job("REPLY digest", START + timedelta(hours=1), name="digest", cron=hourly),
@@ -275,8 +282,9 @@ async def test_a_job_missed_three_times_while_down_runs_once_late_on_start(
         START,
     )
     clock.set(START + timedelta(hours=3, minutes=30))  # 10:00, 11:00, 12:00 missed
-    scheduler = app.scheduler
-    await app.start_jobs(shown)
+    scheduler = app.engine.scheduler
+    await app.attach(shown)
+    await app.start_jobs()
     await settle(scheduler, clock)
     assert shown.texts() == ["⏰ digest\ndigest"]
     [request, _] = await stored(app)
@@ -299,10 +307,11 @@ async def test_a_job_killed_mid_run_is_not_run_again_and_is_announced(
     cfg = config(castra_dir, fake_cli)
     clock = FakeClock(START)
     app = await LegioApp.open(cfg, clock=clock)
-    scheduler = app.scheduler
+    scheduler = app.engine.scheduler
     due = START + timedelta(minutes=5)
     await scheduler.jobs.add(new_job("SLEEP 3", due, target="vorenus", name="review"), 50, START)
-    await app.start_jobs(shown)
+    await app.attach(shown)
+    await app.start_jobs()
     clock.set(due)
     await until_asked(fake_cli, "vorenus")
     job = await scheduler.jobs.get(1)
@@ -321,8 +330,9 @@ async def test_a_job_killed_mid_run_is_not_run_again_and_is_announced(
         notice = interruption_notice(nuntius.seq, nuntius.text, agents)
         assert notice.startswith('⚠️ Interrupted by a restart: "⏰ Scheduled job #1 "review"')
         assert notice.endswith("no answer from vorenus). Send /retry to run it again.")
-        scheduler = app.scheduler
-        await app.start_jobs(shown)
+        scheduler = app.engine.scheduler
+        await app.attach(shown)
+        await app.start_jobs()
         await go_to(scheduler, clock, due + timedelta(days=2))
         assert shown.replies == []
         job = await scheduler.jobs.get(1)
@@ -356,10 +366,10 @@ async def test_jobs_for_two_agents_run_in_parallel_and_for_one_agent_in_turn(
     # pullo answered while vorenus is still on its first job; vorenus's second one waits
     assert [r.agent for r in shown.replies] == ["pullo"]
     assert rendered(app, shown.replies[0]).startswith("⏰ quick\n⚔️ pullo — ")
-    assert app.sessions.state("vorenus") == "working"
+    assert app.engine.sessions.state("vorenus") == "working"
     assert "vorenus: ⏳ Queued: vorenus is finishing an earlier request..." in shown.status
     await until_asked(fake_cli, "vorenus")
-    await app.sessions.interrupt("vorenus")
+    await app.engine.sessions.interrupt("vorenus")
     await settle(scheduler, clock)
     assert [(r.agent, r.kind) for r in shown.replies] == [
         ("pullo", "answer"),
@@ -369,9 +379,9 @@ async def test_jobs_for_two_agents_run_in_parallel_and_for_one_agent_in_turn(
     assert rendered(app, shown.replies[2]).endswith("━━━━━━━━━━━━\nsecond")
     # a job's nuntius is visible to its target and to Caesar, not to the other centurio
     [to_pullo] = [n for n in await stored(app) if n.audience == ("pullo",)]
-    pullo_sees = await app.praetorium.get_visible_nuntii("pullo", 50)
-    vorenus_sees = await app.praetorium.get_visible_nuntii("vorenus", 50)
-    caesar_sees = await app.praetorium.get_visible_nuntii("caesar", 50)
+    pullo_sees = await app.engine.praetorium.get_visible_nuntii("pullo", 50)
+    vorenus_sees = await app.engine.praetorium.get_visible_nuntii("vorenus", 50)
+    caesar_sees = await app.engine.praetorium.get_visible_nuntii("caesar", 50)
     assert to_pullo.id in {n.id for n in pullo_sees} & {n.id for n in caesar_sees}
     assert to_pullo.id not in {n.id for n in vorenus_sees}
     assert {j.last_outcome for j in await jobs.active()} == set()  # all done
@@ -432,8 +442,9 @@ async def test_the_legatus_schedules_lists_and_cancels_jobs_through_its_tools(
     clock = FakeClock(START)
     cfg = config(castra_dir, fake_cli, "[scheduler]\nmax_jobs = 2")
     app = await LegioApp.open(cfg, clock=clock)
-    scheduler = app.scheduler
-    await app.start_jobs(shown)
+    scheduler = app.engine.scheduler
+    await app.attach(shown)
+    await app.start_jobs()
     try:
         answer = await call(
             app,
@@ -545,7 +556,7 @@ async def test_a_job_due_while_legio_was_down_reaches_caesars_telegram_chat(
         assert int(call.params["chat_id"]) == CAESAR
         [request, _] = await stored(bot.app)
         assert "runs late" in request.text
-        jobs = JobStore(bot.app.praetorium)
+        jobs = JobStore(bot.app.engine.praetorium)
         for _ in range(2000):
             job = await jobs.get(1)
             if job is not None and job.runs == 1:
@@ -607,12 +618,14 @@ async def test_a_scheduled_job_over_budget_does_not_start_and_waits_for_retry(
         config(castra_dir, fake_cli, "[budget]\ndaily_usd = 1.0"), clock=clock
     )
     try:
-        await app.praetorium.records.record_turn(Turn(agent="pullo", cost_usd=2.5))  # spent today
+        spent = QueryUsage(agent="pullo", cost_usd=2.5)  # spent today
+        await app.engine.praetorium.records.record_turn(spent)
         due = START + timedelta(minutes=5)
         job = new_job("REPLY the digest", due, target="vorenus", name="digest")
-        await app.scheduler.jobs.add(job, 50, START)
-        await app.start_jobs(shown)
-        await go_to(app.scheduler, clock, due)
+        await app.engine.scheduler.jobs.add(job, 50, START)
+        await app.attach(shown)
+        await app.start_jobs()
+        await go_to(app.engine.scheduler, clock, due)
         [reply] = shown.replies
         assert reply.kind == "held"
         assert rendered(app, reply).startswith(
@@ -620,7 +633,7 @@ async def test_a_scheduled_job_over_budget_does_not_start_and_waits_for_retry(
         )
         assert "$2.50 of its $1.00 a day, so vorenus did not start" in reply.text
         assert processes_of(fake_cli, "vorenus") == []  # no agent was started
-        [(request, agents)] = await app.praetorium.interruptions()  # /retry runs it later
+        [(request, agents)] = await app.engine.praetorium.interruptions()  # /retry runs it later
         assert (request.sender, agents) == ("scheduler", ["vorenus"])
     finally:
         await app.close()

@@ -1,6 +1,6 @@
 """``OperationsDoor``: the daemon as seen from outside, through the door: ``legio status``
 and ``/health``, systemd's notifications, stuck turns, backups and the morning digest as
-events, ``/export``. A mixin of ``legio.app.LegioApp``.
+events, ``/export``. ``LegioApp.operations``; the front-end parts that need it are given it.
 """
 
 from __future__ import annotations
@@ -22,10 +22,6 @@ from legio.operations.export import (
     export_history,
     parse_since,
 )
-from legio.operations.routine import Follower
-from legio.request import (
-    StuckCallback,
-)
 from legio.store.praetorium import Praetorium
 
 EXPORTS_KEPT_S = 3600  # /export's files stay in castra/state/exports/ this long
@@ -34,10 +30,11 @@ EXPORTS_KEPT_S = 3600  # /export's files stay in castra/state/exports/ this long
 class OperationsDoor:
     """Operations, for the front-ends and ``legio run``."""
 
-    engine: Engine
-    config: Config
-    castra: Castra
-    praetorium: Praetorium
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.config: Config = engine.config
+        self.castra: Castra = engine.castra
+        self.praetorium: Praetorium = engine.praetorium
 
     async def start_operations(self, on_restart: Callable[[], None] | None = None) -> None:
         """The daemon's parts (``legio run``, ``legio console``): the status socket, the
@@ -57,11 +54,6 @@ class OperationsDoor:
         """What ``legio status`` shows, as JSON-ready data (``legio.operations.report``)."""
         return await self.engine.operations.snapshot()
 
-    def follow_stuck(self, callback: StuckCallback) -> Callable[[], None]:
-        """Call ``callback(Stuck)`` once for each turn whose CLI went silent for
-        ``[sessions] stuck_minutes``; returns the unsubscribe."""
-        return self.engine.operations.follow_stuck(callback)
-
     def keep_waiting(self, agent: str) -> bool:
         """Caesar waits on for ``agent``'s silent turn: said again only after another
         period of silence. False if it runs no turn now."""
@@ -69,11 +61,6 @@ class OperationsDoor:
 
     def running_requests(self) -> int:
         return self.engine.operations.in_flight
-
-    def follow_operations(self, follower: Follower) -> None:
-        """Be told of a failed automatic backup (``BackupFailed``) and of the morning
-        digest (``DigestReady``, to send silently)."""
-        self.engine.routine.follow(follower)
 
     async def export(
         self, fmt: Format = "md", agent: str | None = None, since: str | None = None

@@ -111,8 +111,10 @@ class WorkCards:
         self._keep(row.id, work.uncommitted.diff, work.uncommitted.untracked)
         self._prune()
         if self.checks is not None and self.checks.configured(place.project):
-            try:  # on the copy as the turn left it; a newer turn's check stops this one
-                run = await self.checks.start(place.agent, place.project, place.copy)
+            try:  # on the card's commit (a clean tree); a newer turn's check stops this one
+                run = await self.checks.start(
+                    place.agent, place.project, place.copy, work.to_tip or None
+                )
             except ProjectError as e:
                 logger.warning("%s: no check on #%s: %s", place.agent, place.project, e)
             else:
@@ -221,10 +223,6 @@ class WorkCards:
         size = int.from_bytes(raw[:8], "big")
         names = raw[8 : 8 + size].decode(errors="replace").split("\0") if size else []
         return raw[8 + size :], tuple(visible_name(n) for n in names)
-
-    async def answered(self, card_id: int, seq: int) -> None:
-        """The answer card ``card_id``'s turn gave (what Publish says the work is)."""
-        await self.praetorium.cards.set_answer(card_id, seq)
 
     async def summary(self, card_id: int) -> str:
         """The agent's own words about its work: the answer of the card's turn ("" if

@@ -31,15 +31,14 @@ from claude_agent_sdk import (
 )
 
 from legio.errors import AgentError, AgentInterrupted
+from legio.request import Watch
 from legio.sessions.spec import AgentSpec
 from legio.sessions.turn import (
     SessionTokenTracker,
-    StatusCallback,
-    TextCallback,
     collect_response,
 )
 from legio.store.praetorium import Praetorium
-from legio.store.records import Turn
+from legio.store.records import QueryUsage
 from legio.timing import mark
 
 logger = logging.getLogger(__name__)
@@ -48,7 +47,7 @@ STDERR_LINES = 20
 CONTEXT_USAGE_TIMEOUT = 5.0
 
 MakeClient = Callable[[deque[str], dict[str, Any]], ClaudeSDKClient]  # (stderr, extra options)
-Record = Callable[[Turn], None]  # a turn's usage, to be stored
+Record = Callable[[QueryUsage], None]  # a turn's usage, to be stored
 
 
 @dataclass
@@ -179,11 +178,10 @@ async def one_message(message: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
 async def ask(
     session: AgentSession,
     message: str,
-    on_status: StatusCallback | None,
+    watch: Watch | None,
     *,
     record: Record,
     seq: int | None,
-    on_text: TextCallback | None = None,
     images: Sequence[dict[str, Any]] = (),
     on_sent: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[str, ResultMessage]:
@@ -220,9 +218,8 @@ async def ask(
         text, result = await collect_response(
             session.client,
             session.tracker,
-            on_status,
+            watch,
             agent=name,
-            on_text=on_text,
             observe=observe,
         )
     except (AgentError, ProcessError, CLIJSONDecodeError, CLIConnectionError) as e:
@@ -264,14 +261,14 @@ def stale_result(client: ClaudeSDKClient) -> bool:
 
 def _turn(
     session: AgentSession, seq: int | None, result: ResultMessage | None, started: float
-) -> Turn:
+) -> QueryUsage:
     usage = (result.usage if result else None) or {}
     cost = 0.0
     if result is not None and result.total_cost_usd is not None:
         cost = max(0.0, result.total_cost_usd - session.cost_base)  # the CLI's is cumulative
         session.cost_base = result.total_cost_usd
         session.cost += cost
-    return Turn(
+    return QueryUsage(
         agent=session.name,
         session_id=session.session_id,
         nuntius_seq=seq,
@@ -286,7 +283,7 @@ def _turn(
     )
 
 
-async def store_turns(praetorium: Praetorium, turns: list[Turn], agent: str) -> None:
+async def store_turns(praetorium: Praetorium, turns: list[QueryUsage], agent: str) -> None:
     """Store the usage ``ask`` handed over (and empty the list); a failure is logged."""
     while turns:
         turn = turns.pop(0)

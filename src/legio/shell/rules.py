@@ -22,7 +22,7 @@ import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from legio.shell import reader as shell
 from legio.visible import visible
@@ -152,6 +152,39 @@ def opaque_reason(tool: str, tool_input: dict[str, Any]) -> str:
     return shell.read(command).opaque
 
 
+# Issue 44: with a hook's "ask", the Claude CLI (2.1.330) was seen to run a line without
+# calling ``can_use_tool`` when the line wrote a file of its own "sensitive" list
+# (``.gitconfig``, ``.bashrc``…) and set HOME for git. Which lines it treats so cannot be
+# told from outside, so a line that would be asked and writes or names a configuration
+# file, or writes anything while setting a variable git reads, is refused instead.
+WRITES = re.compile(
+    r">|\b(rm|mv|cp|tee|truncate|dd|install|ln|chmod|touch|mkdir|rsync|patch|tar|unzip)\b"
+    r"|\bsed\s+-i|write|open\(|\s-o\s|--output"
+)
+# a dotfile anywhere in a path, or a file (the last part of a path) named like a config
+CONFIG_NAME = re.compile(
+    r"(?:^|[/\s'\"=(,:])(\.[A-Za-z0-9_][^/\s'\";&|]*)"
+    r"|(?:^|[/\s'\"=])([\w.-]*config[\w.-]*)(?=$|[\s'\";&|)])"
+)
+VARIABLE_OPAQUE = ("set on a line that runs git", "makes programs run commands")
+
+
+def unaskable(tool: str, tool_input: dict[str, Any]) -> str:
+    """Why a Bash line that needs Caesar's approval cannot be put to him through the CLI
+    (see above): the configuration file it writes or names, or "" when it can be asked."""
+    command = tool_input.get("command")
+    if tool != "Bash" or not isinstance(command, str):
+        return ""
+    named = CONFIG_NAME.search(command)
+    name = (named.group(1) or named.group(2)) if named else ""
+    writes = WRITES.search(command) is not None
+    if name and writes:
+        return f"it writes and names {name}"
+    if writes and any(v in opaque_reason(tool, tool_input) for v in VARIABLE_OPAQUE):
+        return "it writes files and sets a variable git reads"
+    return ""
+
+
 def exact_grant(tool_input: dict[str, Any]) -> str:
     """The grant text that covers exactly this (opaque) command."""
     return EXACT.format(tool_input.get("command", ""))
@@ -159,8 +192,6 @@ def exact_grant(tool_input: dict[str, Any]) -> str:
 
 # ------------------------------------------------------------------ asking Caesar
 
-Choice = Literal["once", "session", "always", "deny", "stop"]
-Outcome = Literal["once", "session", "always", "deny", "stop", "timeout", "cancelled"]
 TARGET_MAX = 300
 SHOWN_MAX = 1500  # what an approval message shows of a command; longer ones come whole as a file
 
@@ -185,62 +216,3 @@ def shorten_middle(text: str, limit: int = SHOWN_MAX) -> str:
     tail = limit - head
     left_out = len(text) - head - tail
     return f"{text[:head]}\n… [{left_out} characters left out] …\n{text[-tail:]}"
-
-
-@dataclass
-class ApprovalRequest:
-    """One tool call waiting for Caesar. ``outcome`` is set when it ends (a front-end that
-    is cancelled reads it: ``timeout`` or ``cancelled``)."""
-
-    id: int
-    agent: str
-    tool: str  # the CLI's display name
-    target: str  # the command, path or URL (shortened), or the input for other tools
-    rules: tuple[str, ...]  # the rules it falls under (an opaque command: every Bash rule)
-    reason: str = ""
-    full_target: str = ""  # the whole command, path or URL, as it will run
-    description: str = ""  # the agent's own words about the call: never checked, never alone
-    opaque: str = ""  # why a command cannot be read word by word (then a grant is exact)
-
-    def why_asked(self) -> str:
-        """Which rule asks; for a command that cannot be read word by word, why it asks."""
-        if self.opaque:
-            return (
-                f"⚠️ Not a plain command ({self.opaque}), so every Bash ask rule asks; "
-                "Allow for this session and Always cover exactly this command."
-            )
-        return f"Rule: {', '.join(self.rules)}."
-
-    timeout_s: float = 600.0
-    outcome: Outcome | None = None
-
-
-@dataclass(frozen=True)
-class Decision:
-    """Caesar's answer to an approval request; ``reason`` goes to the model on a deny."""
-
-    choice: Choice
-    reason: str = ""
-
-
-@dataclass
-class QuestionRequest:
-    """An agent's questions (the CLI's ``AskUserQuestion`` input), waiting for Caesar."""
-
-    id: int
-    agent: str
-    questions: list[dict[str, Any]]
-    timeout_s: float = 600.0
-    outcome: str | None = None
-
-
-class Asker(Protocol):
-    """How a front-end asks Caesar; both calls may be cancelled (read ``outcome``)."""
-
-    async def approve(self, request: ApprovalRequest) -> Decision:
-        """Caesar's decision on one tool call."""
-        ...
-
-    async def answer(self, request: QuestionRequest) -> dict[str, str] | None:
-        """Caesar's answers (question text → chosen labels joined by ", "), or None."""
-        ...

@@ -34,17 +34,13 @@ from telegram import (
 )
 from telegram.error import TelegramError
 
-from legio.app import (
-    SHOWN_MAX,
-    ApprovalRequest,
-    Decision,
-    LegioApp,
-    QuestionRequest,
-    shorten_middle,
-    visible,
-)
+from legio.app import LegioApp
+from legio.frontends.numbers import digits
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.views import stop_text
+from legio.request import ApprovalRequest, Asker, Decision, QuestionRequest
+from legio.shell.rules import SHOWN_MAX, shorten_middle
+from legio.visible import visible
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +107,19 @@ def approval_keyboard(request_id: int, nonce: str) -> InlineKeyboardMarkup:
     )
 
 
+class _InLane:
+    """A ``TelegramAsker`` for one request, asking in the request's topic."""
+
+    def __init__(self, asker: TelegramAsker, lane: Lane | None) -> None:
+        self.asker, self.lane = asker, lane
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        return await self.asker.approve(request, self.lane)
+
+    async def answer(self, request: QuestionRequest) -> dict[str, str] | None:
+        return await self.asker.answer(request, self.lane)
+
+
 class TelegramAsker:
     """Asks Caesar in Telegram; register with ``LegioApp.set_asker``."""
 
@@ -121,13 +130,14 @@ class TelegramAsker:
         self._approvals: dict[int, _Pending] = {}
         self._decided: dict[int, str] = {}
         self._questions: dict[int, _Question] = {}
-        self.lanes: dict[
-            str, Lane
-        ] = {}  # each agent's request's topic (legio.frontends.telegram.lanes)
 
     # ---------------------------------------------------------- approvals
 
-    async def approve(self, request: ApprovalRequest) -> Decision:
+    def within(self, lane: Lane | None) -> Asker:
+        """This asker for one request: its approvals and questions in its topic."""
+        return _InLane(self, lane)
+
+    async def approve(self, request: ApprovalRequest, lane: Lane | None = None) -> Decision:
         loop = asyncio.get_running_loop()
         pending = _Pending(secrets.token_hex(4), loop.create_future(), text=approval_text(request))
         self._approvals[request.id] = pending
@@ -135,7 +145,7 @@ class TelegramAsker:
         try:
             for chat_id in self.chat_ids:
                 try:
-                    with in_lane(self.lanes.get(request.agent)):  # the request's topic
+                    with in_lane(lane):  # the request's topic
                         sent = await self.bot.send_message(
                             chat_id, pending.text, reply_markup=keyboard
                         )
@@ -186,10 +196,11 @@ class TelegramAsker:
                 await self.bot.edit_message_reply_markup(chat_id, message_id, reply_markup=done)
 
     async def _tap_approval(self, query: CallbackQuery, parts: list[str]) -> None:
-        if len(parts) != 4 or not parts[1].isdigit():
+        request_id = digits(parts[1]) if len(parts) == 4 else None
+        if request_id is None:
             await query.answer("Unknown button.")
             return
-        request_id, nonce, code = int(parts[1]), parts[2], parts[3]
+        nonce, code = parts[2], parts[3]
         pending = self._approvals.get(request_id)
         if pending is None:
             if request_id in self._decided:
@@ -219,7 +230,9 @@ class TelegramAsker:
 
     # ---------------------------------------------------------- questions
 
-    async def answer(self, request: QuestionRequest) -> dict[str, str] | None:
+    async def answer(
+        self, request: QuestionRequest, lane: Lane | None = None
+    ) -> dict[str, str] | None:
         loop = asyncio.get_running_loop()
         question = _Question(request, secrets.token_hex(4), loop.create_future())
         self._questions[request.id] = question
@@ -228,7 +241,7 @@ class TelegramAsker:
                 text, keyboard = self._question_message(question, index)
                 for chat_id in self.chat_ids:
                     try:
-                        with in_lane(self.lanes.get(request.agent)):
+                        with in_lane(lane):
                             sent = await self.bot.send_message(chat_id, text, reply_markup=keyboard)
                         question.messages.setdefault(index, []).append((chat_id, sent.message_id))
                     except TelegramError as e:
@@ -284,16 +297,15 @@ class TelegramAsker:
             )
 
     async def _tap_question(self, query: CallbackQuery, parts: list[str]) -> None:
-        question = (
-            self._questions.get(int(parts[1])) if len(parts) == 5 and parts[1].isdigit() else None
-        )
+        number = digits(parts[1]) if len(parts) == 5 else None
+        question = self._questions.get(number) if number is not None else None
         if question is None:
             await query.answer("This question is no longer open.")
             return
-        if parts[2] != question.nonce or not parts[3].isdigit():
+        index = digits(parts[3])
+        if parts[2] != question.nonce or index is None:
             await query.answer("Unknown button.")
             return
-        index = int(parts[3])
         items = question.request.questions
         if index >= len(items) or index in question.answers:
             await query.answer(
@@ -304,8 +316,8 @@ class TelegramAsker:
         picked = question.picked.setdefault(index, [])
         if parts[4] == "d":
             question.answers[index] = ", ".join(picked) if picked else "(nothing chosen)"
-        elif parts[4].isdigit() and int(parts[4]) < len(options):
-            label = options[int(parts[4])]
+        elif (choice := digits(parts[4])) is not None and choice < len(options):
+            label = options[choice]
             if items[index].get("multiSelect"):
                 picked.remove(label) if label in picked else picked.append(label)
             else:

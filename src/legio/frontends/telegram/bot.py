@@ -48,19 +48,19 @@ from telegram.ext import (
     filters,
 )
 
-from legio.app import Job, JobRun, LegioApp, Reply
+from legio.app import Job, JobRun, LegioApp
 from legio.config import Config
 from legio.frontends.admin import BY_NAME, COMMANDS, Admin, parse_retry
-from legio.frontends.telegram.admission import Gate, addressed_elsewhere, forwarded_from
+from legio.frontends.telegram.admission import Admission, addressed_elsewhere, forwarded_from
 from legio.frontends.telegram.asking import TelegramAsker
 from legio.frontends.telegram.conversation import Conversation
 from legio.frontends.telegram.diffs import diff_page, diff_pictures
 from legio.frontends.telegram.downloads import UNSUPPORTED, Albums, accept, fetch, resume_pending
 from legio.frontends.telegram.drafts import DraftSupport, LiveView
+from legio.frontends.telegram.events import TelegramEvents
 from legio.frontends.telegram.forgeview import ForgeView
 from legio.frontends.telegram.hearing import hear
-from legio.frontends.telegram.lanes import LaneBot, in_lane
-from legio.frontends.telegram.opsview import show_operation
+from legio.frontends.telegram.lanes import Lane, LaneBot, in_lane
 from legio.frontends.telegram.sending import (
     NO_PREVIEW,
     SendChains,
@@ -73,7 +73,7 @@ from legio.frontends.telegram.sending import (
 from legio.frontends.telegram.status import StatusBoard, Typing
 from legio.frontends.telegram.stuckview import StuckView
 from legio.frontends.views import agent_header, interruption_notice
-from legio.request import UNWATCHED, Callbacks, Request, Watch
+from legio.request import UNWATCHED, Callbacks, Reply, Request, Watch, WorkCard
 from legio.timing import begin
 
 logger = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class LegioBot:
         self.caesar_ids = frozenset(config.telegram.caesar_ids)
         self._app: LegioApp | None = None
         self._admin: Admin | None = None
-        self.doors = Gate(config.telegram.caesar_ids, config.telegram.allowed_chats)
+        self.admission = Admission(config.telegram.caesar_ids, config.telegram.allowed_chats)
         self.in_flight = 0
         self.idle = asyncio.Event()
         self.idle.set()
@@ -115,6 +115,7 @@ class LegioBot:
         self.downloads: set[asyncio.Task[Any]] = set()  # cancelled at shutdown, resumed at start
         self.albums = Albums()
         self.asker: TelegramAsker | None = None
+        self.lanes: dict[str, Lane] = {}  # each working agent's request's topic (stuck turns)
         self.forge: ForgeView | None = None
         self.stuck: StuckView | None = None  # stuck turns (legio.frontends.telegram.stuckview)
         self.talk = Conversation(lambda: self.app, self._work, self.caesar_ids)  # replies, topics
@@ -137,17 +138,23 @@ class LegioBot:
         self._app = await self.app_factory()
         self._admin = Admin(self._app)
         self._bot = application.bot
-        self.asker = TelegramAsker(application.bot, sorted(self.caesar_ids), self._app)
-        self._app.set_asker(self.asker)  # approvals and questions as buttons
-        self._app.set_notifier(self.asker.notify, self.talk.dispatched)  # limits; topics
-        self.talk.cards.bot = application.bot
-        self._app.follow_cards(self.talk.cards.update)  # a card edited when its check ends
         chats, bot = sorted(self.caesar_ids), application.bot
-        self._app.follow_operations(lambda event: show_operation(bot, chats, event))  # digest
-        self.stuck = StuckView(
-            application.bot, sorted(self.caesar_ids), self._app, self.asker.lanes
+        self.asker = TelegramAsker(bot, chats, self._app)  # approvals, questions as buttons
+        self.talk.cards.bot = bot
+        self.stuck = StuckView(bot, chats, self._app, self.lanes)  # Stop or Keep waiting
+        chat = min(self.caesar_ids, default=None)  # CI and reviews: ✅/❌ in the agent's lane
+        self.forge = ForgeView(bot, self._app, chat, self.talk.lane_for, self._work)
+        self.events = TelegramEvents(
+            bot,
+            chats,
+            self.asker,
+            self.talk.cards,
+            self.stuck,
+            self.forge,
+            self.talk.dispatched,
+            self.present_job,
         )
-        self._app.follow_stuck(self.stuck.show)  # a silent turn: Stop or Keep waiting
+        await self._app.attach(self.events)  # what belongs to no request, from now on
         if isinstance(application.bot, LaneBot):  # threaded mode: a topic per centurio
             application.bot.watch(self.talk.lost_topic)
             self.talk.notice_bot = application.bot
@@ -159,14 +166,11 @@ class LegioBot:
         except TelegramError as e:
             logger.warning("could not set the command menu: %s", e)
         try:
-            await resume_pending(application.bot, self._app)  # files a restart cut off
+            await resume_pending(application.bot, self._app.inbox)  # files a restart cut off
         except Exception:
             logger.exception("could not finish the downloads a restart interrupted")
         await self.tell_interruptions(application.bot)
-        await self.app.start_jobs(self.present_job)  # after the interruptions were noted
-        chat = min(self.caesar_ids, default=None)  # CI and reviews: ✅/❌ in the agent's lane
-        self.forge = ForgeView(application.bot, self._app, chat, self.talk.lane_for, self._work)
-        await self._app.follow_forge(self.forge.on_event)
+        await self.app.start_jobs()  # after the interruptions were noted
 
     async def present_job(self, job: Job, run: JobRun) -> None:
         """A scheduled job's run, shown like a request in the chat it was set from."""
@@ -181,7 +185,7 @@ class LegioBot:
         """Tell Caesar, once, about requests the last run never answered."""
         for nuntius, agents in await self.app.notice_interruptions():
             chat = chat_of(nuntius.origin)
-            served = chat in self.caesar_ids or chat in self.doors.allowed_chats
+            served = chat in self.caesar_ids or chat in self.admission.allowed_chats
             chats = [chat] if chat is not None and served else sorted(self.caesar_ids)
             for chat_id in chats:
                 try:
@@ -205,7 +209,7 @@ class LegioBot:
 
     async def gate(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Drop every update but Caesar's in his chats (``legio.frontends.telegram.admission``)."""
-        if not self.doors.admits(update):
+        if not self.admission.admits(update):
             if isinstance(update, Update) and update.callback_query is not None:
                 with contextlib.suppress(TelegramError):  # a tap on Caesar's buttons
                     await update.callback_query.answer("Not yours.")
@@ -292,7 +296,7 @@ class LegioBot:
         self.in_flight += 1  # a shutdown waits for a download, then cancels it
         self.idle.clear()
         try:
-            accepted = await accept(message, self.app)  # recorded at once: nothing is lost
+            accepted = await accept(message, self.app.inbox)  # recorded at once: nothing is lost
             if isinstance(accepted, str):
                 await send_with_retries(context.bot, message.chat_id, accepted)
                 accepted = None
@@ -301,7 +305,7 @@ class LegioBot:
             if not files:
                 return  # an album's later part, refused, or delivered twice
             first = parts[0][0]
-            fetched = await fetch(context.bot, files, self.app, self.downloads)
+            fetched = await fetch(context.bot, files, self.app.inbox, self.downloads)
             if fetched is None:
                 return  # cancelled by a shutdown: resumed at the next start
             received, refusals = fetched
@@ -312,7 +316,7 @@ class LegioBot:
             text = "\n".join(m.caption for m, _ in parts if m.caption)  # an album's captions
             lane, pointer = await self.talk.where(first)
             with in_lane(lane):
-                text = await hear(context.bot, self.app, first.chat_id, received, text)  # 🎤
+                text = await hear(context.bot, self.app.inbox, first.chat_id, received, text)  # 🎤
                 await self._work(
                     context.bot,
                     first.chat_id,
@@ -358,6 +362,19 @@ class LegioBot:
             lambda watch: self.app.retry(seq, watch),
         )
 
+    async def on_publish(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """/publish <agent> <project>: what would be posted, with 🚀 Post / ✖ Cancel."""
+        message = update.effective_message
+        if message is None or message.text is None:
+            return
+        if addressed_elsewhere(message.text, context.bot.username):
+            return
+        if not await self._private_only(context.bot, message):
+            return
+        parts = message.text.split(maxsplit=1)
+        publishing = self.talk.cards.publishing
+        await publishing.command(context.bot, message.chat_id, parts[1] if len(parts) > 1 else "")
+
     async def _work(
         self,
         bot: Bot,
@@ -380,7 +397,8 @@ class LegioBot:
             render,
             functools.partial(agent_header, self.app),
         )
-        live.lanes = self.asker.lanes if self.asker else {}  # its approvals in its topic
+        live.lanes = self.lanes  # where a stuck turn of its agents is said
+        asking = self.asker.within(live.lane) if self.asker else None  # in its topic
         try:
             async with live:
 
@@ -392,8 +410,12 @@ class LegioBot:
                         files = lambda: self.talk.deliver_files(bot, chat_id, reply)  # noqa: E731
                         sends.append(self.chains.enqueue(chat_id, reply.agent, files))
 
+                async def card(card: WorkCard) -> None:  # silently, after its agent's answer
+                    show = lambda: self.talk.cards.send(bot, chat_id, card)  # noqa: E731
+                    sends.append(self.chains.enqueue(chat_id, card.agent, show))
+
                 try:
-                    await run(Callbacks(live.update, live.stream, send))
+                    await run(Callbacks(live.update, live.stream, send, card, asking))
                 finally:
                     for result in await asyncio.gather(*sends, return_exceptions=True):
                         if isinstance(result, BaseException):
@@ -425,7 +447,7 @@ class LegioBot:
         receipt = self.arrival(update)
         query = update.callback_query
         stuck = query is not None and self.stuck is not None and StuckView.takes(query)
-        mine = query is not None and (query.data or "").startswith("card:")
+        mine = query is not None and (query.data or "").startswith(("card:", "pub:"))
         forge = query is not None and self.forge is not None and self.forge.owns(query.data)
         if (mine or forge) and receipt is not None:
             self.app.settle(receipt)  # a tap that stops nothing
@@ -476,7 +498,7 @@ def build_application(
     message = filters.UpdateType.MESSAGE
     # every admin command from the one table (legio.frontends.admin): run by Admin, except
     # the two this front-end answers itself; one that may wait for an agent does not block
-    own = {"retry": bot.on_retry, "project": bot.talk.on_project}
+    own = {"retry": bot.on_retry, "project": bot.talk.on_project, "publish": bot.on_publish}
     for command in BY_NAME.values():
         callback = own.get(command.name, bot.on_command)
         handler = CommandHandler(command.name, callback, filters=message, block=not command.waits)
@@ -522,12 +544,14 @@ async def serve(
                 timeout=poll_timeout, drop_pending_updates=False, allowed_updates=Update.ALL_TYPES
             )
             logger.info("Legio is listening (Telegram long polling)")
-            bot.app.listening("Telegram long polling")  # systemd: READY=1
+            operations = bot.app.operations
+            operations.listening("Telegram long polling")  # systemd: READY=1
             await stop.wait()
         finally:
             logger.info("Legio is stopping")
             if bot._app is not None:
-                bot.app.stopping()
+                operations = bot.app.operations
+                operations.stopping()
             if application.updater is not None and application.updater.running:
                 await application.updater.stop()
             if bot._app is not None:

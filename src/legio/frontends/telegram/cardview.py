@@ -5,7 +5,8 @@ request's lane, with **🔍 Diff**, **🧪 Checks** (a check configured), **🛠
 failed) and **🗑 Drop**; ``update`` edits a card already shown when its check ends, and
 posts a card nobody asked for (the Legatus's dispatch) in the agent's lane. A tap names
 the card, never "the latest": an older card's buttons still show that card's own turn and
-say when the branch has moved on. Drop asks once more before it removes a copy. Strangers'
+say when the branch has moved on. **🚀 Publish** shows what would be posted and posts only
+on the confirming tap (``publishview``). Drop asks once more before it removes a copy. Strangers'
 taps never reach here (``bot.py``'s gate answers them "not yours").
 """
 
@@ -21,11 +22,13 @@ from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMar
 from telegram.error import BadRequest, TelegramError
 
 from legio.app import CheckRecord, LegioApp, Target
-from legio.errors import ForgeError, ProjectError, PushRejected
-from legio.frontends.checkviews import check_badge, check_report
-from legio.frontends.forgelines import published_text
+from legio.doors.workdoor import WorkDoor
+from legio.errors import ForgeError, ProjectError
+from legio.frontends.checkviews import check_report
+from legio.frontends.numbers import digits
 from legio.frontends.telegram.diffs import send_card_diff
 from legio.frontends.telegram.lanes import Lane, in_lane
+from legio.frontends.telegram.publishview import PublishDesk
 from legio.frontends.telegram.sending import plain_pages, send_document, send_with_retries
 from legio.frontends.views import card_text
 from legio.request import Reply, Watch, WorkCard
@@ -81,13 +84,19 @@ class CardDesk:
         self.bot: Bot | None = None
         self.lane_for: LaneFor | None = None
         self.work: Work | None = None  # runs a request under a live view (Fix)
+        self.publishing = PublishDesk(app)  # 🚀 Publish's previews, waiting for a tap
 
     @property
     def app(self) -> LegioApp:
         return self._app()
 
+    @property
+    def room(self) -> WorkDoor:
+        """The door's work room: cards, checks, Publish, Drop."""
+        return self._app().work
+
     async def _check(self, card: WorkCard) -> CheckRecord | None:
-        return await self.app.check(card.check_id) if card.check_id is not None else None
+        return await self.room.check(card.check_id) if card.check_id is not None else None
 
     def _remember(self, card_id: int, message: Message) -> None:
         self.shown.setdefault(card_id, []).append(_Shown(message.chat_id, message.message_id))
@@ -134,11 +143,13 @@ class CardDesk:
     # ---------------------------------------------------------- taps
 
     async def on_tap(self, query: CallbackQuery) -> None:
-        """A card's button, tapped by Caesar."""
+        """A card's button, tapped by Caesar (a Publish preview's too: ``publishview``)."""
+        if PublishDesk.owns(query.data):
+            await self.publishing.on_tap(query)
+            return
         parts = (query.data or "").split(":")
-        card = (
-            await self.app.card(int(parts[2])) if len(parts) == 3 and parts[2].isdigit() else None
-        )
+        number = digits(parts[2]) if len(parts) == 3 else None
+        card = await self.room.card(number) if number is not None else None
         if card is None:
             await query.answer("This card is gone.")
             return
@@ -165,18 +176,15 @@ class CardDesk:
         elif action == "diff":
             await query.answer("Drawing the diff…")
             with in_lane(lane):
-                await send_card_diff(message.get_bot(), message.chat_id, self.app, card.id)
+                await send_card_diff(message.get_bot(), message.chat_id, self.room, card.id)
         elif action == "checks":
             await query.answer()
             with in_lane(lane):
                 await self._checks(message, card)
         elif action == "fix":
             await self._fix(query, message, card, lane)
-        elif action in ("pub", "force") and card.publishable:
-            await query.answer("Publishing…")
-            if action == "force":
-                with contextlib.suppress(TelegramError):
-                    await message.edit_reply_markup(None)
+        elif action in ("pub", "force") and card.publishable:  # "force": a button of old
+            await query.answer("What would be posted…")
             with in_lane(lane):
                 await self._publish(message, card, force=action == "force")
         elif action == "nopub":
@@ -195,7 +203,7 @@ class CardDesk:
             return
         for piece in plain_pages(check_report(check)):
             await send_with_retries(bot, chat_id, piece)
-        log = self.app.check_log(check.id)
+        log = self.room.check_log(check.id)
         if log is not None and not check.running:
             try:
                 content = await asyncio.to_thread(log.read_bytes)
@@ -207,53 +215,21 @@ class CardDesk:
                 )
 
     async def _publish(self, message: Message, card: WorkCard, *, force: bool) -> None:
-        """🚀 Publish: Legio pushes the agent's branch and opens or updates its pull
-        request; a push the forge refuses as not a fast-forward asks before forcing."""
+        """🚀 Publish: what would be posted, shown with 🚀 Post / ✖ Cancel
+        (``publishview``); nothing is pushed or posted before that tap."""
         bot, chat_id = message.get_bot(), message.chat_id
-        check = await self._check(card)
-        try:
-            done = await self.app.publish(
-                card.agent,
-                card.project,
-                force=force,
-                summary=await self.app.card_summary(card.id),
-                check=check_badge(check) if check else "",
-                commit=card.tip,  # what this card showed, never newer unseen commits
-            )
-        except PushRejected as e:
-            if not e.non_fast_forward or force:
-                await send_with_retries(bot, chat_id, f"The forge refused the push: {e.reason}")
-                return
-            ask = InlineKeyboardMarkup(
-                [
-                    [
-                        InlineKeyboardButton(
-                            f"⚠️ Replace the forge's {card.branch}",
-                            callback_data=f"card:force:{card.id}",
-                        ),
-                        InlineKeyboardButton("Cancel", callback_data=f"card:nopub:{card.id}"),
-                    ]
-                ]
-            )
-            await send_with_retries(
-                bot,
-                chat_id,
-                f"The forge refused the push: {e.reason}\nIts {card.branch} has commits "
-                f"{card.agent}'s branch does not. Replace it with {card.agent}'s? Only Legio's "
-                "own branch moves; your base branch is never pushed.",
-                reply_markup=ask,
-            )
-            return
+        try:  # exactly what this card showed, its check's result only for that commit
+            preview = await self.room.publish_preview(card.id)
         except (ForgeError, ProjectError) as e:
             await send_with_retries(bot, chat_id, f"Not published: {e}")
             return
-        await send_with_retries(bot, chat_id, published_text(done))
+        await self.publishing.show(bot, chat_id, preview, force=force)
 
     async def _fix(
         self, query: CallbackQuery, message: Message, card: WorkCard, lane: Lane
     ) -> None:
         """🛠 Fix: an ordinary request to the card's agent, in its lane, with the failure."""
-        request = await self.app.fix_request(card.id)
+        request = await self.room.fix_request(card.id)
         if request is None or self.work is None:
             await query.answer("Its check did not fail: nothing to fix.")
             return
@@ -268,7 +244,7 @@ class CardDesk:
 
     async def _drop(self, query: CallbackQuery, message: Message, card: WorkCard) -> None:
         try:
-            left = await self.app.drop_copy(Target(card.agent, card.project))
+            left = await self.room.drop_copy(Target(card.agent, card.project))
         except ProjectError as e:
             await query.answer()
             await send_with_retries(message.get_bot(), message.chat_id, f"Not dropped: {e}")
