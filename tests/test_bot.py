@@ -315,11 +315,24 @@ async def test_the_sign_comes_before_the_message_is_even_stored(
 async def test_a_quick_answer_costs_the_sign_and_its_message_only(bot: Running) -> None:
     """One typing action (the sign), then the answer: no draft, no second action."""
     await bot.answer(await bot.ask("REPLY warm"))  # the Legatus's CLI is running
+    await asyncio.sleep(1.1)  # as Caesar would, before his next message
     start = await bot.ask("REPLY quick")
     await bot.answer(start, lambda t: t == "quick")
     await asyncio.sleep(0.3)
     sent = [c.method for c in bot.api.calls[start:] if c.method != "getUpdates"]
     assert sent == ["sendChatAction", "sendMessage"]
+
+
+async def test_a_burst_of_messages_gets_one_sign_not_one_each(bot: Running) -> None:
+    """Updates that arrive together (an album's parts, a pasted burst) share one sign:
+    each would take a Bot API call from the rate limit the answers need."""
+    start = len(bot.api.calls)
+    for i in range(3):
+        bot.api.add_message(f"REPLY burst {i}", user_id=CAESAR)
+    for i in range(3):
+        await bot.answer(start, lambda t, i=i: t == f"burst {i}")
+    signs = [c for c in bot.api.calls[start:] if c.method == "sendChatAction"]
+    assert len(signs) == 1
 
 
 async def test_a_long_request_does_not_repeat_the_sign_while_it_shows(

@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 STATUS_INTERVAL_S = 1.0
 STOP_WAIT_S = 10.0
 TYPING_EVERY_S = 4.5
+SIGN_EVERY_S = 1.0  # one first sign per chat per second at most
 
 
 class Typing:
@@ -42,11 +43,15 @@ class Typing:
         self._signs: set[asyncio.Task[None]] = set()
 
     def sign(self, chat_id: int, thread_id: int | None = None) -> None:
-        """The first sign: one typing action now (an answer sent meanwhile clears any
-        earlier one on Caesar's screen, so it is never skipped).
+        """The first sign: one typing action now, unless one went to the chat less than
+        ``SIGN_EVERY_S`` ago (an album's parts, a burst: one sign, not one Bot API call
+        per update taken from the rate limit that answers share). Otherwise never
+        skipped: an answer sent meanwhile clears an earlier one on Caesar's screen.
 
         Sent from a task of its own: the caller (the update's admission) never waits for it.
         """
+        if time.monotonic() - self._sent.get(chat_id, float("-inf")) < SIGN_EVERY_S:
+            return
         self._sent[chat_id] = time.monotonic()
         task = asyncio.create_task(self._send(chat_id, thread_id))
         self._signs.add(task)
