@@ -24,6 +24,14 @@ async def bot(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[Running]:
 
 
 @pytest.fixture
+async def bot_typing(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[Running]:
+    """The bot with ``[telegram] reactions = false``: its first sign is a typing action
+    (with reactions on it is 👀 on the message: tests/test_reactions_bot.py)."""
+    async with running_bot(castra_dir, fake_cli, telegram="reactions = false") as running:
+        yield running
+
+
+@pytest.fixture
 async def bot_no_stream(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[Running]:
     """The bot with ``[telegram] stream = false``: the status message, no drafts."""
     async with running_bot(castra_dir, fake_cli, telegram="stream = false") as running:
@@ -287,3 +295,64 @@ async def test_a_photo_telegram_will_not_hand_over_gets_a_clear_answer(bot: Runn
     )
     assert await bot.app.engine.praetorium.count() == 0
     assert await bot.app.engine.sessions.attachments.pending() == []
+
+
+async def test_the_sign_comes_before_the_message_is_even_stored(
+    bot_typing: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The typing action is sent when the update is admitted: storing and routing it
+    come after, so a slow praetorium does not hold the sign back."""
+    legatus = bot_typing.app.engine.legatus
+    stored = asyncio.Event()
+    release = asyncio.Event()
+    post = legatus.praetorium.post
+
+    async def slow_post(*args: object, **kwargs: object) -> object:
+        stored.set()
+        await release.wait()
+        return await post(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(legatus.praetorium, "post", slow_post)
+    start = await bot_typing.ask("REPLY taken")
+    sign = await bot_typing.api.wait_for_call("sendChatAction", start=start)
+    assert sign.params["action"] == "typing"
+    assert int(sign.params["chat_id"]) == CAESAR
+    await asyncio.wait_for(stored.wait(), 30)
+    release.set()
+    answer = await bot_typing.answer(start, lambda t: t == "taken")
+    assert sign.at < answer.at
+
+
+async def test_a_quick_answer_costs_the_sign_and_its_message_only(bot_typing: Running) -> None:
+    """One typing action (the sign), then the answer: no draft, no second action."""
+    await bot_typing.answer(await bot_typing.ask("REPLY warm"))  # the Legatus's CLI is running
+    await asyncio.sleep(1.1)  # as Caesar would, before his next message
+    start = await bot_typing.ask("REPLY quick")
+    await bot_typing.answer(start, lambda t: t == "quick")
+    await asyncio.sleep(0.3)
+    sent = [c.method for c in bot_typing.api.calls[start:] if c.method != "getUpdates"]
+    assert sent == ["sendChatAction", "sendMessage"]
+
+
+async def test_a_burst_of_messages_gets_one_sign_not_one_each(bot_typing: Running) -> None:
+    """Updates that arrive together (an album's parts, a pasted burst) share one sign:
+    each would take a Bot API call from the rate limit the answers need."""
+    start = len(bot_typing.api.calls)
+    for i in range(3):
+        bot_typing.api.add_message(f"REPLY burst {i}", user_id=CAESAR)
+    for i in range(3):
+        await bot_typing.answer(start, lambda t, i=i: t == f"burst {i}")
+    signs = [c for c in bot_typing.api.calls[start:] if c.method == "sendChatAction"]
+    assert len(signs) == 1
+
+
+async def test_a_long_request_does_not_repeat_the_sign_while_it_shows(
+    bot_no_stream: Running,
+) -> None:
+    """Without drafts the typing action repeats while agents work, but not on top of the
+    sign: the next one comes when the sign has faded (about 4.5 s)."""
+    bot = bot_no_stream
+    start = await bot.ask("THINK about it\nSLEEP 2\nREPLY done")
+    answer = await bot.answer(start, lambda t: t == "done")
+    actions = [c for c in bot.api.calls_of("sendChatAction") if c.at <= answer.at]
+    assert len(actions) == 1

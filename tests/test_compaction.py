@@ -411,3 +411,79 @@ async def test_the_legatus_compacts_like_a_centurio(app: LegioApp, fake_cli: Fak
     assert blocks_in_order(first, SUMMARY, "<praetorium", NOTICE, "<centurio_status>")
     assert first.endswith("</centurio_status>\n\nwhen do we march?")
     assert new.system_prompt is not None and "<centuriones>" in new.system_prompt
+
+
+# ------------------------------------------------------------------ the transcript's size
+
+
+def grow_transcript(legion: Legion, agent: str, session_id: str, kib: int) -> Path:
+    """The agent's CLI transcript, made ``kib`` KiB long (the fake CLI writes none)."""
+    from legio.fence.cliconfig import cli_config_dir
+
+    path = cli_config_dir(legion.castra_dir, agent) / "projects" / "-work" / f"{session_id}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"type":"user"}\n' * (kib * 1024 // 16 + 1))
+    return path
+
+
+async def test_a_transcript_past_the_bound_starts_a_fresh_session_from_a_summary(
+    legion_with: LegionWith,
+) -> None:
+    async with legion_with(max_transcript_kib=64, history_window=2) as legion:
+        await legion.say(["vorenus"], "the bridge code is 4711")
+        await legion.say(["vorenus"], "we ship on Friday")
+        [old] = legion.processes("vorenus")
+        grow_transcript(legion, "vorenus", old.session_id, 63)  # within the bound: it goes on
+        await legion.say(["vorenus"], "still the same session")
+        assert len(legion.processes("vorenus")) == 1
+        grow_transcript(legion, "vorenus", old.session_id, 65)
+        report = await legion.manager.context_report("vorenus")
+        assert report.rebuild_reason == "its transcript passed 64 KiB" and report.compacts_first
+
+        before = await everything(legion)
+        replies = await legion.say(["vorenus"], "what is the bridge code?")
+        assert replies == {"vorenus": "ECHO: what is the bridge code?"}
+        old, new = legion.processes("vorenus")
+        assert REQUEST in old.prompts[-1]  # summed up in its own session first
+        record = await legion.praetorium.records.latest_compaction("vorenus")
+        assert record is not None and record.session_id == old.session_id
+        assert "the bridge code is 4711" in record.summary
+        assert not new.resumed and new.session_id != old.session_id
+        [first] = new.prompts  # the summary, the kept tail once, the notice, the text
+        assert blocks_in_order(first, SUMMARY, "<praetorium", NOTICE, "what is the bridge code?")
+        kept = [n.id for n in before if n.seq >= record.first_kept_seq]
+        assert history_ids(first) == kept
+        assert len(set(kept)) == len(kept)  # exactly once in the new session
+
+        await legion.say(["vorenus"], "and the ship date?")  # the new session goes on
+        assert len(legion.processes("vorenus")) == 2
+        assert legion.processes("vorenus")[1].prompts[-1] == "and the ship date?"
+
+
+async def test_a_resumed_session_past_the_bound_is_summed_up_then_started_anew(
+    legion_with: LegionWith,
+) -> None:
+    async with legion_with(max_transcript_kib=64) as legion:
+        await legion.say(["vorenus"], "the bridge code is 4711")
+        await legion.restart()  # its CLI is gone; its checkpoint stays
+        [old] = legion.processes("vorenus")
+        grow_transcript(legion, "vorenus", old.session_id, 65)
+        await legion.say(["vorenus"], "what is the bridge code?")
+        _, resumed, new = legion.processes("vorenus")
+        assert resumed.resumed and resumed.session_id == old.session_id
+        assert [REQUEST in p for p in resumed.prompts] == [True]  # only asked to sum up
+        assert not new.resumed and new.session_id != old.session_id
+        assert new.prompts[0].startswith(SUMMARY)
+        assert new.prompts[0].endswith("what is the bridge code?")
+
+
+async def test_no_bound_keeps_the_session_however_long_its_transcript(
+    legion_with: LegionWith,
+) -> None:
+    async with legion_with(max_transcript_kib=0) as legion:
+        await legion.say(["vorenus"], "one")
+        [old] = legion.processes("vorenus")
+        grow_transcript(legion, "vorenus", old.session_id, 4096)
+        await legion.say(["vorenus"], "two")
+        [same] = legion.processes("vorenus")
+        assert same.prompts == ["one", "two"]

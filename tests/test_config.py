@@ -31,7 +31,7 @@ def test_shipped_example_config_loads() -> None:
 
 def test_empty_file_gives_the_documented_defaults(write_config: WriteConfig) -> None:
     config = load_config(write_config(""))
-    assert (config.history_window, config.session_idle_timeout_minutes) == (50, 30)
+    assert (config.history_window, config.session_idle_timeout_minutes) == (50, 5)
     assert config.claude.permission_mode == "bypassPermissions"
     assert config.claude.cli_path == ""
     assert config.telegram.caesar_ids == []
@@ -144,7 +144,7 @@ def test_written_config_reads_back_identically(write_config: WriteConfig) -> Non
     assert config.history_window == 7
     assert config.model == "claude-x"
     assert config.telegram.caesar_ids == [42]
-    assert "session_idle_timeout_minutes = 30\n" in config_to_toml(original)
+    assert "session_idle_timeout_minutes = 5\n" in config_to_toml(original)
 
 
 def test_token_is_read_from_the_named_variable(

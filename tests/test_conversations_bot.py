@@ -133,7 +133,8 @@ async def test_a_topic_per_agent_made_once_and_answers_in_their_topic(
 ) -> None:
     api = FakeBotApi()
     api.has_topics_enabled = True
-    async with running_bot(castra_dir, fake_cli, api=api) as bot:
+    quiet = "reactions = false"  # the first sign a typing action, in the topic
+    async with running_bot(castra_dir, fake_cli, api=api, telegram=quiet) as bot:
         made = {
             c.params["name"]: c.result["message_thread_id"]
             for c in api.calls_of("createForumTopic")
@@ -145,6 +146,8 @@ async def test_a_topic_per_agent_made_once_and_answers_in_their_topic(
         start = await reply_with(bot, "REPLY in my lane", thread_id=made["vorenus"])
         call = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
         assert thread(call) == made["vorenus"]
+        sign = await api.wait_for_call("sendChatAction", start=start)  # the sign: there too
+        assert thread(sign) == made["vorenus"]
         assert 'topic="vorenus"' in last_prompt(fake_cli, "vorenus")  # it knows its lane
         # an @mention in it still reaches another agent, answered in that topic
         start = await reply_with(bot, "@pullo REPLY visiting", thread_id=made["vorenus"])

@@ -1,7 +1,8 @@
 """Property: within one SDK session each visible nuntius reaches a centurio exactly once.
 
 Random interleavings of Caesar's messages to one or several centuriones, to ``@all``
-and to the Legatus, with daemon restarts in between (sessions resume). From what the
+and to the Legatus, with daemon restarts and idle reaping in between (sessions resume;
+each message's CLIs started ahead while it is stored, as the Legatus does). From what the
 fake CLI logged, every nuntius a centurio may see reaches it exactly once — as
 history, as the query text, or as its own answer — and no other nuntius ever does.
 """
@@ -30,6 +31,7 @@ STEP = st.one_of(
     st.tuples(st.just("all")),
     st.tuples(st.just("legatus")),
     st.tuples(st.just("restart")),
+    st.tuples(st.just("reap")),
 )
 
 
@@ -57,6 +59,14 @@ async def test_each_visible_nuntius_reaches_a_centurio_exactly_once(steps: list[
             if step[0] == "restart":
                 await legion.restart()
                 continue
+            if step[0] == "reap":  # every session idle past the timeout: its CLI ended
+                timeout, legion.manager.reaper.idle_timeout_s = (
+                    legion.manager.reaper.idle_timeout_s,
+                    -1,
+                )
+                await legion.manager.reap_idle()
+                legion.manager.reaper.idle_timeout_s = timeout
+                continue
             if step[0] == "legatus":
                 asked = await legion.post(text, ["legatus"])
                 await legion.praetorium.post(
@@ -64,6 +74,7 @@ async def test_each_visible_nuntius_reaches_a_centurio_exactly_once(steps: list[
                 )
                 continue
             names = CENTURIONES if step[0] == "all" else list(step[1])
+            legion.manager.prewarm(names)  # their CLIs start while the nuntius is stored
             nuntius = await legion.post(text, ["all"] if step[0] == "all" else names)
             replies = await legion.manager.dispatch_many(names, nuntius)
             for name in names:

@@ -143,3 +143,30 @@ async def test_the_real_cli_sends_an_attached_image_as_an_image_block(
     ]
     texts = " ".join(b.get("text", "") for b in content if b.get("type") == "text")
     assert '<attachment kind="image" name="shot.png" path="' in texts
+
+
+async def test_the_real_cli_transcript_past_the_bound_starts_a_fresh_session(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    """The bound is read from the transcript the real CLI writes in the agent's own config
+    dir: past 1 KiB, the next message is summed up in the old session, then answered in a
+    new one that starts from the summary."""
+    with FakeMessagesApi() as api:
+        env = api.safe_cli_env(tmp_path / "cli")
+        legion = await Legion(
+            castra_dir, fake_cli, cli_path="", model=PINNED_MODEL, env=env, max_transcript_kib=1
+        ).start()
+        try:
+            await legion.say(["vorenus"], "REPLY the bridge code is 4711")
+            first = legion.manager.slot("vorenus").session
+            assert first is not None and first.transcript_bytes() > 1024  # found, and past it
+            seen = len(api.requests)
+            replies = await legion.say(["vorenus"], "REPLY rotated")
+            assert replies == {"vorenus": "rotated"}
+            asked = [latest_prompt(r) for r in api.requests[seen:]]
+            assert "<compaction_request>" in asked[0]  # summed up in the old session first
+            now = legion.manager.slot("vorenus").session
+            assert now is not None and now.session_id != first.session_id
+            assert "<compaction_summary" in json.dumps(api.requests[-1]["messages"])
+        finally:
+            await legion.stop()

@@ -2,7 +2,9 @@
 anywhere in ``src/legio``, honest module sizes, unique module names, a handful of modules
 at the top, front-ends that talk to the door (``legio.app``) only — never SQLite, the SDK or
 the engine's rooms, neither by import nor by an ``app.<part>.`` chain — and a module map
-(``docs/architecture.md``, each package's docstring) that names every module.
+(``docs/architecture.md``, each package's docstring) that names every module; and a
+daemon that starts without what only some requests need (pictures, diffs, voice, the
+shell grammar): those are imported when first needed.
 
 Every import counts, including those inside functions and under ``TYPE_CHECKING``.
 """
@@ -10,7 +12,10 @@ Every import counts, including those inside functions and under ``TYPE_CHECKING`
 from __future__ import annotations
 
 import ast
+import json
 import re
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -214,3 +219,59 @@ def test_front_ends_talk_to_the_app_only() -> None:
         reached = imported(path, set(everything))
         engine = sorted(m for m in reached if m.startswith(ENGINE))
         assert not engine, f"{name} imports {engine}: ask legio.app instead"
+
+
+# What only some requests need: drawn diffs (Pillow, Pygments' lexers), voice notes (PyAV,
+# faster-whisper and its runtimes), the shell grammar (tree-sitter, for Bash approvals).
+HEAVY = (
+    "PIL",
+    "pygments.style",
+    "pygments.formatters.html",
+    "av",
+    "faster_whisper",
+    "ctranslate2",
+    "onnxruntime",
+    "tree_sitter",
+    "tree_sitter_bash",
+    "legio.review.rendering",
+    "legio.review.page",
+)
+STARTED = """
+import asyncio, json, sys
+from pathlib import Path
+import legio.cli
+from legio.app import LegioApp
+from legio.config import load_config
+from legio.frontends.telegram.bot import LegioBot, build_application
+
+async def main() -> None:
+    config = load_config(Path(sys.argv[1]))
+    app = await LegioApp.open(config)
+    async def opened() -> LegioApp:
+        return app
+    build_application(config, "1:TOKEN", LegioBot(config, opened))
+    await app.close()
+
+asyncio.run(main())
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_the_daemon_starts_without_what_only_some_requests_need(
+    castra_dir: Path, tmp_path: Path
+) -> None:
+    """``legio run``'s imports, the engine opened and the Telegram application built, in a
+    fresh interpreter: none of the heavy modules is loaded yet."""
+    config = tmp_path / "legio.toml"
+    config.write_text('[claude]\ncli_path = "/bin/true"\n[telegram]\ncaesar_ids = [1]\n')
+    done = subprocess.run(
+        [sys.executable, "-c", STARTED, str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(done.stdout.splitlines()[-1]))
+    assert [m for m in HEAVY if m in loaded] == []

@@ -403,8 +403,9 @@ class Config(_Strict):
     model: str = ""
     history_window: int = Field(50, ge=1, le=10_000)
     history_token_budget: int = Field(40_000, ge=1_000, le=1_000_000)
-    session_idle_timeout_minutes: float = Field(30, gt=0)
+    session_idle_timeout_minutes: float = Field(5, gt=0)  # docs/performance.md: why 5
     max_input_tokens: int = Field(150_000, ge=1_000)
+    max_transcript_kib: int = Field(1024, ge=0)  # a session's CLI transcript; 0: no bound
     shutdown_grace_seconds: float = Field(20, ge=0, le=3600)
     timezone: str = ""  # the owner's IANA zone for scheduled jobs; "" = the machine's
     claude: ClaudeSettings = Field(default_factory=ClaudeSettings)

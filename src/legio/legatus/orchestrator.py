@@ -197,6 +197,8 @@ class Legatus:
                 default = LEGATUS
             audience = ([BROADCAST] if mentions.broadcast else mentions.names) or [default]
             names = mentions.names or [default]
+            ahead = [n for n in names if n not in mentions.models]  # @name:model: in its turn
+            self.sessions.prewarm(ahead, project)  # their CLIs start while it is stored
             try:
                 # One message at a time through here, in arrival order: it is stored, then takes
                 # its place in line at each agent it addresses, so agents answer in that order.

@@ -8,7 +8,8 @@ audio done) reaches ``on_progress`` on the loop, at most once every ``PROGRESS_E
 seconds, and never after the transcript is returned. A note is refused with a one-line
 ``VoiceError`` when it is empty, cannot be decoded (PyAV), or is longer than
 ``max_seconds`` — read from the container's metadata before any decoding — and when the
-model cannot be fetched or loaded. An empty transcript is not an error.
+model cannot be fetched or loaded. An empty transcript is not an error. PyAV and
+faster-whisper are imported with the first voice note, not at start (~19 MiB and more).
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import av
 
 from legio.errors import VoiceError
 
@@ -91,6 +90,8 @@ def _probe(path: Path) -> float | None:
         raise VoiceError(f"the voice note could not be read ({e.strerror or e})") from e
     if size == 0:
         raise VoiceError("the voice note is empty (0 bytes)")
+    import av  # with the first voice note: ~19 MiB
+
     try:
         with av.open(str(path), metadata_errors="ignore") as container:
             if not container.streams.audio:
@@ -203,6 +204,7 @@ class Transcriber:
         self, path: Path, report: Callable[[float], None], stop: threading.Event
     ) -> Transcript:
         """On the worker thread: load, decode, check the length, transcribe."""
+        import av
         from faster_whisper import decode_audio
 
         started = time.perf_counter()

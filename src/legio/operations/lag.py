@@ -2,10 +2,12 @@
 
 A task on the loop sleeps ``interval_s`` again and again and notes how late it woke
 (the lag; on an idle loop nearly nothing). A thread beside it watches the task's last
-beat: when the loop has not come back for ``threshold_s`` (something blocks it — a
-synchronous call, a long computation), the thread takes the stack of the loop's thread
-at that moment, which is *what was running*. When the loop comes back, the stall is
-logged (a warning) with that stack, and counted for ``legio status``.
+beat, waking when that beat would be stale (not on a short tick: an idle daemon wakes
+twice a second, not ten times): when the loop has not come back for ``threshold_s``
+(something blocks it — a synchronous call, a long computation), the thread takes the
+stack of the loop's thread at that moment, which is *what was running*. When the loop
+comes back, the stall is logged (a warning) with that stack, and counted for
+``legio status``.
 """
 
 from __future__ import annotations
@@ -89,14 +91,23 @@ class LagMonitor:
         logger.warning("the event loop was blocked for %.1f s; it was running:\n%s", lag_s, where)
 
     def _watch(self) -> None:
+        # It wakes when the last beat it saw would be stale, not on a fixed short tick: on
+        # an idle daemon that is about once per beat (a tick every 0.1 s cost ~0.9 ms/s).
         taken_for = -1.0
-        while not self._stopped.wait(min(0.1, self.threshold_s / 4)):
+        wait = self.threshold_s
+        while not self._stopped.wait(wait):
             beat = self._beat
-            if time.monotonic() - beat <= self.threshold_s or beat == taken_for:
+            late = time.monotonic() - beat
+            if beat == taken_for:  # this stall's stack is taken: look for the next beat
+                wait = self.threshold_s / 4
+                continue
+            if late <= self.threshold_s:
+                wait = self.threshold_s - late + 0.01
                 continue
             frame = sys._current_frames().get(self._loop_thread or 0)
             if frame is None:
                 continue
             self._stack = "".join(traceback.format_stack(frame)[-STACK_LINES:]).rstrip()
             taken_for = beat
+            wait = self.threshold_s / 4
             self.captured.set()

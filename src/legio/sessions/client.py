@@ -72,6 +72,9 @@ class AgentSession:
     observe: Callable[[object], None] | None = None  # sees every message (legio.limits.plan)
     hidden: tuple[str, ...] = ()  # the ~/.claude* entries its sandbox hides, one rule each
     cwd: Path | None = None  # its CLI's working directory (a project copy, or the workspace)
+    config_dir: Path | None = None  # its CLI's config dir: the transcript is in there
+    max_transcript_bytes: int = 0  # past this, the session starts anew (0: no bound)
+    transcript: Path | None = None  # its transcript file, once found
     stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
     # the turn under way (legio.operations: status, stuck turns): its nuntius, when its
     # query was written, when its CLI last sent anything (monotonic); None: no turn
@@ -87,11 +90,30 @@ class AgentSession:
             return "its prompt changed"
         if self.tracker.should_reset():
             return f"its context passed {self.tracker.max_input_tokens:,} tokens"
+        if self.transcript_too_big():
+            return f"its transcript passed {self.max_transcript_bytes // 1024:,} KiB"
         return None
 
     def compacts_first(self) -> bool:
-        """Whether its rebuild begins with a summary (the token ceiling)."""
-        return not self.broken and self.tracker.should_reset()
+        """Whether its rebuild begins with a summary (the token ceiling, the transcript's)."""
+        return not self.broken and (self.tracker.should_reset() or self.transcript_too_big())
+
+    def transcript_bytes(self) -> int:
+        """The size of its CLI's transcript file (``projects/<cwd key>/<id>.jsonl``), 0 if
+        there is none yet."""
+        if self.transcript is None and self.config_dir is not None:
+            found = sorted(self.config_dir.glob(f"projects/*/{self.session_id}.jsonl"))
+            self.transcript = found[0] if found else None
+        try:
+            return self.transcript.stat().st_size if self.transcript else 0
+        except OSError:
+            self.transcript = None  # moved: looked for again next time
+            return 0
+
+    def transcript_too_big(self) -> bool:
+        """Whether its transcript passed ``max_transcript_bytes``: each turn of a CLI costs
+        more CPU the longer its transcript (docs/performance.md)."""
+        return 0 < self.max_transcript_bytes < self.transcript_bytes()
 
 
 async def connect(

@@ -12,8 +12,10 @@ A session is rebuilt as a new SDK session when its prompt changes, when its cont
 passes ``max_input_tokens`` (after a summary: ``legio.sessions.compaction``), when the
 model refuses a query as too long (compaction, then the query once more), or on
 ``reset``. An idle session is closed by the reaper and resumed on its next request (a
-fresh session with history if that fails); so is a crashed CLI, and one whose request
-is on a project (``legio.projects.copies``: it works in its copy; the branch is published after).
+fresh session with history if that fails), its CLI started as soon as the request is
+routed (``prewarm``, while it is stored), not when its turn comes; so is a crashed CLI,
+and one whose request is on a project (``legio.projects.copies``: it works in its copy;
+the branch is published after).
 Centuriones are built in; other agents (the Legatus) register a spec factory.
 """
 
@@ -48,7 +50,7 @@ from legio.sessions.opening import open_session
 from legio.sessions.outbox import Outbox, send_file_for
 from legio.sessions.pipeline import Assignment, Deliver, Prefix, TurnPipeline
 from legio.sessions.reaper import Reaper
-from legio.sessions.slot import AgentSlot, AgentStatus, ensure
+from legio.sessions.slot import AgentSlot, AgentStatus, ensure, warm
 from legio.sessions.spec import AgentSpec, ProjectTools, SpecFactory, centurio_spec
 from legio.sessions.turn import Outcome, notify
 from legio.store.attachments import AttachmentStore
@@ -153,7 +155,37 @@ class SessionManager:
             health=self.health,
         )
 
+    def prewarm(self, names: list[str], project: str | None = None) -> None:
+        """Start the CLIs of ``names`` that have none, now, in the background: the request
+        that addresses them is still being stored and routed (``legio.sessions.slot.warm``:
+        it only connects). Not for a request on a project (its CLI starts in the project's
+        copy, in its turn), nor for an agent whose turn is held (its CLI is busy or about
+        to be made)."""
+        if project is not None:
+            return
+        for name in names:
+            slot = self._slot(name)
+            if slot.session is not None or slot.lock.locked() or slot.warming is not None:
+                continue
+            slot.warming = asyncio.create_task(self._warm(slot), name=f"legio-warm-{name}")
+
+    async def _warm(self, slot: AgentSlot) -> None:
+        try:
+            spec = self.choices.apply(await self.spec(slot.name), 0)  # the session's model
+            await warm(
+                slot,
+                spec,
+                praetorium=self.praetorium,
+                open_session=lambda resume: self._open(spec, resume),
+            )
+        except Exception as e:  # its turn starts the CLI itself, and says what fails
+            logger.info("%s: its CLI could not be started ahead of its turn: %s", slot.name, e)
+        finally:
+            slot.warming = None
+
     async def _ensure(self, slot: AgentSlot, spec: AgentSpec, watch: Watch) -> AgentSession:
+        await slot.warmed()  # a CLI started ahead: taken if it still fits
+
         async def summarise(session: AgentSession) -> None:
             await compact_or_fall_back(self.praetorium, slot, session, spec, "ceiling", watch)
 
@@ -271,6 +303,7 @@ class SessionManager:
         unchanged) or ``CastraError``.
         """
         async with self.turn_of(name, None, watch) as slot:
+            await slot.warmed()  # one CLI per session: a CLI started ahead is this one
             spec = await self.spec(name)
             opener = lambda resume: self._open(spec, resume)  # noqa: E731
             return await compact_now(self.praetorium, slot, spec, opener, watch, instructions)
@@ -348,6 +381,10 @@ class SessionManager:
         await self.reaper.stop()
         await self.errands.shutdown()
         slots = list(self._slots.values())
+        for slot in slots:  # a CLI starting ahead: not wanted now
+            if slot.warming is not None:
+                slot.warming.cancel()
+        await asyncio.gather(*(s.warmed() for s in slots))
         centuriones = [s for s in slots if s.name not in self._specs]
         await asyncio.gather(*(s.close("shutdown") for s in centuriones))
         await asyncio.gather(*(s.close("shutdown") for s in slots))

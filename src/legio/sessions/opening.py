@@ -88,6 +88,7 @@ async def open_session(
             spec.name, f"cannot start the Claude CLI ({e}); `legio check` shows which CLI is used"
         ) from e
     session.hidden, session.cwd = hidden, spec.cwd
+    session.config_dir, session.max_transcript_bytes = config_dir, config.max_transcript_kib * 1024
     if resume:  # a resumed CLI reports the session's whole cost: count on from there
         session.cost_base = await praetorium.records.session_cost(resume)
     session.observe = watch_turns(spec.name, health, budget)

@@ -2,7 +2,8 @@
 
 A reaped session keeps its checkpoint, so the agent's next request resumes it
 (``--resume``) with only what it has not seen. A slot whose turn is held is never
-reaped. The loop wakes every ``interval_s`` and survives its own failures.
+reaped. The loop wakes every ``interval_s`` (at most half the timeout) and survives its
+own failures.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ class Reaper:
         return reaped
 
     async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
+        while True:  # a short timeout is kept within half of itself
+            await asyncio.sleep(min(self.interval_s, self.idle_timeout_s / 2))
             try:
                 await self.reap_idle()
             except Exception:

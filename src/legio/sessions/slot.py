@@ -4,8 +4,10 @@ One slot per agent the ``SessionManager`` has served: its turn lock, its state
 (idle, working, error), its live session if any, the watch of the turn it
 is running, and the last compaction failure to show in ``/status``. ``ensure`` gives
 a slot a usable session before a query: the live one, else a rebuilt one (a changed
-prompt, the token ceiling after a summary, a crashed CLI), resumed from the saved
-checkpoint when it still fits the prompt, else a fresh one.
+prompt, the token ceiling or the transcript's size after a summary, a crashed CLI),
+resumed from the saved checkpoint when it still fits the prompt, else a fresh one.
+``warm`` starts that CLI ahead of the turn (the request is still being stored and
+routed): it only connects.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from legio.request import Watch
 from legio.sessions.client import AgentSession, close
 from legio.sessions.spec import AgentSpec
 from legio.store.praetorium import Praetorium
-from legio.store.records import QueryUsage
+from legio.store.records import Checkpoint, QueryUsage
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +75,52 @@ class AgentSlot:
     watch: Watch | None = None  # the request's watch while it runs a turn (its approvals)
     compaction_failure: str | None = None
     unrecorded: list[QueryUsage] = field(default_factory=list)  # usage not stored yet
+    warming: asyncio.Task[None] | None = None  # its CLI starting ahead of its turn (``warm``)
 
     async def close(self, why: str) -> None:
         """Disconnect the live session, if any (its checkpoint stays)."""
         session, self.session = self.session, None
         if session is not None:
             await close(session, why)
+
+    async def warmed(self) -> None:
+        """Wait for a CLI being started ahead of the turn (its failure is the turn's to
+        meet again: the turn then starts one itself)."""
+        warming = self.warming
+        if warming is not None and warming is not asyncio.current_task():
+            await asyncio.wait({warming})
+
+
+def _mark(checkpoint: Checkpoint | None) -> tuple[str | None, int, str | None] | None:
+    if checkpoint is None:
+        return None
+    return checkpoint.session_id, checkpoint.last_seq, checkpoint.prompt_hash
+
+
+async def warm(
+    slot: AgentSlot, spec: AgentSpec, *, praetorium: Praetorium, open_session: OpenSession
+) -> None:
+    """Start the slot's CLI before its turn, as ``ensure`` would (resumed from a checkpoint
+    that fits the prompt, else new); nothing is sent to it.
+
+    The session is kept only if, once it is up, the slot still has none and the checkpoint
+    is the one it was opened from (no turn, reset or compaction came meanwhile); else it
+    is closed. So what the next query is given (its checkpoint's ``last_seq``) is never
+    decided here: exactly-once stays with the turn.
+    """
+    if slot.session is not None:
+        return
+    checkpoint = await praetorium.records.get_checkpoint(spec.name)
+    fits = checkpoint and checkpoint.session_id and checkpoint.prompt_hash == spec.rebuild_key
+    session = await open_session(checkpoint.session_id if fits and checkpoint else None)
+    if fits and checkpoint:
+        session.last_seq = checkpoint.last_seq
+    now = await praetorium.records.get_checkpoint(spec.name)
+    if slot.session is not None or _mark(now) != _mark(checkpoint):
+        await close(session, "started ahead, not needed")
+        return
+    slot.session = session  # no await since the check: nothing came between
+    logger.info("%s: started its CLI ahead of its turn (%s)", spec.name, session.session_id)
 
 
 async def ensure(
@@ -133,6 +175,14 @@ async def ensure(
             session.last_seq = checkpoint.last_seq
             slot.session = session
             logger.info("%s: resumed SDK session %s", name, session.session_id)
+            if session.transcript_too_big():  # resumed past the bound: summed up, then anew
+                return await ensure(
+                    slot,
+                    spec,
+                    praetorium=praetorium,
+                    open_session=open_session,
+                    before_rebuild=before_rebuild,
+                )
             return session
     slot.session = session = await open_session(None)
     logger.info("%s: started SDK session %s", name, session.session_id)

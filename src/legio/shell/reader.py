@@ -31,9 +31,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-
-import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from typing import TYPE_CHECKING
 
 from legio.shell.gitwords import NAME, git_variable, read_git
 from legio.shell.tree import (
@@ -74,7 +72,17 @@ MAX_DEPTH = 8
 ARITHMETIC_TEST = re.compile(r"\s-(eq|ne|lt|le|gt|ge)\s")
 SETTERS = {"read", "mapfile", "readarray", "getopts", "printf", "let"}  # builtins that set
 
-_PARSER = Parser(Language(tree_sitter_bash.language()))
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser
+
+
+@functools.cache
+def _parser() -> Parser:
+    """The bash grammar, loaded with the first command read (not at start)."""
+    import tree_sitter_bash
+    from tree_sitter import Language, Parser
+
+    return Parser(Language(tree_sitter_bash.language()))
 
 
 @dataclass(frozen=True)
@@ -107,7 +115,7 @@ class _Reader:
         if self.depth > MAX_DEPTH:
             self.opaque("nested too deeply")
             return
-        tree = _PARSER.parse(source.encode("utf-8", errors="surrogateescape"))
+        tree = _parser().parse(source.encode("utf-8", errors="surrogateescape"))
         if tree.root_node.has_error:
             self.opaque("it does not parse as the shell would read it")
         self.node(tree.root_node, fed=False)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from tree_sitter import Node
+if TYPE_CHECKING:
+    from tree_sitter import Node
 
 GLOB = re.compile(r"(?<!\\)(\*|\?|\[[^\]]+\])")
 

@@ -220,12 +220,24 @@ class LegioBot:
                 with contextlib.suppress(TelegramError):  # a tap on Caesar's buttons
                     await update.callback_query.answer("Not yours.")
             raise ApplicationHandlerStop
+        if isinstance(update, Update) and makes_request(update):  # the sign, before all else:
+            marked = self.reactions is not None and self.reactions.first_sign(context.bot, update)
+            if not marked:  # 👀 when reactions are on, else a typing action
+                self.sign(context.bot, update)
         if isinstance(update, Update) and self._app is not None:
             self.arrivals[update.update_id] = self.app.receive(request=makes_request(update))
-            if self.reactions is not None and makes_request(update):  # 👀: its first sign
-                self.reactions.first_sign(context.bot, update)
             while len(self.arrivals) > ARRIVALS_KEPT:  # a handler that never took its own
                 self.app.settle(self.arrivals.pop(next(iter(self.arrivals))))
+
+    def sign(self, bot: Bot, update: Update) -> None:
+        """A typing action in the message's chat (and topic) at once: Legio took it."""
+        message = update.message
+        if message is None:
+            return
+        if self._typing is None:
+            self._typing = Typing(bot)
+        thread = message.message_thread_id if message.is_topic_message else None
+        self._typing.sign(message.chat_id, thread)
 
     def arrival(self, update: Update) -> int | None:
         """The receipt the gate gave ``update`` (taken once)."""
@@ -352,6 +364,7 @@ class LegioBot:
         if isinstance(seq, str):
             await send_with_retries(context.bot, message.chat_id, seq)
             return
+        self.sign(context.bot, update)  # a request, as a message is
         await self._work(
             context.bot,
             message.chat_id,

@@ -7,7 +7,8 @@ for Pillow; the files it does not draw are said in words. ``send_page`` sends th
 self-contained ``.html`` page. ``send_card_diff`` does all of it for what one card's turn
 changed: its commits, then the uncommitted work apart (its pictures captioned as such),
 with what has moved since said first. ``/diff`` gets the same around its ``.diff``
-document (``diff_pictures`` and ``diff_page``, hooks of ``send_pages``).
+document (``diff_pictures`` and ``diff_page``, hooks of ``send_pages``). ``legio.review``
+(Pillow, Pygments) is imported when a diff is first drawn, not at start.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from telegram import Bot, InputMediaPhoto
 from telegram.error import BadRequest, TelegramError
@@ -28,8 +29,9 @@ from legio.frontends.telegram.sending import (
     send_document,
     send_with_retries,
 )
-from legio.review.page import html_page
-from legio.review.rendering import Picture, Rendering, albums, render
+
+if TYPE_CHECKING:
+    from legio.review.rendering import Picture, Rendering
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +41,8 @@ _DONE = object()
 
 async def _drawn(rendering: Rendering) -> Any:
     """``rendering``'s albums, drawn in a worker thread one picture ahead of the sender."""
+    from legio.review.rendering import albums
+
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=ALBUM)
     stop = False
@@ -85,6 +89,8 @@ async def send_pictures(
 ) -> Rendering:
     """``diff`` drawn for a phone: a line with ``title`` and what it holds (the files not
     drawn in words), then its pictures, album by album as they are drawn."""
+    from legio.review.rendering import render  # Pillow and Pygments: on first use
+
     rendering = await asyncio.to_thread(render, diff, label=label)
     said = "\n".join([f"{title} · {rendering.summary}", *rendering.words])
     for piece in plain_pages(said):
@@ -108,6 +114,8 @@ async def send_pictures(
 
 async def send_page(bot: Bot, chat_id: int, name: str, diff: bytes, title: str) -> None:
     """The diff as a self-contained ``name``.html page (no scripts, no requests)."""
+    from legio.review.page import html_page  # Pygments: on first use
+
     page = await asyncio.to_thread(html_page, diff, title)
     await send_document(bot, chat_id, f"{name}.html", page)
 

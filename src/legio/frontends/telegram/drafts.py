@@ -9,9 +9,10 @@ never crowd answers out of Telegram's limits), and always through the bot (so
 ``AIORateLimiter`` paces them with every other call). Before an agent writes, its ``⏳``
 line (thinking, a tool, queued) is its draft; the lines of agents working for it (the
 centuriones the Legatus dispatches to) appear under it. A request that shows nothing
-within ``placeholder_after_s`` gets an empty draft (Telegram's "Thinking..."
-placeholder), which its first agent's draft then continues; no draft at all is sent
-before then, so an answer that quick costs no Bot API call but its ``sendMessage``.
+within ``placeholder_after_s`` sends none: the typing action sent the moment its
+update was admitted (``Typing.sign``) already says that work began, and no draft at all
+is sent before then, so an answer that quick costs no Bot API call but that sign and
+its ``sendMessage``.
 
 A draft is only a preview: the caller still sends the final answer with
 ``sendMessage``, after ``finish(agent)`` (which stops that agent's draft and waits for
@@ -48,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 DRAFT_INTERVAL_S = 1.0  # at most one update per draft per second
 CHAT_INTERVAL_S = 0.2  # and five per chat: drafts never crowd answers out of the rate limit
-PLACEHOLDER_AFTER_S = 0.05  # show that work began, unless the answer is already there
+PLACEHOLDER_AFTER_S = 0.05  # no draft before: an answer that quick needs none
 REFRESH_S = 20.0  # a draft lasts 30 s on Telegram: show it again while the agent is silent
 SOURCE_CHARS = 3500  # Markdown kept from the end of a long text before rendering
 
@@ -190,7 +191,6 @@ class LiveView:
         self._drafts: dict[str, _Draft] = {}
         self._guests: dict[str, str] = {}  # agent -> ⏳ line shown in the host draft
         self._first_id = support.new_id() if self.drafting else 0
-        self._shown_any = False
         self._opened = time.monotonic()
         self._first_lock = asyncio.Lock()  # the placeholder and the first draft, in order
         self._soon: asyncio.Task[None] | None = None
@@ -304,7 +304,6 @@ class LiveView:
             posted = await self._post(draft.draft_id, text, entities)
         if posted:
             draft.shown = text
-            self._shown_any = True
 
     async def _post(self, draft_id: int, text: str, entities: list[MessageEntity]) -> bool:
         """One ``sendMessageDraft``; on a refusal, the chat falls back to the status message.
@@ -347,18 +346,13 @@ class LiveView:
             await self._typing.__aenter__()
 
     async def _show_soon(self) -> None:
-        """After ``placeholder_after_s``: something that says work began."""
+        """After ``placeholder_after_s``: drafts may start; where none can, the typing loop."""
         await asyncio.sleep(self.placeholder_after_s)
         for draft in self._drafts.values():  # no pump before now: a quick answer needs none
             if draft.task is None and not draft.done:
                 draft.task = asyncio.create_task(self._pump(draft))
         if not self.drafting:
-            await self._start_typing()
-        elif not self._drafts:
-            await self.support.turn(self.chat_id)
-            async with self._first_lock:
-                if not self._shown_any and not self._drafts:
-                    await self._post(self._first_id, "", [])
+            await self._start_typing()  # after the sign's 4.5 s: it still shows until then
 
     # ---------------------------------------------------------- context
 

@@ -2,7 +2,11 @@
 
 ``StatusBoard``: once a request takes over a second, one message with the agents'
 ``⏳`` lines, edited at most about once a second, never with unchanged text, deleted at
-the end. ``Typing``: the typing action in a chat while any request there runs.
+the end. ``Typing``: the typing action in a chat while any request there runs, and the
+first sign (``sign``): one typing action the moment a request's update is admitted, before
+it is stored or routed, so Caesar sees at once that Legio took his message. The typing
+loop of a request that follows does not repeat it while it still shows (Telegram shows
+one for about 5 s).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ logger = logging.getLogger(__name__)
 STATUS_INTERVAL_S = 1.0
 STOP_WAIT_S = 10.0
 TYPING_EVERY_S = 4.5
+SIGN_EVERY_S = 1.0  # one first sign per chat per second at most
 
 
 class Typing:
@@ -34,6 +39,32 @@ class Typing:
         self.bot = bot
         self._active: dict[int, int] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._sent: dict[int, float] = {}  # chat -> when its last typing action was sent
+        self._signs: set[asyncio.Task[None]] = set()
+
+    def sign(self, chat_id: int, thread_id: int | None = None) -> None:
+        """The first sign: one typing action now, unless one went to the chat less than
+        ``SIGN_EVERY_S`` ago (an album's parts, a burst: one sign, not one Bot API call
+        per update taken from the rate limit that answers share). Otherwise never
+        skipped: an answer sent meanwhile clears an earlier one on Caesar's screen.
+
+        Sent from a task of its own: the caller (the update's admission) never waits for it.
+        """
+        if time.monotonic() - self._sent.get(chat_id, float("-inf")) < SIGN_EVERY_S:
+            return
+        self._sent[chat_id] = time.monotonic()
+        task = asyncio.create_task(self._send(chat_id, thread_id))
+        self._signs.add(task)
+        task.add_done_callback(self._signs.discard)
+
+    async def _send(self, chat_id: int, thread_id: int | None = None) -> None:
+        with contextlib.suppress(TelegramError):
+            if thread_id is None:  # LaneBot puts it in the request's topic, if any
+                await self.bot.send_chat_action(chat_id, ChatAction.TYPING)
+            else:
+                await self.bot.send_chat_action(
+                    chat_id, ChatAction.TYPING, message_thread_id=thread_id
+                )
 
     @contextlib.asynccontextmanager
     async def shown(self, chat_id: int) -> AsyncIterator[None]:
@@ -47,9 +78,12 @@ class Typing:
 
     async def _loop(self, chat_id: int) -> None:
         while self._active.get(chat_id, 0) > 0:
-            with contextlib.suppress(TelegramError):
-                await self.bot.send_chat_action(chat_id, ChatAction.TYPING)
-            for _ in range(int(TYPING_EVERY_S / 0.1)):
+            shown_until = self._sent.get(chat_id, float("-inf")) + TYPING_EVERY_S
+            if time.monotonic() >= shown_until:  # not while the sign (or the last one) shows
+                self._sent[chat_id] = time.monotonic()
+                await self._send(chat_id)
+                shown_until = time.monotonic() + TYPING_EVERY_S
+            while time.monotonic() < shown_until:
                 if self._active.get(chat_id, 0) <= 0:
                     return
                 await asyncio.sleep(0.1)
