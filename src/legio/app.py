@@ -20,6 +20,7 @@ from typing import Literal
 
 from legio.castra import Roster
 from legio.config import Config
+from legio.doors.cockpitdoor import CockpitDoor
 from legio.doors.opsdoor import OperationsDoor
 from legio.doors.workdoor import WorkDoor
 from legio.engine import Engine
@@ -35,6 +36,7 @@ from legio.legatus.scheduling import JobRun, Presenter, job_lines
 from legio.limits.budget import Notifier, UsageReport
 from legio.limits.plan import PlanHealth
 from legio.media.voice import Progress, Transcript
+from legio.memoria.store import Document, Listing
 from legio.names import CAESAR, LEGATUS
 from legio.operations.digest import Digest, DigestReady
 from legio.operations.export import (
@@ -42,6 +44,7 @@ from legio.operations.export import (
     ExportResult,
     Format,
 )
+from legio.operations.report import render as status_lines
 from legio.operations.runner import DRAIN_NOTICE
 from legio.projects.overview import CopyState, DiffReport, ProjectState
 from legio.request import (
@@ -79,6 +82,7 @@ from legio.store.files import DOWNLOAD_LIMIT, guess_mime, kind_of, safe_name
 from legio.store.grants import Grant
 from legio.store.jobstore import Job, JobStore
 from legio.store.praetorium import Nuntius, SearchHit
+from legio.store.pullstore import PullRecord
 from legio.store.records import Compaction, UsageRow, UsageTotals
 from legio.store.threads import Topic
 from legio.visible import visible
@@ -101,6 +105,7 @@ __all__ = [
     "DiffReport",
     "Digest",
     "DigestReady",
+    "Document",
     "ExportResult",
     "FailedJob",
     "Fetch",
@@ -112,11 +117,13 @@ __all__ = [
     "Job",
     "JobRun",
     "LegioApp",
+    "Listing",
     "Nuntius",
     "PendingFile",
     "Pointer",
     "ProjectState",
     "Published",
+    "PullRecord",
     "QuestionRequest",
     "Reply",
     "ReplyCallback",
@@ -138,6 +145,7 @@ __all__ = [
     "kind_of",
     "safe_name",
     "shorten_middle",
+    "status_lines",
     "visible",
 ]
 
@@ -159,7 +167,7 @@ class ContextView:
     roster_tokens: int
 
 
-class LegioApp(WorkDoor, OperationsDoor):
+class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
     """The engine, opened and closed in lifecycle order; see the module docstring."""
 
     def __init__(self, engine: Engine) -> None:

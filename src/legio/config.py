@@ -338,6 +338,14 @@ class SessionSettings(_Strict):
     stuck_minutes: float = Field(10, gt=0, le=24 * 60)
 
 
+def host_port(value: str) -> str:
+    """``value`` if it is "" or "host:port"; ``ValueError`` otherwise."""
+    host, _, port = value.rpartition(":")
+    if value and (not host or not port.isdigit() or not 0 <= int(port) < 65536):
+        raise ValueError('must be "host:port", e.g. "127.0.0.1:8787", or "" (off)')
+    return value
+
+
 class HealthSettings(_Strict):
     """The optional HTTP health endpoint (``GET /health``): off while ``listen`` is empty."""
 
@@ -347,10 +355,34 @@ class HealthSettings(_Strict):
     @field_validator("listen")
     @classmethod
     def _address(cls, value: str) -> str:
-        host, _, port = value.rpartition(":")
-        if value and (not host or not port.isdigit() or not 0 <= int(port) < 65536):
-            raise ValueError('must be "host:port", e.g. "127.0.0.1:8787", or "" (off)')
-        return value
+        return host_port(value)
+
+
+class WebSettings(_Strict):
+    """The cockpit (``legio.frontends.web``): a web page opened inside Telegram (a Mini
+    App) or, through ``legio cockpit``'s one-time link, in a browser. Off while ``listen``
+    is empty."""
+
+    listen: str = ""  # "127.0.0.1:8788"; "" = no cockpit
+    allow_remote: bool = False  # a non-loopback address is refused unless this is true
+    # the HTTPS address Caesar's phone reaches (tailscale serve, a reverse proxy); Telegram
+    # opens only https Mini Apps. "" = no menu button, only `legio cockpit`'s link
+    public_url: str = ""
+
+    @field_validator("listen")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        return host_port(value)
+
+    @field_validator("public_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value and not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s?#]*)?", value):
+            raise ValueError(
+                'must be "" or the address Caesar opens, e.g. "https://legio.example.ts.net" '
+                "(no query, no fragment)"
+            )
+        return value.rstrip("/")
 
 
 class LogSettings(_Strict):
@@ -392,6 +424,7 @@ class Config(_Strict):
     digest: DigestSettings = Field(default_factory=DigestSettings)
     sessions: SessionSettings = Field(default_factory=SessionSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     disk: DiskSettings = Field(default_factory=DiskSettings)
     projects: dict[str, ProjectSettings] = Field(default_factory=dict)

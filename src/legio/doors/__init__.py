@@ -7,4 +7,6 @@ Modules:
   checks, and the forge (Publish, CI events, issues)
 - ``opsdoor``: ``OperationsDoor``: the daemon seen from outside (status, health, systemd,
   stuck turns), backups and the digest as events, ``/export``
+- ``cockpitdoor``: ``CockpitDoor``: what only the cockpit reads (newest cards, open pull
+  requests, the memoria)
 """

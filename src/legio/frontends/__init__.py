@@ -13,4 +13,5 @@ Modules:
 - ``views``: pure text rendering of admin answers
 - ``console/``: see its own docstring.
 - ``telegram/``: see its own docstring.
+- ``web/``: the cockpit, a web page inside Telegram; see its own docstring.
 """

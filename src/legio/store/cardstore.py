@@ -107,6 +107,14 @@ class CardStore:
             row = await c.fetchone()
         return CardRow.from_row(row) if row is not None else None
 
+    async def recent(self, limit: int) -> list[CardRow]:
+        """The newest ``limit`` cards, newest first."""
+        async with self._db.execute(
+            f"SELECT {COLUMNS} FROM cards ORDER BY id DESC LIMIT ?", (limit,)
+        ) as c:
+            rows = await c.fetchall()
+        return [CardRow.from_row(row) for row in rows]
+
     async def set_check(self, card_id: int, check_id: int) -> None:
         await self._db.execute("UPDATE cards SET check_id = ? WHERE id = ?", (check_id, card_id))
 

@@ -1,0 +1,44 @@
+"""``CockpitDoor``: what the cockpit (``legio.frontends.web``) reads that no chat command
+asks for: the newest work cards, the pull requests Legio follows, the memoria read-only.
+A mixin of ``legio.app.LegioApp``: it reads the engine's parts ``LegioApp`` sets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from legio.engine import Engine
+from legio.errors import MemoriaError
+from legio.memoria.store import Listing, MemoriaStore
+from legio.request import WorkCard
+from legio.sessions.manager import SessionManager
+from legio.store.pullstore import PullRecord, PullStore
+
+LAYERS = ("edicta", "acta", "commentarii")
+
+
+class CockpitDoor:
+    """Read-only views for the cockpit."""
+
+    engine: Engine
+    sessions: SessionManager
+    memoria: MemoriaStore
+
+    async def recent_cards(self, limit: int = 50) -> list[WorkCard]:
+        """The newest ``limit`` work cards, newest first (their check as it is now)."""
+        return await self.sessions.cards.recent(limit)
+
+    async def open_pulls(self) -> list[PullRecord]:
+        """The pull requests Legio opened that are still open (and followed)."""
+        return await PullStore(self.engine.praetorium).following()
+
+    async def memoria_listing(self, layer: str, centurio: str | None = None) -> Listing:
+        """``edicta``, ``acta`` or a centurio's ``commentarii``, read in a worker thread
+        (``MemoriaError`` for an unknown layer or centurio)."""
+        if layer == "edicta":
+            return await asyncio.to_thread(self.memoria.list_edicta)
+        if layer == "acta":
+            return await asyncio.to_thread(self.memoria.list_acta)
+        if layer == "commentarii" and centurio:
+            return await asyncio.to_thread(self.memoria.list_commentarii, centurio)
+        raise MemoriaError(f"no memoria layer {layer!r}: edicta, acta or a centurio's commentarii")

@@ -1,0 +1,133 @@
+"""Every door call the cockpit makes, in one place: the pages and actions ask ``Source``,
+never ``LegioApp`` directly, so a change of the door is mended here alone.
+
+It also holds what the door does not keep for the cockpit: the live view (``Live``,
+attached as the app's ``Events`` once the door has ``attach``, else fed by the card,
+forge and stuck followers) and the approvals shared with the chat (``SharedAsker``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from legio.app import (
+    Asker,
+    CheckRecord,
+    LegioApp,
+    Listing,
+    PullRecord,
+    SearchHit,
+    Stopped,
+    UsageReport,
+)
+from legio.frontends.web.live import Live
+from legio.frontends.web.sharing import SharedAsker
+from legio.request import CardDiff, WorkCard
+
+JOB_ID = re.compile(r"#(\d+) ")
+
+
+class Source:
+    """The cockpit's view of the door; see the module docstring."""
+
+    def __init__(self, app: LegioApp, live: Live | None = None) -> None:
+        self.app = app
+        self.live = live or Live()
+        self.asker = SharedAsker(self.live)
+        self._detach: list[Callable[[], Any]] = []
+
+    # ---------------------------------------------------------- wiring
+
+    async def attach(self) -> None:
+        """Feed ``live`` from the engine: the typed events where the door has them."""
+        attach = getattr(self.app, "attach", None)
+        if attach is not None:
+            self._detach.append(attach(self.live))
+            return
+        self.app.follow_cards(self.live.card)
+        self._detach.append(await self.app.follow_forge(self.live.forge))
+        self._detach.append(self.app.follow_stuck(self.live.stuck))
+
+    def share_approvals(self, chat: Asker | None) -> None:
+        """Approvals asked on the page and through ``chat`` (the chat's asker) at once."""
+        self.asker.inner = chat
+        self.app.set_asker(self.asker)
+
+    def detach(self) -> None:
+        for undo in self._detach:
+            undo()
+        self._detach.clear()
+
+    def answer_on_socket(self, request: str, answer: Any) -> None:
+        self.app.answer_on_socket(request, answer)
+
+    # ---------------------------------------------------------- Now
+
+    def agents(self) -> list[str]:
+        return self.app.agents()
+
+    async def status(self) -> dict[str, Any]:
+        return await self.app.status_report()
+
+    async def stop(self, agent: str) -> list[Stopped]:
+        return await self.app.stop([agent])
+
+    def pending_asks(self) -> list[dict[str, Any]]:
+        return self.asker.pending()
+
+    def decide(self, ask_id: int, choice: str) -> bool:
+        return self.asker.decide(ask_id, choice)
+
+    # ---------------------------------------------------------- Work
+
+    async def cards(self, limit: int = 50) -> list[WorkCard]:
+        return await self.app.recent_cards(limit)
+
+    async def card(self, card_id: int) -> WorkCard | None:
+        return await self.app.card(card_id)
+
+    async def card_diff(self, card_id: int) -> CardDiff | None:
+        return await self.app.card_diff(card_id)
+
+    async def check(self, run_id: int) -> CheckRecord | None:
+        return await self.app.check(run_id)
+
+    def check_log(self, run_id: int) -> Path | None:
+        return self.app.check_log(run_id)
+
+    async def pulls(self) -> list[PullRecord]:
+        return await self.app.open_pulls()
+
+    # ---------------------------------------------------------- History, Memoria
+
+    async def search(self, query: str, limit: int) -> list[SearchHit]:
+        return await self.app.search(query, limit)
+
+    async def history(self, count: int) -> list[Any]:
+        return await self.app.history(count)
+
+    async def memoria(self, layer: str, centurio: str | None = None) -> Listing:
+        return await self.app.memoria_listing(layer, centurio)
+
+    def centuriones(self) -> list[str]:
+        return list(self.app.roster().names)
+
+    # ---------------------------------------------------------- Jobs, Spend
+
+    async def jobs(self) -> list[tuple[int, str]]:
+        """Each scheduled job: its number and its line (as ``/jobs`` says it)."""
+        found = []
+        for line in await self.app.job_lines():
+            match = JOB_ID.match(line)
+            if match:
+                found.append((int(match.group(1)), line))
+        return found
+
+    async def cancel_job(self, job_id: int) -> bool:
+        return await self.app.cancel_job(job_id) is not None
+
+    async def usage(self) -> UsageReport | None:
+        return await self.app.usage()
