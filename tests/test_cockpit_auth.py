@@ -32,6 +32,8 @@ FIELDS = {
 KNOWN_HASH = "a2deb0df8281afa55fbf5630f92d13c4c691e1bd509d5c6b908b84094cb4da42"
 WHEN = 1733584787 + 10
 CAESAR = frozenset({42})
+OTHER_USER = {**FIELDS, "user": FIELDS["user"].replace("42", "43")}
+NO_USER = {k: v for k, v in FIELDS.items() if k != "user"}
 
 
 def independent_hash(fields: dict[str, str], token: str) -> str:
