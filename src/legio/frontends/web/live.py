@@ -63,7 +63,7 @@ class AgentNow:
         }
 
 
-@dataclass
+@dataclass(eq=False)
 class Subscriber:
     queue: asyncio.Queue[tuple[int, str, str]] = field(default_factory=lambda: asyncio.Queue(QUEUE))
     overflowed: bool = False

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
+from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from markupsafe import Markup
 
 from legio.app import status_lines, visible
 from legio.errors import MemoriaError, SearchQueryError
+from legio.frontends.web.auth import Session
 from legio.frontends.web.charts import bars
 from legio.frontends.web.source import Source
 from legio.review.page import html_page
@@ -65,6 +67,7 @@ ENV.filters["shown"] = visible
 
 
 SOURCE = web.AppKey("source", Source)
+SESSION: ContextVar[Session | None] = ContextVar("cockpit_session", default=None)
 
 
 def door(request: web.Request) -> Source:
@@ -72,7 +75,7 @@ def door(request: web.Request) -> Source:
 
 
 def render(request: web.Request, name: str, status: int = 200, **data: Any) -> web.Response:
-    session = request.get("session")
+    session = SESSION.get()
     page = ENV.get_template(name).render(
         nav=NAV,
         path=request.path,

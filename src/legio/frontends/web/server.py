@@ -93,9 +93,11 @@ class Cockpit:
     async def start(self) -> tuple[str, int]:
         """Listen on ``[web] listen``; the address bound (port 0 picks one)."""
         host, _, port = self.config.web.listen.rpartition(":")
-        self._runner = web.AppRunner(self.web, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            self.web, access_log=None, handle_signals=False, shutdown_timeout=1.0
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host.strip("[]"), int(port), shutdown_timeout=1.0)
+        site = web.TCPSite(self._runner, host.strip("[]"), int(port))
         await site.start()
         server = site._server
         assert isinstance(server, asyncio.base_events.Server)
@@ -166,7 +168,7 @@ class Cockpit:
                 given = str((await request.post()).get("csrf", ""))
             if not csrf_ok(session, given):
                 return secured(web.Response(status=403, text="This action lacks its token."))
-        request["session"] = session
+        pages.SESSION.set(session)  # this request's task only
         response = await handler(request)
         return secured(response, diff=path.endswith("/diff"))
 

@@ -1,0 +1,66 @@
+"""The cockpit on a real ``LegioApp`` (the fake CLI), listening on 127.0.0.1, with
+Telegram's launch data signed as Telegram signs it, for the web and browser tests."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from legio.app import LegioApp
+from legio.frontends.web.auth import sign_init_data
+from legio.frontends.web.server import Cockpit
+from legio.frontends.web.source import Source
+from tests.conftest import FakeCli
+from tests.legion import fake_cli_config
+
+TOKEN = "123456:TEST-cockpit-token"
+CAESAR_ID = 42
+
+
+def launch_data(user: int = CAESAR_ID, age_s: float = 0, token: str = TOKEN) -> str:
+    """Launch data as Telegram signs it for ``user``, ``age_s`` old."""
+    fields = {
+        "query_id": "AAHdF6IQAAAAAN0XohDhrOrc",
+        "user": json.dumps({"id": user, "first_name": "Gaius"}, separators=(",", ":")),
+        "auth_date": str(int(time.time() - age_s)),
+    }
+    return sign_init_data(fields, token)
+
+
+def tampered() -> str:
+    return launch_data().replace("Gaius", "Brutus")
+
+
+@dataclass
+class Running:
+    app: LegioApp
+    source: Source
+    cockpit: Cockpit
+    url: str
+
+
+@asynccontextmanager
+async def running_cockpit(
+    castra_dir: Path, fake_cli: FakeCli, extra: str = ""
+) -> AsyncIterator[Running]:
+    config = fake_cli_config(
+        castra_dir,
+        fake_cli,
+        f'[telegram]\ncaesar_ids = [{CAESAR_ID}]\n[web]\nlisten = "127.0.0.1:0"\n{extra}',
+    )
+    app = await LegioApp.open(config)
+    source = Source(app)
+    cockpit = Cockpit(source, config, TOKEN)
+    try:
+        host, port = await cockpit.start()
+        await source.attach()
+        source.share_approvals(None)
+        yield Running(app, source, cockpit, f"http://{host}:{port}")
+    finally:
+        source.detach()
+        await cockpit.close()
+        await app.close()

@@ -1,0 +1,220 @@
+"""The cockpit over HTTP on a real ``LegioApp``: who gets in (Telegram's signed launch data,
+a one-time link) and who sees nothing (a stranger, a tampered hash, an expired one, no
+session, another Host), the headers, CSRF, the pages escaping what agents wrote, the live
+feed with its catch-up, Stop, an approval decided on the page, a card's diff."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from legio.app import ApprovalRequest, Decision
+from legio.config import Config
+from legio.frontends.web.server import COOKIE, web_problem
+from legio.request import Reply
+from tests.cockpitbench import Running, launch_data, running_cockpit, tampered
+from tests.conftest import FakeCli
+
+SECRET_WORDS = ("vorenus", "pullo")  # agents' names: data a stranger must not see
+
+
+@pytest.fixture
+async def cockpit(castra_dir: Path, fake_cli: FakeCli) -> AsyncIterator[Running]:
+    async with running_cockpit(castra_dir, fake_cli) as running:
+        yield running
+
+
+def client() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+
+
+async def signed_in(running: Running) -> tuple[aiohttp.ClientSession, str]:
+    """A browser signed in with Caesar's launch data, and its CSRF token."""
+    http = client()
+    async with http.post(f"{running.url}/auth", json={"initData": launch_data()}) as r:
+        assert r.status == 204
+    async with http.get(f"{running.url}/") as r:
+        page = await r.text()
+    csrf = page.split('<meta name="csrf" content="')[1].split('"')[0]
+    return http, csrf
+
+
+@pytest.mark.parametrize(
+    "data",
+    [launch_data(user=7), tampered(), launch_data(age_s=3700), "", "hash=abc"],
+    ids=["stranger", "tampered", "expired", "empty", "junk"],
+)
+async def test_who_is_not_caesar_gets_401_and_nothing(cockpit: Running, data: str) -> None:
+    async with client() as http:
+        async with http.post(f"{cockpit.url}/auth", json={"initData": data}) as r:
+            assert r.status == 401
+            assert COOKIE not in r.cookies
+        for path in ("/", "/work", "/history?q=vorenus", "/memoria", "/health", "/events"):
+            async with http.get(f"{cockpit.url}{path}") as r:
+                body = await r.text()
+                assert r.status == 401, path
+                assert not any(word in body for word in SECRET_WORDS), path
+        async with http.post(f"{cockpit.url}/stop/vorenus") as r:
+            assert r.status == 401
+
+
+async def test_caesar_signs_in_and_sees_his_agents(cockpit: Running) -> None:
+    http, _ = await signed_in(cockpit)
+    async with http:
+        async with http.post(f"{cockpit.url}/auth", json={"initData": launch_data()}) as r:
+            cookie = r.headers["Set-Cookie"]
+            assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+            assert "Secure" not in cookie  # plain loopback http: a Secure cookie would be lost
+        async with http.get(f"{cockpit.url}/") as r:
+            page = await r.text()
+            assert r.status == 200
+            assert "vorenus" in page and "pullo" in page and "legatus" in page
+            csp = r.headers["Content-Security-Policy"]
+            assert "default-src 'self'" in csp
+            assert "frame-ancestors https://web.telegram.org https://*.telegram.org" in csp
+            assert r.headers["X-Content-Type-Options"] == "nosniff"
+            assert "token" not in page.lower() or "csrf" in page.lower()
+        for path in ("/work", "/history", "/memoria", "/jobs", "/spend", "/health"):
+            async with http.get(f"{cockpit.url}{path}") as r:
+                assert r.status == 200, path
+
+
+async def test_another_host_is_refused(cockpit: Running) -> None:
+    """DNS rebinding: a page of evil.example resolving to 127.0.0.1 reaches nothing."""
+    http, _ = await signed_in(cockpit)
+    async with http:
+        port = cockpit.url.rsplit(":", 1)[1]
+        async with http.get(f"{cockpit.url}/", headers={"Host": f"evil.example:{port}"}) as r:
+            assert r.status == 421
+            assert "vorenus" not in await r.text()
+
+
+async def test_a_post_needs_the_csrf_token(cockpit: Running) -> None:
+    http, csrf = await signed_in(cockpit)
+    async with http:
+        async with http.post(f"{cockpit.url}/stop/vorenus") as r:
+            assert r.status == 403
+        async with http.post(f"{cockpit.url}/stop/vorenus", headers={"X-CSRF-Token": "x"}) as r:
+            assert r.status == 403
+        async with http.post(f"{cockpit.url}/stop/vorenus", headers={"X-CSRF-Token": csrf}) as r:
+            assert r.status == 200
+            assert await r.json() == {"stopped": 0}  # idle: nothing to stop
+        async with http.post(f"{cockpit.url}/stop/brutus", headers={"X-CSRF-Token": csrf}) as r:
+            assert r.status == 404
+
+
+async def test_the_one_time_link_works_once(cockpit: Running) -> None:
+    minted = await cockpit.cockpit.mint_link()
+    assert minted["url"].startswith(f"{cockpit.url}/#login=")  # the token in the fragment
+    token = minted["url"].split("#login=")[1]
+    async with client() as http:
+        async with http.post(f"{cockpit.url}/auth", json={"link": token}) as r:
+            assert r.status == 204
+        async with http.get(f"{cockpit.url}/") as r:
+            assert r.status == 200
+    async with client() as http, http.post(f"{cockpit.url}/auth", json={"link": token}) as r:
+        assert r.status == 401
+
+
+async def test_the_link_is_minted_through_the_status_socket(cockpit: Running) -> None:
+    from legio.operations.control import ask_daemon
+
+    await cockpit.app.start_operations()
+    answer = await asyncio.to_thread(ask_daemon, cockpit.app.config.castra, 10.0, "cockpit")
+    assert answer is not None and "#login=" in answer["url"]
+
+
+async def test_what_agents_wrote_is_shown_as_text(cockpit: Running) -> None:
+    await cockpit.source.live.stream("vorenus", "<script>alert(1)</script><b>bold</b>")
+    http, _ = await signed_in(cockpit)
+    async with http, http.get(f"{cockpit.url}/") as r:
+        page = await r.text()
+    assert "<script>alert(1)" not in page and "<b>bold</b>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+async def read_events(response: aiohttp.ClientResponse, count: int) -> list[tuple[str, str]]:
+    events: list[tuple[str, str]] = []
+    name = ""
+    async with asyncio.timeout(10):
+        while len(events) < count:
+            line = (await response.content.readline()).decode().rstrip("\n")
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                events.append((name, line[6:]))
+    return events
+
+
+async def test_the_live_feed_and_its_catch_up(cockpit: Running) -> None:
+    live = cockpit.source.live
+    http, _ = await signed_in(cockpit)
+    async with http:
+        start = live.last_id
+        async with http.get(f"{cockpit.url}/events?after={start}") as r:
+            await live.stream("vorenus", "Hel")
+            await live.stream("vorenus", "Hello")
+            await live.reply(Reply("vorenus", "Hello, Caesar"))
+            got = await read_events(r, 3)
+        assert [name for name, _ in got] == ["stream", "stream", "reply"]
+        assert '"append": "lo"' in got[1][1]
+        # a page that lost its connection after the first event gets the rest
+        async with http.get(
+            f"{cockpit.url}/events", headers={"Last-Event-ID": str(start + 1)}
+        ) as r:
+            again = await read_events(r, 2)
+        assert again == got[1:]
+        for _ in range(live.ring.maxlen or 0):  # its gap left the ring: reload the page
+            live.publish("notice", {"text": "x"})
+        async with http.get(f"{cockpit.url}/events", headers={"Last-Event-ID": "1"}) as r:
+            assert (await read_events(r, 1))[0][0] == "reload"
+
+
+class Waits:
+    """A chat asker nobody answers (the cockpit's answer must win)."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        raise AssertionError
+
+    async def answer(self, request: Any) -> None:
+        return None
+
+
+async def test_an_approval_is_allowed_on_the_page(cockpit: Running) -> None:
+    chat = Waits()
+    cockpit.source.share_approvals(chat)
+    request = ApprovalRequest(7, "vorenus", "Bash", "rm -rf build", ("Bash(rm:*)",))
+    waiting = asyncio.create_task(cockpit.source.asker.approve(request))
+    await asyncio.sleep(0)
+    http, csrf = await signed_in(cockpit)
+    async with http:
+        async with http.get(f"{cockpit.url}/") as r:
+            page = await r.text()
+        assert "rm -rf build" in page and 'data-post="/ask/7/once"' in page
+        async with http.post(f"{cockpit.url}/ask/7/once", headers={"X-CSRF-Token": csrf}) as r:
+            assert r.status == 200
+        assert (await waiting).choice == "once"
+        assert chat.cancelled  # the chat's buttons withdrawn
+        async with http.post(f"{cockpit.url}/ask/7/deny", headers={"X-CSRF-Token": csrf}) as r:
+            assert r.status == 409  # decided already
+
+
+def test_the_cockpit_listens_on_loopback_unless_allowed(tmp_path: Path) -> None:
+    config = Config.model_validate({"web": {"listen": "0.0.0.0:8788"}})
+    assert "not a loopback address" in (web_problem(config) or "")
+    allowed = Config.model_validate({"web": {"listen": "0.0.0.0:8788", "allow_remote": True}})
+    assert web_problem(allowed) is None
+    assert web_problem(Config()) is None
