@@ -14,6 +14,7 @@ Modules:
   request, fetching them (`getFile`) for…
 - ``drafts``: streamed answers
 - ``forgeview``: forge events in the agent's lane, 🛠 Fix and 💬 Address
+- ``cockpitview``: the cockpit's menu button and ``/cockpit``
 - ``hearing``: a voice note in Telegram
 - ``lanes``: the topic a request's messages go to
 - ``opsview``: the operations' events: a failed backup said, the digest sent silently

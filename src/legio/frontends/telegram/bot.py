@@ -53,6 +53,7 @@ from legio.config import Config
 from legio.frontends.admin import BY_NAME, COMMANDS, Admin, parse_retry
 from legio.frontends.telegram.admission import Gate, addressed_elsewhere, forwarded_from
 from legio.frontends.telegram.asking import TelegramAsker
+from legio.frontends.telegram.cockpitview import send_button, set_menu
 from legio.frontends.telegram.conversation import Conversation
 from legio.frontends.telegram.diffs import diff_page, diff_pictures
 from legio.frontends.telegram.downloads import UNSUPPORTED, Albums, accept, fetch, resume_pending
@@ -73,6 +74,7 @@ from legio.frontends.telegram.sending import (
 from legio.frontends.telegram.status import StatusBoard, Typing
 from legio.frontends.telegram.stuckview import StuckView
 from legio.frontends.views import agent_header, interruption_notice
+from legio.frontends.web.server import Cockpit, open_cockpit
 from legio.request import UNWATCHED, Callbacks, Request, Watch
 from legio.timing import begin
 
@@ -116,6 +118,7 @@ class LegioBot:
         self.albums = Albums()
         self.asker: TelegramAsker | None = None
         self.forge: ForgeView | None = None
+        self.cockpit: Cockpit | None = None  # the web page ([web] listen)
         self.stuck: StuckView | None = None  # stuck turns (legio.frontends.telegram.stuckview)
         self.talk = Conversation(lambda: self.app, self._work, self.caesar_ids)  # replies, topics
         # each update's receipt, taken in the gate in the order updates arrive (handlers run
@@ -167,6 +170,12 @@ class LegioBot:
         chat = min(self.caesar_ids, default=None)  # CI and reviews: ✅/❌ in the agent's lane
         self.forge = ForgeView(application.bot, self._app, chat, self.talk.lane_for, self._work)
         await self._app.follow_forge(self.forge.on_event)
+        # the cockpit ([web]): its approvals shared with the chat's; menu button, ↗ Open
+        self.cockpit = await open_cockpit(self._app, self.config, application.bot.token, self.asker)
+        public = self.config.web.public_url if self.cockpit is not None else ""
+        if public:
+            self.talk.cards.cockpit = public
+            await set_menu(application.bot, sorted(self.caesar_ids), public)
 
     async def present_job(self, job: Job, run: JobRun) -> None:
         """A scheduled job's run, shown like a request in the chat it was set from."""
@@ -197,6 +206,9 @@ class LegioBot:
             await self._app.stop_all()
 
     async def shutdown(self) -> None:
+        if self.cockpit is not None:
+            await self.cockpit.close()
+            self.cockpit = None
         if self._app is not None:
             await self._app.close()
             self._app = None
@@ -390,6 +402,13 @@ class LegioBot:
             if self.in_flight == 0:
                 self.idle.set()
 
+    async def on_cockpit(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """``/cockpit``: a button that opens the cockpit (in Caesar's private chat)."""
+        message = update.effective_message
+        if message is None or not await self._private_only(context.bot, message):
+            return
+        await send_button(message, self.config.web.public_url if self.cockpit else "")
+
     async def on_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """An admin command: answered at once, even while agents work."""
         message = update.effective_message
@@ -468,6 +487,7 @@ def build_application(
         callback = own.get(command.name, bot.on_command)
         handler = CommandHandler(command.name, callback, filters=message, block=not command.waits)
         app.add_handler(handler)
+    app.add_handler(CommandHandler("cockpit", bot.on_cockpit, filters=message))
     app.add_handler(MessageHandler(message & filters.COMMAND, bot.on_command))  # unknown ones
     app.add_handler(
         MessageHandler(message & filters.TEXT & ~filters.COMMAND, bot.on_text, block=False)

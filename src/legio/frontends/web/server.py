@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from legio.app import Asker, LegioApp
 from legio.config import Config
 from legio.frontends.web import pages
 from legio.frontends.web.auth import Links, Refused, Session, Sessions, csrf_ok, verify_init_data
@@ -63,6 +64,30 @@ def web_problem(config: Config) -> str | None:
             "serve, a reverse proxy: docs/cockpit.md), or set [web] allow_remote = true"
         )
     return None
+
+
+async def open_cockpit(
+    app: LegioApp, config: Config, bot_token: str = "", chat: Asker | None = None
+) -> Cockpit | None:
+    """The cockpit listening, fed and sharing approvals with ``chat`` (the chat's asker),
+    when ``[web] listen`` is set; None (a problem logged, Legio runs on) otherwise."""
+    if not config.web.listen:
+        return None
+    problem = web_problem(config)
+    if problem:
+        logger.error("no cockpit: %s", problem)
+        return None
+    source = Source(app)
+    cockpit = Cockpit(source, config, bot_token)
+    try:
+        await cockpit.start()
+    except OSError as e:
+        logger.error("no cockpit: cannot listen on %s: %s", config.web.listen, e)
+        await cockpit.close()
+        return None
+    await source.attach()
+    source.share_approvals(chat)
+    return cockpit
 
 
 class Cockpit:
@@ -109,6 +134,7 @@ class Cockpit:
         return self.bound
 
     async def close(self) -> None:
+        self.source.detach()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
