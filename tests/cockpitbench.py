@@ -3,6 +3,7 @@ Telegram's launch data signed as Telegram signs it, for the web and browser test
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
@@ -10,7 +11,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from legio.app import LegioApp
+from legio.app import ApprovalRequest, Decision, LegioApp, QuestionRequest
 from legio.frontends.web.auth import sign_init_data
 from legio.frontends.web.server import Cockpit
 from legio.frontends.web.source import Source
@@ -33,6 +34,24 @@ def launch_data(user: int = CAESAR_ID, age_s: float = 0, token: str = TOKEN) -> 
 
 def tampered() -> str:
     return launch_data().replace("Gaius", "Brutus")
+
+
+class Unanswered:
+    """A chat's asker nobody answers (so the page's answer is the one that counts)."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        raise AssertionError("never answered")
+
+    async def answer(self, request: QuestionRequest) -> dict[str, str] | None:
+        return None
 
 
 @dataclass
@@ -58,7 +77,6 @@ async def running_cockpit(
     try:
         host, port = await cockpit.start()
         await source.attach()
-        source.share_approvals(None)
         yield Running(app, source, cockpit, f"http://{host}:{port}")
     finally:
         source.detach()

@@ -7,10 +7,12 @@ and can stop and start again like a daemon restart, with the same castra and dat
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from legio.app import LegioApp
+from legio.app import Asker, ForgeEvent, LegioApp
+from legio.audience import Quiet
 from legio.config import Config, load_config
 from legio.frontends.views import agent_header, reply_text
 from legio.memoria import MemoriaStore
@@ -55,7 +57,7 @@ class Legion:
         self.memoria = MemoriaStore(self.castra_dir)
         if self.asker is not None:
             self.gate = Gatekeeper(self.config, ApprovalStore(self.praetorium))
-            self.gate.asker = self.asker
+            self.gate.standing = lambda: self.asker
             await self.gate.load()
         self.manager = SessionManager(
             self.config,
@@ -120,3 +122,27 @@ def history_ids(prompt: str) -> list[str]:
 def rendered(app: LegioApp, reply: Reply) -> str:
     """A reply as every front-end shows it: its ⏰ mark and the agent's header, then its words."""
     return reply_text(reply, agent_header(app, reply.agent, reply.project))
+
+
+class Told(Quiet):
+    """A test's front-end outside requests: notices to ``notify``, forge events to
+    ``forge``, approvals asked by ``asking`` (changeable), the rest unseen."""
+
+    def __init__(
+        self,
+        notify: Callable[[str], Awaitable[None]] | None = None,
+        forge: Callable[[ForgeEvent], Awaitable[None]] | None = None,
+        asking: Asker | None = None,
+    ) -> None:
+        self.notify, self.on_forge, self.asking = notify, forge, asking
+
+    def asker(self) -> Asker | None:
+        return self.asking
+
+    async def notice(self, text: str) -> None:
+        if self.notify is not None:
+            await self.notify(text)
+
+    async def forge(self, event: ForgeEvent) -> None:
+        if self.on_forge is not None:
+            await self.on_forge(event)

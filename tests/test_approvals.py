@@ -17,8 +17,9 @@ from legio.config import load_config
 from legio.errors import CastraError, ConfigError
 from legio.fence.guard import PathGuard
 from legio.frontends.admin import Admin
+from legio.request import Decision
 from legio.sessions.gatekeeper import Gatekeeper
-from legio.shell.rules import DEFAULT_ASK, Decision, Rule, matching, parse_rules, shorten
+from legio.shell.rules import DEFAULT_ASK, Rule, matching, parse_rules, shorten
 from legio.store.grants import ApprovalStore
 from legio.store.praetorium import Praetorium
 

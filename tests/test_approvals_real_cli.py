@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from legio.shell.rules import ApprovalRequest, Decision, QuestionRequest
+from legio.request import ApprovalRequest, Decision, QuestionRequest
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.legion import Legion

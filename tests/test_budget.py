@@ -16,7 +16,7 @@ from legio.frontends.admin import Admin
 from legio.limits.budget import Budget
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
-from tests.legion import fake_cli_config
+from tests.legion import Told, fake_cli_config
 
 BIG = "USAGE 1000000 0 0\nREPLY that was expensive"  # about $3 on the fake CLI's prices
 
@@ -35,7 +35,7 @@ async def test_over_budget_the_turn_waits_for_a_raise_and_retry(budgeted: LegioA
     async def notify(text: str) -> None:
         told.append(text)
 
-    app.set_notifier(notify)
+    await app.attach(Told(notify))
     [reply] = await app.handle_message(f"@vorenus {BIG}")
     assert "that was expensive" in reply.text
     spent = sum(t.cost_usd for t in (await app.praetorium.records.usage_totals()).values())

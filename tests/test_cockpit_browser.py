@@ -10,9 +10,10 @@ One browser for the module; each test opens its own context (cookies apart).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -20,9 +21,9 @@ from urllib.parse import quote
 import pytest
 import pytest_asyncio
 
-from legio.app import ApprovalRequest
-from legio.request import Callbacks, Request
-from tests.cockpitbench import Running, launch_data, running_cockpit, tampered
+from legio.app import Status
+from legio.request import Callbacks, Request, Watch
+from tests.cockpitbench import Running, Unanswered, launch_data, running_cockpit, tampered
 from tests.conftest import FakeCli
 from tests.gitrepo import make_project
 
@@ -63,31 +64,14 @@ async def browser() -> AsyncIterator[Any]:
 @pytest_asyncio.fixture(loop_scope="module")
 async def cockpit(castra_dir: Path, fake_cli: FakeCli, tmp_path: Path) -> AsyncIterator[Running]:
     project = make_project(tmp_path / "app")
-    async with running_cockpit(castra_dir, fake_cli, f'[projects.app]\npath = "{project}"\n') as r:
+    extra = f'[approvals]\nask = ["Bash(touch:*)"]\n[projects.app]\npath = "{project}"\n'
+    async with running_cockpit(castra_dir, fake_cli, extra) as r:
         yield r
 
 
-@dataclass(frozen=True)
-class Status:
-    """``request.Status`` of the typed way back, as the engine will send it."""
-
-    agent: str
-    kind: str
-    tool: str = ""
-    target: str = ""
-    note: str = ""
-    project: str | None = None
-    since: float = 0.0
-
-
-def watching(running: Running) -> Callbacks:
-    """The request's feedback handed to the cockpit's Events, as ``app.attach`` will."""
-    live = running.source.live
-
-    async def status(agent: str, line: str) -> None:
-        await live.status(Status(agent, "tool" if "🔧" in line else "thinking", target=line))
-
-    return Callbacks(on_status=status, on_text=live.stream, on_reply=live.reply)
+def watching(running: Running, chat: Unanswered | None = None) -> Watch:
+    """A request's watch as the chat makes it, handed to the cockpit as the bot does."""
+    return running.cockpit.observe(Callbacks(asking=chat))
 
 
 async def opened(browser: Any, running: Running, size: dict[str, int], data: str) -> Any:
@@ -128,7 +112,14 @@ async def test_caesar_sees_vorenus_answer_stream_live(
     assert await page.locator("#agent-vorenus .kind").text_content() == "idle"
     if size is PHONE:
         await cockpit.source.live.status(
-            Status("pullo", "tool", tool="Bash", target="pytest -q tests/", project="app")
+            Status(
+                "pullo",
+                "tool",
+                tool="Bash",
+                target="pytest -q tests/",
+                project="app",
+                since=time.time(),
+            )
         )
         await cockpit.source.live.stream("pullo", "Running the tests on #app…")
         await page.locator("#agent-pullo .tool").filter(has_text="Bash").wait_for()
@@ -160,21 +151,24 @@ async def test_stop_ends_a_running_turn(browser: Any, cockpit: Running) -> None:
 async def test_an_approval_is_allowed_on_the_page(browser: Any, cockpit: Running) -> None:
     page = await opened(browser, cockpit, PHONE, launch_data())
     await page.wait_for_selector("body[data-live=connected]")
-    request = ApprovalRequest(
-        3, "vorenus", "Bash", "git push origin legio/vorenus/main", ("Bash(git push:*)",)
+    chat = Unanswered()
+    command = json.dumps({"command": "touch allowed-on-the-page"})
+    turn = asyncio.create_task(
+        cockpit.app.handle_message(
+            Request(f"@vorenus TOOL Bash {command}"), watching(cockpit, chat)
+        )
     )
-    asked = asyncio.create_task(cockpit.source.asker.approve(request))
-    allow = page.locator("#ask-3 button", has_text="Allow once")
+    allow = page.locator(".ask button", has_text="Allow once")
     await allow.wait_for()
-    assert "git push origin legio/vorenus/main" in (
-        await page.locator("#ask-3 .target").text_content() or ""
-    )
+    shown = await page.locator(".ask .target").text_content()
+    assert shown == "touch allowed-on-the-page"  # the exact command
     await shot(page, "approval-phone")
     await allow.click()
-    async with asyncio.timeout(10):
-        decision = await asked
-    assert decision.choice == "once"
-    await page.locator("#ask-3").wait_for(state="detached")
+    async with asyncio.timeout(30):
+        replies = await turn
+    assert replies[0].kind == "answer"
+    assert chat.cancelled  # the chat's buttons withdrawn
+    await page.locator(".ask").wait_for(state="detached")
     await page.context.close()
 
 

@@ -8,16 +8,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
 
-from legio.app import ApprovalRequest, Decision
+from legio.app import ApprovalRequest
 from legio.config import Config
 from legio.frontends.web.server import COOKIE, web_problem
-from legio.request import Reply
-from tests.cockpitbench import Running, launch_data, running_cockpit, tampered
+from legio.request import Callbacks, Reply
+from tests.cockpitbench import Running, Unanswered, launch_data, running_cockpit, tampered
 from tests.conftest import FakeCli
 
 SECRET_WORDS = ("vorenus", "pullo")  # agents' names: data a stranger must not see
@@ -175,29 +174,13 @@ async def test_the_live_feed_and_its_catch_up(cockpit: Running) -> None:
             assert (await read_events(r, 1))[0][0] == "reload"
 
 
-class Waits:
-    """A chat asker nobody answers (the cockpit's answer must win)."""
-
-    def __init__(self) -> None:
-        self.cancelled = False
-
-    async def approve(self, request: ApprovalRequest) -> Decision:
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            self.cancelled = True
-            raise
-        raise AssertionError
-
-    async def answer(self, request: Any) -> None:
-        return None
-
-
 async def test_an_approval_is_allowed_on_the_page(cockpit: Running) -> None:
-    chat = Waits()
-    cockpit.source.share_approvals(chat)
+    chat = Unanswered()
+    watch = cockpit.cockpit.observe(Callbacks(asking=chat))
+    asker = watch.asker()
+    assert asker is not None
     request = ApprovalRequest(7, "vorenus", "Bash", "rm -rf build", ("Bash(rm:*)",))
-    waiting = asyncio.create_task(cockpit.source.asker.approve(request))
+    waiting = asyncio.create_task(asker.approve(request))
     await asyncio.sleep(0)
     http, csrf = await signed_in(cockpit)
     async with http:
@@ -210,6 +193,10 @@ async def test_an_approval_is_allowed_on_the_page(cockpit: Running) -> None:
         assert chat.cancelled  # the chat's buttons withdrawn
         async with http.post(f"{cockpit.url}/ask/7/deny", headers={"X-CSRF-Token": csrf}) as r:
             assert r.status == 409  # decided already
+
+
+async def test_a_request_without_its_own_asker_keeps_the_standing_one(cockpit: Running) -> None:
+    assert cockpit.cockpit.observe(Callbacks()).asker() is None
 
 
 def test_the_cockpit_listens_on_loopback_unless_allowed(tmp_path: Path) -> None:

@@ -102,12 +102,15 @@ def test_the_status_line_says_who_does_what_and_for_how_long() -> None:
     from claude_agent_sdk import ToolUseBlock
 
     from legio.frontends.console.prompt import Board
-    from legio.sessions.turn import status_line
+    from legio.frontends.statusview import status_text
+    from legio.sessions.turn import status_of
 
     bash = ToolUseBlock(
         id="t1", name="Bash", input={"command": "ls -la\n  src", "description": "x"}
     )
-    line = status_line(bash)
+    status = status_of("vorenus", bash)
+    assert status is not None and (status.kind, status.tool) == ("tool", "Bash")
+    line = status_text(status)
     assert line == "⏳ Bash: ls -la src"
     board = Board()
     assert "Ctrl-C stops" in board.text()  # nothing running: the keys

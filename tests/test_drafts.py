@@ -13,6 +13,7 @@ from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
 
 from legio.frontends.telegram.drafts import draft_chunk
 from legio.frontends.telegram.sending import render
+from legio.request import Callbacks
 from legio.sessions.turn import collect_response
 from tests.botbench import CAESAR, Running, running_bot
 from tests.conftest import FakeCli
@@ -168,7 +169,7 @@ async def test_streamed_text_starts_again_with_each_message(fake_cli: FakeCli) -
     options = ClaudeAgentOptions(cli_path=str(fake_cli.path), include_partial_messages=True)
     async with ClaudeSDKClient(options) as client:
         await client.query('TOOL Glob {"pattern": "*.none"}\nSTREAM 3 0 the final words')
-        text, _ = await collect_response(client, on_text=on_text, agent="vorenus")
+        text, _ = await collect_response(client, None, Callbacks(on_text=on_text), agent="vorenus")
     assert text == "the final words" == seen[-1]
     earlier = [t for t in seen if t.startswith("TOOL_")]  # the tool result's message
     finals = [t for t in seen if t.startswith("the")]  # then the answer, from its start

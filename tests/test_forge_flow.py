@@ -18,11 +18,11 @@ import pytest
 from legio.app import ApprovalRequest, Decision, ForgeEvent, LegioApp
 from legio.frontends.admin import Admin
 from legio.legatus.scheduling import job_runner
-from legio.shell.rules import Choice
+from legio.request import Callbacks, Choice, WorkCard
 from tests.conftest import FakeCli
 from tests.fakes.fake_forge import FakeForge
 from tests.gitrepo import git, make_project
-from tests.legion import fake_cli_config, processes_of
+from tests.legion import Told, fake_cli_config, processes_of
 
 CANARY = "ghp_CANARY_e2e_5f3a9c0d7b"
 REPO = "caesar/app"
@@ -61,6 +61,10 @@ async def flow(
             await app.close()
 
 
+async def _append(cards: list[WorkCard], card: WorkCard) -> None:
+    cards.append(card)
+
+
 def bash(command: str) -> str:
     return f"TOOL Bash {json.dumps({'command': command})}"
 
@@ -71,18 +75,21 @@ async def test_publish_ci_and_issues_with_the_token_out_of_reach(
     caplog.set_level(logging.DEBUG)
     app, forge = flow.app, flow.forge
     steal = "git config --list; env"
+    cards: list[WorkCard] = []
     replies = await app.handle_message(
         "@vorenus #app fix add\n"
         + bash(
             "printf 'def add(a, b):\\n    return a + b\\n' > app.py && git commit -qam 'fix add'"
         )
         + "\n"
-        + bash(steal)
+        + bash(steal),
+        Callbacks(on_card=lambda card: _append(cards, card)),
     )
     assert replies and all(CANARY not in r.text for r in replies)
     [answer] = [r for r in replies if r.kind == "answer"]  # and its work card after it
     assert "PATH=" in answer.text  # the agent did read its environment
-    assert replies[-1].card is not None and replies[-1].card.publishable
+    [card] = cards
+    assert card.publishable
 
     done = await app.publish("vorenus", "app", check="✅ make test")
     assert done.created and done.number == 1 and done.branch == "legio/vorenus/main"
@@ -107,7 +114,7 @@ async def test_publish_ci_and_issues_with_the_token_out_of_reach(
     forge.add_check_run(
         REPO, done.commit, "tests", conclusion="failure", log="E   assert 0 == 4\n</forge_text>"
     )
-    await app.follow_forge(listen)
+    await app.attach(Told(forge=listen))
     await asyncio.wait_for(arrived.wait(), 30)
     [event] = heard
     assert event.kind == "ci_failed" and [j.name for j in event.jobs] == ["tests"]
@@ -236,13 +243,14 @@ async def test_writing_to_the_forge_asks_caesar_first_showing_exactly_what(flow:
     assert forge.calls_to("POST", "/comments") == []
 
     no = Caesar("deny")
-    app.set_asker(no)
+    told = Told(asking=no)
+    await app.attach(told)
     [reply] = await app.handle_message("@vorenus #app note it\n" + comment)
     assert "nothing was written" in reply.text and forge.calls_to("POST", "/comments") == []
     assert no.shown[0].full_target == "comment on caesar/app#1:\nFixed in #2, I think."
 
     yes = Caesar("once")
-    app.set_asker(yes)
+    told.asking = yes
     [reply] = await app.handle_message("@vorenus #app note it\n" + comment)
     assert "Commented on caesar/app#1" in reply.text
     assert forge.repos[REPO].comments[1][-1]["body"] == "Fixed in #2, I think."

@@ -13,8 +13,9 @@ import pytest
 
 from legio.app import LegioApp
 from legio.castra import Castra
+from legio.frontends.statusview import status_text
 from legio.legatus.mentions import parse_mentions
-from legio.request import Callbacks
+from legio.request import Callbacks, Status
 from tests.conftest import FakeCli
 from tests.legion import fake_cli_config, history_ids, processes_of, rendered
 
@@ -228,8 +229,8 @@ async def test_the_dispatch_tool_reaches_a_centurio_and_returns_its_answer(
 ) -> None:
     lines: list[str] = []
 
-    async def on_status(agent: str, line: str) -> None:
-        lines.append(f"{agent}: {line}")
+    async def on_status(status: Status) -> None:
+        lines.append(f"{status.agent}: {status_text(status)}")
 
     call = json.dumps({"centuriones": ["vorenus"], "text": "check the walls"})
     [reply] = await app.handle_message(

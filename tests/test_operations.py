@@ -28,7 +28,7 @@ from legio.operations.report import render
 from legio.operations.systemd import Notifier, socket_address, watchdog_period
 from legio.request import PendingFile
 from tests.conftest import FakeCli
-from tests.legion import fake_cli_config
+from tests.legion import Told, fake_cli_config
 
 # ------------------------------------------------------------------ systemd
 
@@ -185,7 +185,7 @@ async def test_a_low_disk_is_told_to_caesar_once(app: LegioApp) -> None:
     async def notify(text: str) -> None:
         told.append(text)
 
-    app.set_notifier(notify)
+    await app.attach(Told(notify))
     app.engine.operations.disk.free = FakeDisk(500)
     await app.engine.operations.look()
     await app.engine.operations.look()

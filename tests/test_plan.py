@@ -12,11 +12,12 @@ import pytest
 from legio.app import LegioApp
 from legio.config import load_config
 from legio.frontends.admin import Admin
+from legio.frontends.statusview import status_text
 from legio.limits.plan import PlanHealth, login_state
-from legio.request import Callbacks
+from legio.request import Callbacks, Status
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
-from tests.legion import fake_cli_config
+from tests.legion import Told, fake_cli_config
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 RESET = NOW + timedelta(hours=2)
@@ -67,7 +68,7 @@ async def test_a_plan_limit_is_told_once_and_work_resumes_after_the_reset(
     async def notify(text: str) -> None:
         told.append(text)
 
-    app.set_notifier(notify)
+    await app.attach(Told(notify))
     try:
         limit = f"LIMIT_FIRST rate_limit {int(RESET.timestamp())} a\nREPLY done"
         first = asyncio.create_task(app.handle_message(f"@vorenus {limit}"))
@@ -102,7 +103,7 @@ async def test_an_expired_login_is_told_once_and_holds_work_until_retry(
     async def notify(text: str) -> None:
         told.append(text)
 
-    app.set_notifier(notify)
+    await app.attach(Told(notify))
     try:
         [failed] = await app.handle_message(
             "@vorenus LIMIT_FIRST authentication_failed 0 b\nREPLY first"
@@ -141,7 +142,7 @@ async def test_the_real_cli_at_the_plans_limit(castra_dir: Path, tmp_path: Path)
         async def notify(text: str) -> None:
             told.append(text)
 
-        app.set_notifier(notify)
+        await app.attach(Told(notify))
         try:
             [held] = await app.handle_message("@vorenus LIMIT_FIRST 1893456000\nREPLY salve")
             assert held.kind == "held"
@@ -188,8 +189,8 @@ async def test_an_api_that_does_not_answer_is_said_when_the_cli_starts_retrying(
         app = await LegioApp.open(load_config(path), env=env)
         lines: list[tuple[str, str]] = []
 
-        async def on_status(agent: str, line: str) -> None:
-            lines.append((agent, line))
+        async def on_status(status: Status) -> None:
+            lines.append((status.agent, status_text(status)))
 
         try:
             [reply] = await app.handle_message(

@@ -18,7 +18,7 @@ import pytest
 
 from legio.fence.policy import scrub_environment
 from legio.fence.sandbox import detect_sandbox
-from legio.shell.rules import Decision
+from legio.request import Decision
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 from tests.gitrepo import git, make_project, snapshot

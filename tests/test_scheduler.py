@@ -16,14 +16,16 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from legio.app import JobRun, LegioApp, Reply
+from legio.audience import Quiet
 from legio.castra import Castra
 from legio.config import Config
 from legio.errors import ConfigError
 from legio.frontends.admin import Admin
+from legio.frontends.statusview import status_text
 from legio.frontends.views import interruption_notice, reply_text
 from legio.jobs.schedule import ScheduleError, check_cron, next_crons, parse_at
 from legio.jobs.scheduler import Scheduler, SystemClock
-from legio.request import Callbacks
+from legio.request import Callbacks, Status
 from legio.store.jobstore import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.store.records import Turn
@@ -116,8 +118,8 @@ def new_job(
     )
 
 
-class Shown:
-    """A presenter that records what Caesar would see: status lines and marked replies."""
+class Shown(Quiet):
+    """A front-end that records what Caesar would see of jobs: statuses and marked replies."""
 
     def __init__(self) -> None:
         self.replies: list[Reply] = []
@@ -125,14 +127,18 @@ class Shown:
         self.arrived = asyncio.Event()
 
     async def __call__(self, job: Job, run: JobRun) -> None:
-        async def on_status(agent: str, line: str) -> None:
-            self.status.append(f"{agent}: {line}")
+        async def on_status(status: Status) -> None:
+            self.status.append(f"{status.agent}: {status_text(status)}")
 
         async def on_reply(reply: Reply) -> None:
             self.replies.append(reply)
             self.arrived.set()
 
         await run(Callbacks(on_status, None, on_reply))
+
+    async def job(self, job: Job, run: JobRun) -> bool:
+        await self(job, run)
+        return True
 
     def texts(self) -> list[str]:
         """As the front-ends show them (the Legatus's answers: no header)."""
@@ -163,7 +169,8 @@ async def shown() -> Shown:
 @pytest.fixture
 async def scheduled(app: LegioApp, shown: Shown, clock: FakeClock) -> tuple[Scheduler, FakeClock]:
     """The app's scheduler, started (the app's close stops it)."""
-    await app.start_jobs(shown)
+    await app.attach(shown)
+    await app.start_jobs()
     await settle(app.scheduler, clock)
     return app.scheduler, clock
 
@@ -276,7 +283,8 @@ async def test_a_job_missed_three_times_while_down_runs_once_late_on_start(
     )
     clock.set(START + timedelta(hours=3, minutes=30))  # 10:00, 11:00, 12:00 missed
     scheduler = app.scheduler
-    await app.start_jobs(shown)
+    await app.attach(shown)
+    await app.start_jobs()
     await settle(scheduler, clock)
     assert shown.texts() == ["⏰ digest\ndigest"]
     [request, _] = await stored(app)
@@ -302,7 +310,8 @@ async def test_a_job_killed_mid_run_is_not_run_again_and_is_announced(
     scheduler = app.scheduler
     due = START + timedelta(minutes=5)
     await scheduler.jobs.add(new_job("SLEEP 3", due, target="vorenus", name="review"), 50, START)
-    await app.start_jobs(shown)
+    await app.attach(shown)
+    await app.start_jobs()
     clock.set(due)
     await until_asked(fake_cli, "vorenus")
     job = await scheduler.jobs.get(1)
@@ -322,7 +331,8 @@ async def test_a_job_killed_mid_run_is_not_run_again_and_is_announced(
         assert notice.startswith('⚠️ Interrupted by a restart: "⏰ Scheduled job #1 "review"')
         assert notice.endswith("no answer from vorenus). Send /retry to run it again.")
         scheduler = app.scheduler
-        await app.start_jobs(shown)
+        await app.attach(shown)
+        await app.start_jobs()
         await go_to(scheduler, clock, due + timedelta(days=2))
         assert shown.replies == []
         job = await scheduler.jobs.get(1)
@@ -433,7 +443,8 @@ async def test_the_legatus_schedules_lists_and_cancels_jobs_through_its_tools(
     cfg = config(castra_dir, fake_cli, "[scheduler]\nmax_jobs = 2")
     app = await LegioApp.open(cfg, clock=clock)
     scheduler = app.scheduler
-    await app.start_jobs(shown)
+    await app.attach(shown)
+    await app.start_jobs()
     try:
         answer = await call(
             app,
@@ -611,7 +622,8 @@ async def test_a_scheduled_job_over_budget_does_not_start_and_waits_for_retry(
         due = START + timedelta(minutes=5)
         job = new_job("REPLY the digest", due, target="vorenus", name="digest")
         await app.scheduler.jobs.add(job, 50, START)
-        await app.start_jobs(shown)
+        await app.attach(shown)
+        await app.start_jobs()
         await go_to(app.scheduler, clock, due)
         [reply] = shown.replies
         assert reply.kind == "held"

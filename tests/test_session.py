@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from claude_agent_sdk import ResultMessage
 
+from legio.frontends.statusview import status_text
+from legio.request import Callbacks, Status
 from legio.sessions.history import CONTEXT_NOTICE
 from legio.sessions.turn import SessionTokenTracker
 from tests.conftest import FakeCli
@@ -230,12 +232,12 @@ async def test_two_dispatches_to_one_centurio_run_in_arrival_order(legion: Legio
     second = await legion.post("second", ["vorenus"])
     statuses: list[str] = []
 
-    async def on_status(agent: str, line: str) -> None:
-        statuses.append(f"{agent}: {line}")
+    async def on_status(status: Status) -> None:
+        statuses.append(f"{status.agent}: {status_text(status)}")
 
     a = asyncio.create_task(legion.manager.answer("vorenus", first))
     await asyncio.sleep(0)
-    b = asyncio.create_task(legion.manager.answer("vorenus", second, on_status))
+    b = asyncio.create_task(legion.manager.answer("vorenus", second, Callbacks(on_status)))
     assert (await a).text == "ECHO: SLEEP 0.3\nfirst"
     assert (await b).text == "ECHO: second"
     assert legion.prompts("vorenus")[0] == "SLEEP 0.3\nfirst"
@@ -283,15 +285,15 @@ async def test_error_result_is_an_agent_error_and_is_recorded(legion: Legion) ->
 async def test_status_lines_and_unparseable_messages(legion: Legion) -> None:
     lines: list[str] = []
 
-    async def on_status(agent: str, line: str) -> None:
-        assert agent == "vorenus"
-        lines.append(line)
+    async def on_status(status: Status) -> None:
+        assert status.agent == "vorenus"
+        lines.append(status_text(status))
 
     nuntius = await legion.post(
         "THINK hmm\nMALFORMED\nCALL_TOOL memoria_vorenus list_acta {}\nREPLY " + "x" * 100,
         ["vorenus"],
     )
-    outcome = await legion.manager.answer("vorenus", nuntius, on_status)
+    outcome = await legion.manager.answer("vorenus", nuntius, Callbacks(on_status))
     assert outcome.text == "x" * 100
     assert lines == [
         "⏳ Thinking...",

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from legio.config import load_config
+from legio.request import Decision
 from legio.sessions.gatekeeper import Gatekeeper
 from legio.shell import gitwords
 from legio.shell import reader as shell
 from legio.shell.reader import read
-from legio.shell.rules import Decision, Rule, opaque_reason
+from legio.shell.rules import Rule, opaque_reason
 from legio.store.grants import ApprovalStore
 from legio.store.praetorium import Praetorium
 

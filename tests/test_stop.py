@@ -16,7 +16,7 @@ import pytest
 
 from legio.app import LegioApp, Stopped
 from legio.errors import AgentInterrupted
-from legio.request import Callbacks, Request
+from legio.request import Callbacks, Request, Status
 from legio.sessions.errands import Errand
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
@@ -128,8 +128,8 @@ async def test_a_stop_ends_the_running_turn_and_drops_the_queued_ones(
 ) -> None:
     queued = asyncio.Event()
 
-    async def on_status(agent: str, line: str) -> None:
-        if line.startswith("⏳ Queued"):
+    async def on_status(status: Status) -> None:
+        if status.kind == "queued":
             queued.set()
 
     first = asyncio.create_task(app.handle_message("@vorenus SLEEP 30"))

@@ -13,11 +13,12 @@ it typed questions or to act. Files come in through ``accept_file``, ``fetch_fil
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from legio.audience import Events
 from legio.castra import Roster
 from legio.config import Config
 from legio.doors.cockpitdoor import CockpitDoor
@@ -30,10 +31,9 @@ from legio.forge.base import Issue
 from legio.forge.publish import Published
 from legio.jobs.schedule import zone
 from legio.jobs.scheduler import Clock
-from legio.legatus.conversations import Dispatched
 from legio.legatus.intake import Fetch, take_local_file
-from legio.legatus.scheduling import JobRun, Presenter, job_lines
-from legio.limits.budget import Notifier, UsageReport
+from legio.legatus.scheduling import JobRun, job_lines
+from legio.limits.budget import UsageReport
 from legio.limits.plan import PlanHealth
 from legio.media.voice import Progress, Transcript
 from legio.memoria.store import Document, Listing
@@ -49,16 +49,21 @@ from legio.operations.runner import DRAIN_NOTICE
 from legio.projects.overview import CopyState, DiffReport, ProjectState
 from legio.request import (
     UNWATCHED,
+    ApprovalRequest,
+    Asker,
     BackupFailed,
+    Decision,
     FailedJob,
     ForgeCallback,
     ForgeEvent,
     PendingFile,
     Pointer,
+    QuestionRequest,
     Reply,
     ReplyCallback,
     Request,
     SentFile,
+    Status,
     Stuck,
     Watch,
 )
@@ -67,15 +72,7 @@ from legio.sessions.desk import Target
 from legio.sessions.errands import Stopped
 from legio.sessions.history import estimate_tokens, format_line
 from legio.sessions.slot import AgentStatus
-from legio.sessions.turn import StatusCallback, TextCallback, is_text_preview
-from legio.shell.rules import (
-    SHOWN_MAX,
-    ApprovalRequest,
-    Asker,
-    Decision,
-    QuestionRequest,
-    shorten_middle,
-)
+from legio.shell.rules import SHOWN_MAX, shorten_middle
 from legio.store.attachments import Attachment
 from legio.store.checkstore import CheckRecord
 from legio.store.files import DOWNLOAD_LIMIT, guess_mime, kind_of, safe_name
@@ -129,19 +126,17 @@ __all__ = [
     "ReplyCallback",
     "SearchHit",
     "SentFile",
-    "StatusCallback",
+    "Status",
     "StatusRow",
     "Stopped",
     "Stuck",
     "Target",
-    "TextCallback",
     "Topic",
     "UsageReport",
     "UsageRow",
     "estimate_tokens",
     "format_line",
     "guess_mime",
-    "is_text_preview",
     "kind_of",
     "safe_name",
     "shorten_middle",
@@ -209,6 +204,12 @@ class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
         """Take the engine down in order (``Engine.close``)."""
         await self.engine.close()
 
+    async def attach(self, events: Events) -> Callable[[], None]:
+        """Tell ``events`` (a front-end) what belongs to no request (``legio.audience``):
+        notices, dispatches' answers, cards, the forge, stuck turns, backups and the
+        digest, scheduled jobs, and approvals outside any request. Returns the detach."""
+        return await self.engine.attach(events)
+
     # ---------------------------------------------------------- Caesar's messages
 
     async def handle_message(self, request: Request | str, watch: Watch = UNWATCHED) -> list[Reply]:
@@ -242,7 +243,7 @@ class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
 
     async def edit_message(self, origin: str, text: str, watch: Watch = UNWATCHED) -> list[Reply]:
         """Caesar edited his message ``origin`` (``Legatus.edit``), reported to ``watch``."""
-        return await self.legatus.edit(origin, text, watch.status, watch.reply, watch.stream)
+        return await self.legatus.edit(origin, text, watch)
 
     async def accept_file(self, pending: PendingFile) -> PendingFile | None:
         """Record a file of Caesar's message ``pending.origin`` before its download (a
@@ -275,7 +276,7 @@ class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
         if self.sessions.health is not None:
             self.sessions.health.clear()  # a fixed login, or a limit Caesar knows is over
         with self.engine.operations.request():
-            return await self.legatus.retry(seq, watch.status, watch.reply, watch.stream)
+            return await self.legatus.retry(seq, watch)
 
     async def notice_interruptions(self) -> list[tuple[Nuntius, list[str]]]:
         """Requests the last run never answered, recorded as told to Caesar (once)."""
@@ -283,10 +284,11 @@ class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
 
     # ---------------------------------------------------------- scheduled work
 
-    async def start_jobs(self, present: Presenter | None = None) -> None:
-        """Start running due jobs; ``present(job, run)`` shows a run in the front-end. Call
-        it after ``notice_interruptions``: a run a restart cut off is noted, not repeated."""
-        await self.engine.start_jobs(present)
+    async def start_jobs(self) -> None:
+        """Start running due jobs (each shown by the first attached front-end that takes
+        it: ``Events.job``). Call it after ``notice_interruptions``: a run a restart cut
+        off is noted, not repeated."""
+        await self.engine.start_jobs()
 
     async def pause_jobs(self) -> None:
         """Start no new job run (shutdown: intake has stopped)."""
@@ -396,11 +398,6 @@ class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
 
     # ---------------------------------------------------------- approvals
 
-    def set_asker(self, asker: Asker | None) -> None:
-        """The front-end that asks Caesar about tool calls and agents' questions."""
-        if self.sessions.approvals is not None:
-            self.sessions.approvals.asker = asker
-
     async def approval_grants(self) -> list[Grant]:
         """Caesar's "always" grants still in force (``/approvals``)."""
         gate = self.sessions.approvals
@@ -488,17 +485,6 @@ class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
         return self.sessions.health.lines() if self.sessions.health is not None else []
 
     # ---------------------------------------------------------- spending and limits
-
-    def set_notifier(self, notify: Notifier | None, dispatched: Dispatched | None = None) -> None:
-        """Where Legio tells Caesar things nobody asked for (budget warnings, limits) and
-        shows a centurio's answer to the Legatus's dispatch (in its own topic)."""
-        self.legatus.conversations.on_dispatch = dispatched
-        self.engine.operations.notify = notify  # a disk running low
-        if self.sessions.budget is not None:
-            self.sessions.budget.notify = notify
-        if self.sessions.health is not None:
-            self.sessions.health.notify = notify
-        self.engine.forge.notify = notify  # the forge's rate limit, said once
 
     async def usage(self) -> UsageReport | None:
         """``/usage``: spend per agent and model, today and over the last 7 days."""

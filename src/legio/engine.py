@@ -16,8 +16,10 @@ Nothing here is a front-end's business: ``legio.app`` is the door.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from legio.audience import Audience, Events
 from legio.castra import Castra
 from legio.config import Config
 from legio.fence.policy import scrub_environment
@@ -26,7 +28,7 @@ from legio.jobs.schedule import zone
 from legio.jobs.scheduler import Clock, Scheduler
 from legio.legatus.intake import Intake
 from legio.legatus.orchestrator import Legatus
-from legio.legatus.scheduling import JobRun, Presenter, attach_scheduler
+from legio.legatus.scheduling import attach_scheduler
 from legio.limits.budget import Budget
 from legio.limits.plan import PlanHealth
 from legio.media.listening import Listener
@@ -35,13 +37,11 @@ from legio.names import LEGATUS
 from legio.operations.routine import Routine
 from legio.operations.runner import Operations
 from legio.projects.checks import Checks
-from legio.request import UNWATCHED
 from legio.sessions.desk import ProjectDesk
 from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.manager import SessionManager
 from legio.store.checkstore import CheckStore
 from legio.store.grants import ApprovalStore
-from legio.store.jobstore import Job
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
 from legio.store.praetorium import Praetorium
 from legio.store.threads import ThreadStore
@@ -59,7 +59,7 @@ class Engine:
     legatus: Legatus
     lock: CastraLock | None
     clock: Clock | None = None
-    presenter: Presenter | None = None  # how the front-end shows a job's run
+    audience: Audience = field(default_factory=Audience)  # the front-ends, told as one
     scheduler: Scheduler = field(init=False)
     intake: Intake = field(init=False)  # files from Caesar
     checks: Checks = field(init=False)  # projects' checks, run in the agents' copies
@@ -69,9 +69,18 @@ class Engine:
     forge: ForgeStation = field(init=False)  # Publish, pull requests, CI, issues
     routine: Routine = field(init=False)  # automatic backups, the morning digest
     operations: Operations = field(init=False)  # status, watchdogs, upkeep (legio.operations)
+    _following: bool = field(init=False, default=False)  # the forge's events, to the audience
 
     def __post_init__(self) -> None:
-        self.scheduler = attach_scheduler(self.legatus, self._present, clock=self.clock)
+        audience = self.audience  # what belongs to no request: told to every front-end
+        self.scheduler = attach_scheduler(self.legatus, audience.job, clock=self.clock)
+        self.legatus.conversations.on_dispatch = audience.dispatched  # shown in its topic
+        self.sessions.cards.follow(audience.card)  # a dispatch's card; a check that ended
+        if self.sessions.approvals is not None:  # a tool call outside any request
+            self.sessions.approvals.standing = audience.asker
+        for part in (self.sessions.budget, self.sessions.health):
+            if part is not None:
+                part.notify = audience.notice
         files = self.sessions.files
         self.intake = Intake(self.praetorium, self.sessions.attachments, files)
         self.checks = Checks(self.sessions.projects, CheckStore(self.praetorium))
@@ -92,6 +101,9 @@ class Engine:
             pause_jobs=self.scheduler.pause,
         )
         self.intake.room = self.operations.disk.refusal  # no file taken on a full disk
+        self.operations.notify = self.forge.notify = audience.notice  # a low disk; rate limits
+        self.operations.follow_stuck(audience.stuck)
+        self.routine.follow(audience.operation)  # a failed backup, the digest
         self.operations.start()
 
     @classmethod
@@ -142,15 +154,17 @@ class Engine:
             raise
         return engine
 
-    async def start_jobs(self, present: Presenter | None) -> None:
-        self.presenter = present
+    async def start_jobs(self) -> None:
         await self.scheduler.start()
         self.routine.start()
 
-    async def _present(self, job: Job, run: JobRun) -> object:
-        if self.presenter is None:
-            return await run(UNWATCHED)
-        return await self.presenter(job, run)
+    async def attach(self, events: Events) -> Callable[[], None]:
+        """Tell ``events`` what belongs to no request; the forge is followed from the first."""
+        detach = self.audience.attach(events)
+        if not self._following:
+            self._following = True
+            await self.forge.follow(self.audience.forge)
+        return detach
 
     async def close(self) -> None:
         """Stop the scheduler (running jobs get the shutdown grace), disconnect every

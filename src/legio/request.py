@@ -13,13 +13,46 @@ nothing of Legio's, so every layer may use its types.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 PHOTO_LIMIT = 10 * 1024 * 1024  # Bot API sendPhoto
-StatusCallback = Callable[[str, str], Awaitable[None]]  # (agent, "⏳ …" line)
+
+StatusKind = Literal[
+    "queued",  # waiting behind an earlier request of the same agent
+    "thinking",  # the model thinks (no tool, no text yet)
+    "tool",  # a tool runs: ``tool`` its short name, ``target`` what it touches
+    "writing",  # its answer is being written: ``target`` the first words
+    "compacting",  # writing a summary of its conversation: ``note`` why ("full": no room)
+    "retrying",  # the Claude API refused or fell: ``note`` says what and when it tries again
+    "approval",  # waiting for Caesar's approval of ``target`` (a command, a path, a URL)
+    "question",  # waiting for Caesar's answer to its question
+    "paused",  # a plan limit: ``note`` until when
+]
+
+
+@dataclass(frozen=True)
+class Status:
+    """What one agent is doing now, as data: each front-end words it (``frontends/views``)."""
+
+    agent: str
+    kind: StatusKind
+    tool: str = ""  # "tool": the tool's short name (``Bash``, ``Edit``, ``dispatch``, …)
+    target: str = ""  # what the tool touches; "writing": its text so far; "approval": what waits
+    note: str = ""  # the words a kind needs ("retrying", "paused", "compacting")
+    project: str | None = None  # the project it works on for this request
+    since: float = field(default_factory=time.time)  # when this began (epoch seconds)
+
+    @property
+    def waits_for_caesar(self) -> bool:
+        """Whether the agent waits for Caesar (an approval, an answer) or a plan limit."""
+        return self.kind in ("approval", "question", "paused")
+
+
+StatusCallback = Callable[[Status], Awaitable[None]]
 TextCallback = Callable[[str, str], Awaitable[None]]  # (agent, its message's text so far)
 
 
@@ -123,28 +156,35 @@ class Reply:
 
     agent: str
     text: str
-    kind: Literal["answer", "error", "interrupted", "notice", "held", "card"] = "answer"
+    kind: Literal["answer", "error", "interrupted", "notice", "held"] = "answer"
     files: tuple[SentFile, ...] = ()  # sent with send_file: to deliver after the text
     seq: int | None = None  # the answer's nuntius (a reply to its message points at it)
     project: str | None = None  # the project the agent worked on for it
     job: str | None = None  # the scheduled job it answers, by name
-    card: WorkCard | None = None  # kind "card": what the agent's turn changed on its project
 
 
 ReplyCallback = Callable[[Reply], Awaitable[None]]
+CardCallback = Callable[[WorkCard], Awaitable[None]]
 
 
 class Watch(Protocol):
     """How the engine talks back to the front-end about one request."""
 
-    async def status(self, agent: str, line: str) -> None:
-        """A ``⏳ …`` line: what ``agent`` is doing now."""
+    async def status(self, status: Status) -> None:
+        """What an agent answering this request is doing now."""
 
     async def stream(self, agent: str, text: str) -> None:
         """``agent``'s answer so far, as it is written."""
 
     async def reply(self, reply: Reply) -> None:
         """One finished reply (an answer, a notice, an error), with its files."""
+
+    async def card(self, card: WorkCard) -> None:
+        """What an agent's turn for this request changed on a project, after its answer."""
+
+    def asker(self) -> Asker | None:
+        """Who asks Caesar about this request's tool calls and questions (in its topic);
+        None: the front-end's standing asker."""
 
 
 @dataclass(frozen=True)
@@ -154,10 +194,12 @@ class Callbacks:
     on_status: StatusCallback | None = None
     on_text: TextCallback | None = None
     on_reply: ReplyCallback | None = None
+    on_card: CardCallback | None = None
+    asking: Asker | None = None
 
-    async def status(self, agent: str, line: str) -> None:
+    async def status(self, status: Status) -> None:
         if self.on_status is not None:
-            await self.on_status(agent, line)
+            await self.on_status(status)
 
     async def stream(self, agent: str, text: str) -> None:
         if self.on_text is not None:
@@ -167,8 +209,85 @@ class Callbacks:
         if self.on_reply is not None:
             await self.on_reply(reply)
 
+    async def card(self, card: WorkCard) -> None:
+        if self.on_card is not None:
+            await self.on_card(card)
+
+    def asker(self) -> Asker | None:
+        return self.asking
+
 
 UNWATCHED = Callbacks()
+
+
+def statuses(watch: Watch | None) -> Watch:
+    """``watch`` told only what an agent does, not its text (a summary is not an answer)."""
+    return Callbacks(on_status=watch.status) if watch is not None else UNWATCHED
+
+
+# ---------------------------------------------------------------- asking Caesar
+
+Choice = Literal["once", "session", "always", "deny", "stop"]
+AskOutcome = Literal["once", "session", "always", "deny", "stop", "timeout", "cancelled"]
+
+
+@dataclass
+class ApprovalRequest:
+    """One tool call waiting for Caesar. ``outcome`` is set when it ends (a front-end that
+    is cancelled reads it: ``timeout`` or ``cancelled``)."""
+
+    id: int
+    agent: str
+    tool: str  # the CLI's display name
+    target: str  # the command, path or URL (shortened), or the input for other tools
+    rules: tuple[str, ...]  # the rules it falls under (an opaque command: every Bash rule)
+    reason: str = ""
+    full_target: str = ""  # the whole command, path or URL, as it will run
+    description: str = ""  # the agent's own words about the call: never checked, never alone
+    opaque: str = ""  # why a command cannot be read word by word (then a grant is exact)
+
+    def why_asked(self) -> str:
+        """Which rule asks; for a command that cannot be read word by word, why it asks."""
+        if self.opaque:
+            return (
+                f"⚠️ Not a plain command ({self.opaque}), so every Bash ask rule asks; "
+                "Allow for this session and Always cover exactly this command."
+            )
+        return f"Rule: {', '.join(self.rules)}."
+
+    timeout_s: float = 600.0
+    outcome: AskOutcome | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Caesar's answer to an approval request; ``reason`` goes to the model on a deny."""
+
+    choice: Choice
+    reason: str = ""
+
+
+@dataclass
+class QuestionRequest:
+    """An agent's questions (the CLI's ``AskUserQuestion`` input), waiting for Caesar."""
+
+    id: int
+    agent: str
+    questions: list[dict[str, Any]]
+    timeout_s: float = 600.0
+    outcome: str | None = None
+
+
+class Asker(Protocol):
+    """How a front-end asks Caesar; both calls may be cancelled (read ``outcome``)."""
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        """Caesar's decision on one tool call."""
+        ...
+
+    async def answer(self, request: QuestionRequest) -> dict[str, str] | None:
+        """Caesar's answers (question text → chosen labels joined by ", "), or None."""
+        ...
 
 
 # ---------------------------------------------------------------- the forge

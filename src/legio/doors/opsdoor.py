@@ -22,10 +22,6 @@ from legio.operations.export import (
     export_history,
     parse_since,
 )
-from legio.operations.routine import Follower
-from legio.request import (
-    StuckCallback,
-)
 from legio.store.praetorium import Praetorium
 
 EXPORTS_KEPT_S = 3600  # /export's files stay in castra/state/exports/ this long
@@ -57,11 +53,6 @@ class OperationsDoor:
         """What ``legio status`` shows, as JSON-ready data (``legio.operations.report``)."""
         return await self.engine.operations.snapshot()
 
-    def follow_stuck(self, callback: StuckCallback) -> Callable[[], None]:
-        """Call ``callback(Stuck)`` once for each turn whose CLI went silent for
-        ``[sessions] stuck_minutes``; returns the unsubscribe."""
-        return self.engine.operations.follow_stuck(callback)
-
     def keep_waiting(self, agent: str) -> bool:
         """Caesar waits on for ``agent``'s silent turn: said again only after another
         period of silence. False if it runs no turn now."""
@@ -76,11 +67,6 @@ class OperationsDoor:
 
     def running_requests(self) -> int:
         return self.engine.operations.in_flight
-
-    def follow_operations(self, follower: Follower) -> None:
-        """Be told of a failed automatic backup (``BackupFailed``) and of the morning
-        digest (``DigestReady``, to send silently)."""
-        self.engine.routine.follow(follower)
 
     async def export(
         self, fmt: Format = "md", agent: str | None = None, since: str | None = None

@@ -5,7 +5,6 @@ issues). A mixin of ``legio.app.LegioApp``: it reads the engine's parts ``LegioA
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from legio.config import Config
@@ -17,12 +16,10 @@ from legio.projects.checks import Checks
 from legio.projects.overview import DiffReport, ProjectState
 from legio.request import (
     CardDiff,
-    ForgeCallback,
     ForgeEvent,
     Request,
     WorkCard,
 )
-from legio.sessions.cards import CardFollower
 from legio.sessions.desk import ProjectDesk, Target
 from legio.sessions.manager import SessionManager
 from legio.store.checkstore import CheckRecord
@@ -55,11 +52,6 @@ class WorkDoor:
     async def drop_copy(self, target: Target) -> int | None:
         """``/drop``: the copy removed (its branch published first); see ``ProjectDesk``."""
         return await self.projects.drop(target)
-
-    def follow_cards(self, callback: CardFollower) -> None:
-        """``callback(card, new)``: a work card shown outside a request (``new``: of a
-        dispatch by the Legatus), or one that changed since it was shown (its check ended)."""
-        self.sessions.cards.follow(callback)
 
     async def card(self, card_id: int) -> WorkCard | None:
         """Work card ``card_id`` as it is now (its check's latest state)."""
@@ -104,12 +96,6 @@ class WorkDoor:
         return await self.engine.forge.publish(
             agent, project, force=force, summary=summary, check=check, commit=commit
         )
-
-    async def follow_forge(self, callback: ForgeCallback) -> Callable[[], None]:
-        """Call ``callback`` with every ``ForgeEvent`` of the pull requests Legio opened (CI
-        settled, reviews, merged or closed); following starts with the first subscriber.
-        Returns the unsubscribe function."""
-        return await self.engine.forge.follow(callback)
 
     def forge_request(self, event: ForgeEvent) -> Request:
         """🛠 Fix / 💬 Address: the request for the agent, in its lane, on the project (the

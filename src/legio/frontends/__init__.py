@@ -9,6 +9,7 @@ Modules:
   Checks button's report)
 - ``forgelines``: ``/publish``, ``/issues`` and the lines of forge events
 - ``digestview``: pure text of the morning digest and of a failed backup
+- ``statusview``: the words of a typed ``Status`` (what an agent does now)
 - ``usage``: pure text of `/usage`
 - ``views``: pure text rendering of admin answers
 - ``console/``: see its own docstring.

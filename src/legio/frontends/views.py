@@ -442,8 +442,6 @@ def card_text(card: WorkCard, check: CheckRecord | None = None) -> str:
 def reply_text(reply: Reply, header: str) -> str:
     """What Caesar reads of a reply: a scheduled job's ⏰ mark, the agent's ``header``
     (``LegioApp.header``: none for the Legatus; none on a request held before it started,
-    which is Legio's word, not the agent's), then its words; a work card as its card."""
+    which is Legio's word, not the agent's), then its words."""
     mark = f"⏰ {reply.job}\n" if reply.job else ""
-    if reply.card is not None:
-        return mark + card_text(reply.card)
     return mark + ("" if reply.kind == "held" else header) + reply.text

@@ -36,13 +36,22 @@ from legio.legatus.toolbox import legatus_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import memoria_full_tools
 from legio.names import BROADCAST, CAESAR, LEGATUS
-from legio.request import UNWATCHED, PendingFile, Reply, ReplyCallback, Request, SentFile, Watch
+from legio.request import (
+    UNWATCHED,
+    Callbacks,
+    PendingFile,
+    Reply,
+    Request,
+    SentFile,
+    Watch,
+    WorkCard,
+)
 from legio.sessions.errands import Errand
 from legio.sessions.history import format_roster_xml, format_status_xml
 from legio.sessions.manager import SessionManager
 from legio.sessions.outbox import record_outgoing
 from legio.sessions.spec import AgentSpec, spec_from_prompt
-from legio.sessions.turn import Outcome, StatusCallback, TextCallback
+from legio.sessions.turn import Outcome
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.timing import mark
 
@@ -54,14 +63,13 @@ TOOLS_KEY = "legatus_tools"
 class _Emitter:
     """Collects one request's replies and hands each to the front-end as it comes."""
 
-    def __init__(self, on_reply: ReplyCallback | None) -> None:
-        self.on_reply = on_reply
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
         self.replies: list[Reply] = []
 
     async def reply(self, reply: Reply) -> None:
         self.replies.append(reply)
-        if self.on_reply is not None:
-            await self.on_reply(reply)
+        await self.watch.reply(reply)
 
     async def notice(self, text: str) -> list[Reply]:
         await self.reply(Reply(LEGATUS, text, "notice"))
@@ -153,13 +161,10 @@ class Legatus:
         text, origin, attachments = request.text, request.origin, request.attachments
         forwarded_from, pointer, lane = request.forwarded_from, request.pointer, request.lane
         project, receipt = request.project, request.receipt
-        on_status: StatusCallback = watch.status
-        on_text: TextCallback = watch.stream
-        on_reply: ReplyCallback = watch.reply
         receipts = self.sessions.receipts
         receipt = receipt if receipt is not None else receipts.take(routing=True)
         try:
-            emit = _Emitter(on_reply)
+            emit = _Emitter(watch)
             if not text.strip() and not attachments:
                 return await emit.notice(
                     "Your message is empty. Write a request for the Legatus, or start with "
@@ -210,7 +215,7 @@ class Legatus:
                 logger.info("message %s was already received; not answering it twice", origin)
                 return []
             mark("nuntius posted")
-            await self._answer(nuntius, names, roster, on_status, tickets, emit, on_text)
+            await self._answer(nuntius, names, roster, watch, tickets, emit)
             if mentions.unusable:
                 await emit.notice("Not dispatched: " + "; ".join(mentions.unusable))
             return emit.replies
@@ -222,51 +227,39 @@ class Legatus:
         nuntius: Nuntius,
         names: list[str],
         roster: Roster,
-        on_status: StatusCallback | None,
+        watch: Watch,
         tickets: dict[str, Errand],
         emit: _Emitter,
-        on_text: TextCallback | None = None,
     ) -> None:
         """Ask ``names`` about Caesar's ``nuntius``; store and emit each answer in its turn."""
 
-        answers: dict[str, int] = {}
-
-        async def deliver(name: str, outcome: Outcome) -> None:
-            if outcome.card is not None:  # after its answer: what its turn changed
-                card = outcome.card
-                if name in answers:  # its answer: the pull request's summary, if published
-                    await self.sessions.cards.answered(card.id, answers[name])
-                await emit.reply(Reply(name, "", "card", project=card.project, card=card))
-                return
+        async def deliver(name: str, outcome: Outcome) -> int | None:
             if outcome.kind == "held":  # not started: the request stays unanswered (/retry)
                 await emit.reply(Reply(name, outcome.text, outcome.kind))
-                return
+                return None
             project = self.project_of(name, nuntius, roster)
             answer = await self.praetorium.post(
                 name, outcome.text, [CAESAR], reply_to=nuntius.id, project=project
             )
             mark("answer posted")
-            answers[name] = answer.seq
             files = await self._sent_files(name, answer.seq)
             if name == LEGATUS and self._carried:  # sent in its dispatches, for Caesar
                 files, self._carried = files + tuple(self._carried), []
             await emit.reply(Reply(name, outcome.text, outcome.kind, files, answer.seq, project))
+            return answer.seq
 
         centuriones = [n for n in names if n != LEGATUS]
         if LEGATUS in names:
             await self.sessions.answer(
                 LEGATUS,
                 nuntius,
-                on_status,
+                watch,
                 prefix=lambda: self.status_xml(roster),  # made when its turn comes
                 ticket=tickets.get(LEGATUS),
                 deliver=lambda outcome: deliver(LEGATUS, outcome),
-                on_text=on_text,
             )
         if centuriones:
-            await self.sessions.dispatch_many(
-                centuriones, nuntius, on_status, tickets, deliver, on_text=on_text
-            )
+            await self.sessions.dispatch_many(centuriones, nuntius, watch, tickets, deliver)
 
     async def _sent_files(self, name: str, seq: int) -> tuple[SentFile, ...]:
         """The files ``name`` queued with send_file in its turn, recorded on its answer."""
@@ -290,18 +283,12 @@ class Legatus:
         """Find requests a restart interrupted and record them as told to Caesar (once)."""
         return await notice_interruptions(self.praetorium, self.castra)
 
-    async def retry(
-        self,
-        seq: int | None = None,
-        on_status: StatusCallback | None = None,
-        on_reply: ReplyCallback | None = None,
-        on_text: TextCallback | None = None,
-    ) -> list[Reply]:
+    async def retry(self, seq: int | None = None, watch: Watch = UNWATCHED) -> list[Reply]:
         """Run interrupted requests again (all pending, or the one numbered ``seq``), once each."""
         pending = await self.praetorium.interruptions()
         if seq is not None:
             pending = [(n, agents) for n, agents in pending if n.seq == seq]
-        emit = _Emitter(on_reply)
+        emit = _Emitter(watch)
         if not pending:
             what = f"interrupted request #{seq}" if seq is not None else "interrupted request"
             return await emit.notice(f"Nothing to retry: no {what} is waiting.")
@@ -310,17 +297,10 @@ class Legatus:
             if not await self.praetorium.mark_retried(nuntius.seq):
                 continue  # another /retry took it
             tickets = {name: self.sessions.reserve(name) for name in agents}
-            await self._answer(nuntius, agents, roster, on_status, tickets, emit, on_text)
+            await self._answer(nuntius, agents, roster, watch, tickets, emit)
         return emit.replies
 
-    async def edit(
-        self,
-        origin: str,
-        text: str,
-        on_status: StatusCallback | None = None,
-        on_reply: ReplyCallback | None = None,
-        on_text: TextCallback | None = None,
-    ) -> list[Reply]:
+    async def edit(self, origin: str, text: str, watch: Watch = UNWATCHED) -> list[Reply]:
         """Caesar edited the message ``origin``: corrected before any agent read it, or a
         new request marked as its correction, answered (``legio.legatus.conversations``)."""
         roster = self.castra.roster()
@@ -328,25 +308,18 @@ class Legatus:
             correction = await self.conversations.edit(origin, text, roster)
         if correction.kind != "request" or correction.nuntius is None:
             return []
-        return await self.answer_nuntius(
-            correction.nuntius, list(correction.names), on_status, on_reply, on_text
-        )
+        return await self.answer_nuntius(correction.nuntius, list(correction.names), watch)
 
     async def answer_nuntius(
-        self,
-        nuntius: Nuntius,
-        names: list[str],
-        on_status: StatusCallback | None = None,
-        on_reply: ReplyCallback | None = None,
-        on_text: TextCallback | None = None,
+        self, nuntius: Nuntius, names: list[str], watch: Watch = UNWATCHED
     ) -> list[Reply]:
         """Have ``names`` answer a stored request (e.g. a scheduled job's), like Caesar's;
-        ``on_text`` receives their text as it is written."""
-        emit = _Emitter(on_reply)
+        ``watch`` sees what they do and their text as it is written."""
+        emit = _Emitter(watch)
         async with self._intake:
             tickets = {name: self.sessions.reserve(name) for name in names}
         roster = self.castra.roster()
-        await self._answer(nuntius, names, roster, on_status, tickets, emit, on_text)
+        await self._answer(nuntius, names, roster, watch, tickets, emit)
         return emit.replies
 
     async def dispatch_for_legatus(
@@ -358,16 +331,19 @@ class Legatus:
             self.sessions.projects.settings(project)  # ProjectError: not a project
         nuntius = await self.praetorium.post(LEGATUS, text, names, project=project)
 
-        async def store(name: str, outcome: Outcome) -> None:
-            if outcome.card is not None:  # no request of Caesar's to show it under
-                await self.sessions.cards.tell(outcome.card, new=True)
-                return
+        async def store(name: str, outcome: Outcome) -> int | None:
             answer = await self.praetorium.post(
                 name, outcome.text, [LEGATUS], reply_to=nuntius.id, project=nuntius.project
             )
             await self.conversations.dispatched(name, outcome.text)  # in its topic, if any
             files = await self._sent_files(name, answer.seq)  # Caesar gets them with the
             self._carried += [dataclasses.replace(f, sender=name) for f in files]  # answer
+            return answer.seq
 
-        on_status = self.sessions.current_status(LEGATUS)
-        return await self.sessions.dispatch_many(names, nuntius, on_status, deliver=store)
+        async def card(card: WorkCard) -> None:  # no request of Caesar's to show it under
+            await self.sessions.cards.tell(card, new=True)
+
+        legatus = self.sessions.current_watch(LEGATUS)  # its request's: what they do
+        asking = legatus.asker() if legatus else None  # its approvals: in the request's topic
+        watch = Callbacks(legatus.status if legatus else None, on_card=card, asking=asking)
+        return await self.sessions.dispatch_many(names, nuntius, watch, deliver=store)

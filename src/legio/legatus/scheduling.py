@@ -35,7 +35,7 @@ from legio.jobs.scheduler import Clock, JobRunner, Scheduler
 from legio.legatus.orchestrator import Legatus
 from legio.memoria.tools import tool_result as _text
 from legio.names import CAESAR, LEGATUS
-from legio.request import UNWATCHED, Reply, Watch
+from legio.request import UNWATCHED, Callbacks, Reply, Watch
 from legio.store.jobstore import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
 
@@ -251,7 +251,9 @@ def job_runner(legatus: Legatus, present: Presenter | None = None) -> JobRunner:
 
             project, _ = legatus.sessions.projects.pick(nuntius.text)  # its #name
             on = dataclasses.replace(nuntius, project=project or nuntius.project)
-            await legatus.answer_nuntius(on, [job.target], watch.status, marked, watch.stream)
+            await legatus.answer_nuntius(
+                on, [job.target], Callbacks(watch.status, watch.stream, marked)
+            )
             return replies
 
         if present is None:

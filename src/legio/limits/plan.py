@@ -30,13 +30,13 @@ from typing import Any
 from claude_agent_sdk import AssistantMessage, RateLimitEvent, ResultMessage
 
 from legio.errors import TurnHeld
+from legio.request import Status, Watch
 
 logger = logging.getLogger(__name__)
 
 Notifier = Callable[[str], Awaitable[None]]
 Clock = Callable[[], datetime]
 Sleep = Callable[[float], Awaitable[None]]
-StatusCallback = Callable[[str, str], Awaitable[None]]
 LOGIN_FIX = (
     "run `claude login` on Legio's machine (or set a valid ANTHROPIC_API_KEY), check with "
     "`legio check`, then send /retry"
@@ -104,7 +104,7 @@ class PlanHealth:
 
         return observe
 
-    async def limited(self, agent: str, on_status: StatusCallback | None = None) -> bool:
+    async def limited(self, agent: str, watch: Watch | None = None) -> bool:
         """After agent ``agent``'s turn failed: was it the plan? Tell Caesar (once); for a
         plan limit with a reset time, wait for it and return True (run the turn again);
         without one (an API key gets no reset time), or for a login, raise ``TurnHeld``."""
@@ -119,7 +119,7 @@ class PlanHealth:
             raise TurnHeld(agent, f"⏸ {agent} stopped: {self._message(self.fault)}")
         if first:  # the turn waits for the reset: told once, here
             await self._tell(self._message(self.fault))
-        await self.wait_clear(agent, on_status)
+        await self.wait_clear(agent, watch)
         return True
 
     def _message(self, fault: Fault) -> str:
@@ -152,17 +152,17 @@ class PlanHealth:
 
     # ---------------------------------------------------------- before a turn
 
-    async def wait_clear(self, agent: str, on_status: StatusCallback | None = None) -> None:
+    async def wait_clear(self, agent: str, watch: Watch | None = None) -> None:
         """Before a turn: wait for a plan limit's reset; a failed login holds the turn."""
         fault = self.fault
         if fault is None:
             return
         if fault.kind != "rate_limit" or fault.resets_at is None:
             raise TurnHeld(agent, f"⏸ {agent} did not start: {self._message(fault)}")
-        if on_status is not None:
-            line = f"⏸ waiting for the plan's limit to reset ({_when(fault.resets_at)})"
+        if watch is not None:
+            until = _when(fault.resets_at)
             try:
-                await on_status(agent, line)
+                await watch.status(Status(agent, "paused", note=until))
             except Exception:
                 logger.exception("status callback failed (ignored)")
         while self.fault is fault and self.clock() < fault.resets_at:

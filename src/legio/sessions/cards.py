@@ -226,10 +226,6 @@ class WorkCards:
         names = raw[8 : 8 + size].decode(errors="replace").split("\0") if size else []
         return raw[8 + size :], tuple(visible_name(n) for n in names)
 
-    async def answered(self, card_id: int, seq: int) -> None:
-        """The answer card ``card_id``'s turn gave (what Publish says the work is)."""
-        await self.praetorium.cards.set_answer(card_id, seq)
-
     async def summary(self, card_id: int) -> str:
         """The agent's own words about its work: the answer of the card's turn ("" if
         none is recorded), for a pull request's title and body."""

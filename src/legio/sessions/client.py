@@ -31,11 +31,10 @@ from claude_agent_sdk import (
 )
 
 from legio.errors import AgentError, AgentInterrupted
+from legio.request import Watch
 from legio.sessions.spec import AgentSpec
 from legio.sessions.turn import (
     SessionTokenTracker,
-    StatusCallback,
-    TextCallback,
     collect_response,
 )
 from legio.store.praetorium import Praetorium
@@ -157,11 +156,10 @@ async def one_message(message: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
 async def ask(
     session: AgentSession,
     message: str,
-    on_status: StatusCallback | None,
+    watch: Watch | None,
     *,
     record: Record,
     seq: int | None,
-    on_text: TextCallback | None = None,
     images: Sequence[dict[str, Any]] = (),
     on_sent: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[str, ResultMessage]:
@@ -198,9 +196,8 @@ async def ask(
         text, result = await collect_response(
             session.client,
             session.tracker,
-            on_status,
+            watch,
             agent=name,
-            on_text=on_text,
             observe=observe,
         )
     except (AgentError, ProcessError, CLIJSONDecodeError, CLIConnectionError) as e:

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from lxml import etree
 
 from legio.errors import AgentError, AgentInterrupted, NothingToCompact
+from legio.request import Status, Watch, statuses
 from legio.sessions.client import AgentSession, ask, sdk_usage, store_turns
 from legio.sessions.history import (
     estimate_tokens,
@@ -32,7 +33,7 @@ from legio.sessions.history import (
 )
 from legio.sessions.slot import AgentSlot, OpenSession
 from legio.sessions.spec import AgentSpec
-from legio.sessions.turn import StatusCallback, notify
+from legio.sessions.turn import notify
 from legio.store.praetorium import Praetorium
 from legio.store.records import Compaction
 
@@ -87,7 +88,7 @@ async def compact(
     session: AgentSession,
     spec: AgentSpec,
     reason: str,
-    on_status: StatusCallback | None,
+    watch: Watch | None,
     instructions: str | None = None,
 ) -> Compaction:
     """Ask ``session`` for its summary and store it as the agent's compaction record.
@@ -107,7 +108,7 @@ async def compact(
     share = nuntius_share(spec.history_token_budget)  # as in the next session's window
     tail, _ = fit_to_budget(tail, spec.history_token_budget // 2, share_tokens=share)
     first_kept = tail[0].seq if tail else session.last_seq + 1
-    await notify(on_status, name, f"⏳ {name} is writing a summary of its conversation...")
+    await notify(watch, Status(name, "compacting"))
     logger.info(
         "%s: compacting (%s) session %s at %s tokens",
         name,
@@ -116,7 +117,9 @@ async def compact(
         f"{tokens_before:,}",
     )
     request = format_compaction_request(instructions)
-    summary, _ = await ask(session, request, on_status, record=slot.unrecorded.append, seq=None)
+    summary, _ = await ask(
+        session, request, statuses(watch), record=slot.unrecorded.append, seq=None
+    )
     if not summary:
         raise AgentError(name, "it answered the request for a summary with nothing")
     record = await praetorium.records.add_compaction(
@@ -147,12 +150,12 @@ async def compact_or_fall_back(
     session: AgentSession,
     spec: AgentSpec,
     reason: str,
-    on_status: StatusCallback | None,
+    watch: Watch | None,
 ) -> None:
     """Compact before a forced rebuild; if that fails, say so and rebuild anyway (the
     new session then starts from the last summary, if any, and the recent window)."""
     try:
-        await compact(praetorium, slot, session, spec, reason, on_status)
+        await compact(praetorium, slot, session, spec, reason, watch)
     except AgentInterrupted:
         raise
     except AgentError as e:
@@ -191,7 +194,7 @@ async def compact_now(
     slot: AgentSlot,
     spec: AgentSpec,
     open_session: OpenSession,
-    on_status: StatusCallback | None,
+    watch: Watch | None,
     instructions: str | None,
 ) -> Compaction:
     """``/compact``, in the agent's turn: the summary stored, the session closed (its next
@@ -199,7 +202,7 @@ async def compact_now(
     try:
         slot.state = "working"
         session = await session_to_compact(praetorium, slot, spec, open_session)
-        record = await compact(praetorium, slot, session, spec, "command", on_status, instructions)
+        record = await compact(praetorium, slot, session, spec, "command", watch, instructions)
         await slot.close("compacted")
         await praetorium.records.clear_checkpoint(spec.name)
         return record

@@ -33,11 +33,8 @@ from claude_agent_sdk import (
 
 from legio.config import Config
 from legio.fence.guard import PathGuard
+from legio.request import ApprovalRequest, Asker, Decision, QuestionRequest, Status, Watch
 from legio.shell.rules import (
-    ApprovalRequest,
-    Asker,
-    Decision,
-    QuestionRequest,
     Rule,
     exact_grant,
     matching,
@@ -50,10 +47,8 @@ from legio.store.grants import ApprovalStore, Grant
 logger = logging.getLogger(__name__)
 
 QUESTION_TOOL = "AskUserQuestion"
-WAITING = "⏸ {agent} is waiting for your approval: {what}"
 HookCallback = Callable[[Any, str | None, Any], Awaitable[dict[str, Any]]]
 PermissionResult = PermissionResultAllow | PermissionResultDeny
-StatusCallback = Callable[[str, str], Awaitable[None]]  # as legio.sessions.turn's
 CanUseTool = Callable[[str, dict[str, Any], ToolPermissionContext], Awaitable[PermissionResult]]
 
 
@@ -66,11 +61,11 @@ def call_target(tool: str, tool_input: dict[str, Any]) -> str:
     return json.dumps(tool_input, ensure_ascii=False, sort_keys=True)
 
 
-async def notify(on_status: StatusCallback | None, agent: str, line: str) -> None:
-    """Show a status line; its failure never fails the wait."""
-    if on_status is not None:
+async def notify(watch: Watch | None, status: Status) -> None:
+    """Show a status; its failure never fails the wait."""
+    if watch is not None:
         try:
-            await on_status(agent, line)
+            await watch.status(status)
         except Exception:
             logger.exception("status callback failed (ignored)")
 
@@ -85,12 +80,17 @@ class Gatekeeper:
         self.rules = parse_rules(config.approvals.ask)
         self.timeout_s = config.approvals.timeout * 60
         self.store = store
-        self.asker: Asker | None = None
-        self.status_of: Callable[[str], StatusCallback | None] = lambda name: None
+        self.standing: Callable[[], Asker | None] = lambda: None  # the front-ends' asker
+        self.watch_of: Callable[[str], Watch | None] = lambda name: None  # its running turn's
         self._session_grants: dict[tuple[str, str], set[str]] = {}
         self._always: dict[str, set[str]] = {}
         self._asked: dict[str, tuple[str, tuple[str, ...]]] = {}  # tool_use_id → session, rules
         self._next_id = 0
+
+    def asker_for(self, agent: str) -> Asker | None:
+        """Who asks Caesar for ``agent``: its running request's watch, else the front-end's."""
+        watch = self.watch_of(agent)
+        return (watch.asker() if watch is not None else None) or self.standing()
 
     async def load(self) -> int:
         """Read the "always" grants; expire requests an earlier run left pending."""
@@ -235,7 +235,8 @@ class Gatekeeper:
             opaque=opaque_reason(tool, tool_input),
             description=description if description.strip() != target.strip() else "",
         )
-        if self.asker is None:
+        asker = self.asker_for(agent)
+        if asker is None:
             logger.warning("%s: %s needs Caesar's approval, but no front-end asks", agent, tool)
             return PermissionResultDeny(
                 message="This call needs Caesar's approval and nobody can ask him now; "
@@ -244,10 +245,8 @@ class Gatekeeper:
         request.id = (
             await self.store.open_request(agent, tool, target) if self.store else self._new_id()
         )
-        await notify(
-            self.status_of(agent), agent, WAITING.format(agent=agent, what=shorten(target, 60))
-        )
-        decision = await self._wait(request, self.asker.approve(request))
+        await notify(self.watch_of(agent), Status(agent, "approval", tool, shorten(target, 60)))
+        decision = await self._wait(request, asker.approve(request))
         logger.info("%s: %s on %r: %s", agent, tool, request.target[:80], request.outcome)
         if decision is None:
             minutes = f"{self.timeout_s / 60:g}"
@@ -272,7 +271,8 @@ class Gatekeeper:
         write to the forge): ``what`` is exactly what it would do. True only for an Allow
         given now (no grant is kept: the next one asks again); no front-end, no answer in
         time, Deny or Stop: False."""
-        if self.asker is None:
+        asker = self.asker_for(agent)
+        if asker is None:
             logger.warning("%s: %s needs Caesar's approval, but no front-end asks", agent, tool)
             return False
         request = ApprovalRequest(
@@ -286,10 +286,8 @@ class Gatekeeper:
         )
         request.id = await self.store.open_request(agent, tool, what) if self.store else 0
         request.id = request.id or self._new_id()
-        await notify(
-            self.status_of(agent), agent, WAITING.format(agent=agent, what=shorten(what, 60))
-        )
-        decision = await self._wait(request, self.asker.approve(request))
+        await notify(self.watch_of(agent), Status(agent, "approval", tool, shorten(what, 60)))
+        decision = await self._wait(request, asker.approve(request))
         logger.info("%s: %s: %s", agent, tool, request.outcome)
         return decision is not None and decision.choice in ("once", "session", "always")
 
@@ -335,11 +333,12 @@ class Gatekeeper:
 
     async def _question(self, agent: str, tool_input: dict[str, Any]) -> PermissionResult:
         questions = [q for q in tool_input.get("questions") or [] if isinstance(q, dict)]
-        if self.asker is None or not questions:
+        asker = self.asker_for(agent)
+        if asker is None or not questions:
             return PermissionResultDeny(message="Caesar cannot be asked right now.")
         request = QuestionRequest(self._new_id(), agent, questions, self.timeout_s)
-        await notify(self.status_of(agent), agent, f"⏸ {agent} is waiting for your answer")
-        answers = await self._wait(request, self.asker.answer(request))
+        await notify(self.watch_of(agent), Status(agent, "question"))
+        answers = await self._wait(request, asker.answer(request))
         if not answers:
             return PermissionResultDeny(message="Caesar did not answer your question.")
         return PermissionResultAllow(updated_input={**tool_input, "answers": dict(answers)})

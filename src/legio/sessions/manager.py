@@ -34,6 +34,7 @@ from legio.limits.budget import Budget
 from legio.limits.plan import PlanHealth
 from legio.memoria import MemoriaStore
 from legio.projects.copies import Projects
+from legio.request import UNWATCHED, Status, Watch
 from legio.sessions.cards import WorkCards
 from legio.sessions.client import AgentSession
 from legio.sessions.compaction import compact_now, compact_or_fall_back
@@ -43,16 +44,11 @@ from legio.sessions.errands import AgentErrands, Errand, Receipts, Stopped
 from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.opening import open_session
 from legio.sessions.outbox import Outbox, send_file_for
-from legio.sessions.pipeline import Deliver, Prefix, TurnPipeline
+from legio.sessions.pipeline import Assignment, Deliver, Prefix, TurnPipeline
 from legio.sessions.reaper import Reaper
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure
 from legio.sessions.spec import AgentSpec, ProjectTools, SpecFactory, centurio_spec
-from legio.sessions.turn import (
-    Outcome,
-    StatusCallback,
-    TextCallback,
-    notify,
-)
+from legio.sessions.turn import Outcome, notify
 from legio.store.attachments import AttachmentStore
 from legio.store.files import FileStore
 from legio.store.praetorium import Nuntius, Praetorium
@@ -81,7 +77,7 @@ class SessionManager:
         self.budget = budget  # legio.limits.budget: checked before every turn
         self.health = health  # legio.limits.plan: plan limits and logins
         if approvals is not None:
-            approvals.status_of = self.current_status
+            approvals.watch_of = self.current_watch
         self.castra = Castra(config.castra)
         self.praetorium = praetorium
         self.memoria = memoria
@@ -151,11 +147,9 @@ class SessionManager:
             health=self.health,
         )
 
-    async def _ensure(
-        self, slot: AgentSlot, spec: AgentSpec, on_status: StatusCallback | None
-    ) -> AgentSession:
+    async def _ensure(self, slot: AgentSlot, spec: AgentSpec, watch: Watch) -> AgentSession:
         async def summarise(session: AgentSession) -> None:
-            await compact_or_fall_back(self.praetorium, slot, session, spec, "ceiling", on_status)
+            await compact_or_fall_back(self.praetorium, slot, session, spec, "ceiling", watch)
 
         return await ensure(
             slot,
@@ -178,14 +172,14 @@ class SessionManager:
         self,
         name: str,
         errand: Errand | None = None,
-        on_status: StatusCallback | None = None,
+        watch: Watch = UNWATCHED,
     ) -> AsyncIterator[AgentSlot]:
         """Hold agent ``name``'s turn (its reserved ``errand``, else the next place) for
         the block; the turn always passes on when the block ends."""
         slot = self._slot(name)
         turn = errand.ticket if errand is not None else slot.lock.ticket()
         if not turn.done() and not (errand is not None and errand.stopped):
-            await notify(on_status, name, f"⏳ Queued: {name} is finishing an earlier request...")
+            await notify(watch, Status(name, "queued"))
         try:
             await turn
         except asyncio.CancelledError:
@@ -203,33 +197,27 @@ class SessionManager:
         self,
         name: str,
         nuntius: Nuntius,
-        on_status: StatusCallback | None = None,
+        watch: Watch = UNWATCHED,
         *,
         prefix: Prefix = "",
         ticket: Errand | None = None,
         deliver: Deliver | None = None,
-        on_text: TextCallback | None = None,
     ) -> Outcome:
         """Ask agent ``name`` to answer ``nuntius``; a failure becomes its error reply.
 
         ``ticket``: its place in line, taken with ``reserve`` when the request arrived
         (else now). ``prefix`` (the Legatus's ``<centurio_status>``; a callable is called
-        when the turn comes) goes between the history and the text. ``on_text`` gets the
-        answer's text as it is written. ``deliver(outcome)`` runs before the agent's turn
-        ends (one agent's answers in the order it took the requests); then its usage is
-        stored. A stop (``stop``) ends it wherever it is (``legio.sessions.errands``).
+        when the turn comes) goes between the history and the text. ``watch`` gets what
+        the agent does and its answer's text as it is written. ``deliver(outcome)`` runs
+        before the agent's turn ends (one agent's answers in the order it took the
+        requests); then its usage is stored. A stop (``stop``) ends it wherever it is
+        (``legio.sessions.errands``).
         """
         errand = ticket if ticket is not None else self.reserve(name)
         try:
-            async with self.turn_of(name, errand, on_status) as slot:
-                try:
-                    return await self.pipeline.run(
-                        slot, errand, nuntius, on_status, prefix, deliver, on_text
-                    )
-                finally:  # its cost is in the records now (or it never spent): free its share
-                    if self.budget is not None:
-                        self.budget.release(slot.reservation)
-                    slot.reservation = None
+            async with self.turn_of(name, errand, watch) as slot:
+                job = Assignment(slot, errand, nuntius, watch, prefix, deliver)
+                return await self.pipeline.run(job)
         finally:
             self.errands.end(errand)
 
@@ -237,10 +225,9 @@ class SessionManager:
         self,
         names: list[str],
         nuntius: Nuntius,
-        on_status: StatusCallback | None = None,
+        watch: Watch = UNWATCHED,
         tickets: dict[str, Errand] | None = None,
-        deliver: Callable[[str, Outcome], Awaitable[None]] | None = None,
-        on_text: TextCallback | None = None,
+        deliver: Callable[[str, Outcome], Awaitable[int | None]] | None = None,
     ) -> dict[str, Outcome]:
         """Several agents in parallel; one failing never blocks the others."""
         tickets = tickets or {}
@@ -252,23 +239,16 @@ class SessionManager:
 
         results = await asyncio.gather(
             *(
-                self.answer(
-                    n,
-                    nuntius,
-                    on_status,
-                    ticket=tickets.get(n),
-                    deliver=delivery(n),
-                    on_text=on_text,
-                )
+                self.answer(n, nuntius, watch, ticket=tickets.get(n), deliver=delivery(n))
                 for n in names
             )
         )
         return dict(zip(names, results, strict=True))
 
-    def current_status(self, name: str) -> StatusCallback | None:
-        """The status callback of the query agent ``name`` is running now, if any."""
+    def current_watch(self, name: str) -> Watch | None:
+        """The watch of the request agent ``name`` is answering now, if any."""
         slot = self._slots.get(name)
-        return slot.on_status if slot else None
+        return slot.watch if slot else None
 
     # ---------------------------------------------------------- compaction
 
@@ -276,7 +256,7 @@ class SessionManager:
         self,
         name: str,
         instructions: str | None = None,
-        on_status: StatusCallback | None = None,
+        watch: Watch = UNWATCHED,
     ) -> Compaction:
         """``/compact``: have agent ``name`` sum up its conversation now, in its turn.
 
@@ -284,10 +264,10 @@ class SessionManager:
         summary. Raises ``NothingToCompact``, ``AgentError`` (the conversation is then
         unchanged) or ``CastraError``.
         """
-        async with self.turn_of(name, None, on_status) as slot:
+        async with self.turn_of(name, None, watch) as slot:
             spec = await self.spec(name)
             opener = lambda resume: self._open(spec, resume)  # noqa: E731
-            return await compact_now(self.praetorium, slot, spec, opener, on_status, instructions)
+            return await compact_now(self.praetorium, slot, spec, opener, watch, instructions)
 
     async def context_report(self, name: str, prefix: str = "") -> ContextReport:
         """``/context``: what agent ``name``'s next query would carry (nothing is sent).

@@ -6,7 +6,7 @@ budget admitted, its CLI made ready (live, rebuilt, resumed or new), the query p
 sent, the answer read; a failure becomes its error reply, a stop its interrupted reply
 (``legio.sessions.errands``); the outcome delivered, its usage stored, and then — never
 before the answer is out — its project branch published. It holds no state of its own:
-its collaborators are given explicitly.
+its collaborators are given explicitly, and one turn travels as one ``Assignment``.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from dataclasses import dataclass
 
 from legio.errors import AgentError, AgentInterrupted, ContextOverflow, TurnHeld
 from legio.fence.cliconfig import LoginSync
-from legio.limits.budget import Budget
+from legio.limits.budget import Budget, Reservation
 from legio.limits.plan import PlanHealth
 from legio.names import CAESAR, SCHEDULER
 from legio.projects.copies import Place, Projects
 from legio.projects.turnwork import Mark
+from legio.request import Status, Watch
 from legio.sessions.cards import WorkCards
 from legio.sessions.client import AgentSession, ask, stale_result, store_turns
 from legio.sessions.compaction import compact_or_fall_back
@@ -31,22 +32,43 @@ from legio.sessions.errands import AgentErrands, Errand
 from legio.sessions.query import prepare_query
 from legio.sessions.slot import AgentSlot
 from legio.sessions.spec import AgentSpec, placed, tagged
-from legio.sessions.turn import (
-    STOPPED_REPLY,
-    Outcome,
-    StatusCallback,
-    TextCallback,
-    failure_outcome,
-    notify,
-)
+from legio.sessions.turn import STOPPED_REPLY, Outcome, failure_outcome, notify
 from legio.store.attachments import AttachmentStore
 from legio.store.praetorium import Nuntius, Praetorium
 
 logger = logging.getLogger(__name__)
 
-Deliver = Callable[[Outcome], Awaitable[None]]
+Deliver = Callable[[Outcome], Awaitable[int | None]]  # the answer's nuntius, if one was stored
 Prefix = str | Callable[[], str]  # text, or made when the agent's turn comes
-Ensure = Callable[[AgentSlot, AgentSpec, StatusCallback | None], Awaitable[AgentSession]]
+Ensure = Callable[[AgentSlot, AgentSpec, Watch], Awaitable[AgentSession]]
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One agent's turn for one request, as one value: whose turn (``slot``), its place
+    in line (``errand``), the nuntius it answers, the request's ``watch`` (statuses,
+    streamed text), what goes before the text (``prefix``) and where the outcome goes."""
+
+    slot: AgentSlot
+    errand: Errand
+    nuntius: Nuntius
+    watch: Watch
+    prefix: Prefix = ""
+    deliver: Deliver | None = None
+
+    @property
+    def name(self) -> str:
+        return self.slot.name
+
+
+@dataclass
+class _Work:
+    """What one turn leaves for after its answer: the copy it worked in (to publish), its
+    work as the turn began (a card's start) and its share of the day's budget."""
+
+    place: Place | None = None
+    before: Mark | None = None
+    reservation: Reservation | None = None
 
 
 @dataclass
@@ -65,23 +87,22 @@ class TurnPipeline:
     health: PlanHealth | None = None
     cards: WorkCards | None = None  # a work card after each turn that changed a project
 
-    async def run(
-        self,
-        slot: AgentSlot,
-        errand: Errand,
-        nuntius: Nuntius,
-        on_status: StatusCallback | None,
-        prefix: Prefix,
-        deliver: Deliver | None,
-        on_text: TextCallback | None,
-    ) -> Outcome:
+    async def run(self, job: Assignment) -> Outcome:
         """``answer`` inside the agent's turn: the outcome, delivered."""
-        name = slot.name
+        work = _Work()
+        try:
+            return await self._run(job, work)
+        finally:  # its cost is in the records now (or it never spent): free its share
+            if self.budget is not None:
+                self.budget.release(work.reservation)
+
+    async def _run(self, job: Assignment, work: _Work) -> Outcome:
+        slot, errand, nuntius, name = job.slot, job.errand, job.nuntius, job.name
         queued_stop = errand.stopped  # a stop came while it waited in line: it never starts
         try:
             errand.check()
             await self.logins.refresh()  # `claude login` renewed it, or another CLI did
-            outcome = Outcome(await self._turn(slot, errand, nuntius, on_status, prefix, on_text))
+            outcome = Outcome(await self._turn(job, work))
         except asyncio.CancelledError:
             raise
         except AgentInterrupted as e:
@@ -99,84 +120,69 @@ class TurnPipeline:
         self.errands.end(errand)  # decided: a stop from now on does not count it
         if outcome.kind == "error" and self.budget and nuntius.sender in (CAESAR, SCHEDULER):
             await self.budget.hold(nuntius.seq, name)  # /retry runs it again
-        if deliver is not None:
+        answer_seq = None
+        if job.deliver is not None:
             try:
-                await deliver(outcome)
+                answer_seq = await job.deliver(outcome)
             except Exception:
                 logger.exception("%s: delivering its answer to #%s failed", name, nuntius.seq)
         await store_turns(self.praetorium, slot.unrecorded, name)
         await self.logins.refresh()  # a refreshed login reaches every other CLI
-        place, slot.to_publish = slot.to_publish, None
-        before, slot.work_mark = slot.work_mark, None
-        if place is not None:  # in the project for Caesar to see; the answer never waits for git
-            await self.projects.publish_quietly(place)
-            if before is not None and outcome.kind != "held" and deliver is not None:
-                await self._card(place, before, deliver)
+        if work.place is not None:  # in the project for Caesar to see; the answer never waits
+            await self.projects.publish_quietly(work.place)
+            if work.before is not None and outcome.kind != "held":
+                await self._card(work.place, work.before, job.watch, answer_seq)
         return outcome
 
-    async def _card(self, place: Place, before: Mark, deliver: Deliver) -> None:
-        """The work card of a turn that changed the agent's work, after its answer."""
+    async def _card(self, place: Place, before: Mark, watch: Watch, answer_seq: int | None) -> None:
+        """The work card of a turn that changed the agent's work (stored with the answer
+        ``answer_seq`` the turn gave: what Publish says the work is), after its answer."""
         assert self.cards is not None
         try:
-            card = await self.cards.after(place, before, None)
+            card = await self.cards.after(place, before, answer_seq)
             if card is not None:
-                await deliver(Outcome("", "card", card))
+                await watch.card(card)
         except Exception:
             logger.exception("%s: its work card for #%s failed", place.agent, place.project)
 
-    async def _turn(
-        self,
-        slot: AgentSlot,
-        errand: Errand,
-        nuntius: Nuntius,
-        on_status: StatusCallback | None,
-        prefix: Prefix,
-        on_text: TextCallback | None = None,
-    ) -> str:
+    async def _turn(self, job: Assignment, work: _Work) -> str:
         """One query, with the agent's turn held by the caller."""
-        if callable(prefix):
-            prefix = prefix()
-        name = slot.name
+        slot, errand, name = job.slot, job.errand, job.name
+        prefix = job.prefix() if callable(job.prefix) else job.prefix
         spec = await errand.until_stopped(
-            placed(await self.spec(name), nuntius.project, self.projects)
+            placed(await self.spec(name), job.nuntius.project, self.projects)
         )
-        on_status = tagged(on_status, spec)
+        watch = tagged(job.watch, spec)
         if spec.place is not None and self.cards is not None:  # what its work was before
-            slot.work_mark = await errand.until_stopped(self.cards.before(spec.place))
+            work.before = await errand.until_stopped(self.cards.before(spec.place))
         if self.health is not None:  # a plan limit: wait for its reset
-            await errand.until_stopped(self.health.wait_clear(name, on_status))
+            await errand.until_stopped(self.health.wait_clear(name, watch))
         if self.budget is not None:
             errand.check()
-            reconnect, slot.reservation = await self.budget.admit(
+            reconnect, work.reservation = await self.budget.admit(
                 name, spec.daily_usd, slot.session
             )
             if reconnect:
                 await slot.close("per-turn budget")  # the CLI's count restarts on resume
-        slot.state, slot.on_status = "working", on_status
+        slot.state, slot.watch = "working", watch
         try:
-            session = await errand.until_stopped(self.ensure(slot, spec, on_status))
+            session = await errand.until_stopped(self.ensure(slot, spec, watch))
             try:
-                text = await self._query(
-                    slot, errand, session, spec, nuntius, prefix, on_status, on_text
-                )
+                text = await self._query(job, session, spec, prefix, watch)
             except ContextOverflow as e:
                 logger.warning(
                     "%s: the model refused nuntius %s as too long (%s); compacting and "
                     "trying once more in a new session",
                     name,
-                    nuntius.seq,
+                    job.nuntius.seq,
                     e.reason,
                 )
-                await notify(on_status, name, f"⏳ {name}'s context is full: compacting...")
-                await compact_or_fall_back(
-                    self.praetorium, slot, session, spec, "overflow", on_status
-                )
+                await notify(watch, Status(name, "compacting", note="full"))
+                await compact_or_fall_back(self.praetorium, slot, session, spec, "overflow", watch)
                 await slot.close("rebuild")
                 await self.praetorium.records.clear_checkpoint(name)
-                session = await errand.until_stopped(self.ensure(slot, spec, on_status))
-                text = await self._query(
-                    slot, errand, session, spec, nuntius, prefix, on_status, on_text
-                )
+                session = await errand.until_stopped(self.ensure(slot, spec, watch))
+                text = await self._query(job, session, spec, prefix, watch)
         except AgentInterrupted:
             slot.state = "idle"
             raise
@@ -189,41 +195,33 @@ class TurnPipeline:
             slot.state = "error"
             raise
         finally:
-            slot.on_status = None
-            slot.to_publish = spec.place  # its commits: published once its answer is out
+            slot.watch = None
+            work.place = spec.place  # its commits: published once its answer is out
         slot.state = "idle"
         return text
 
     async def _query(
-        self,
-        slot: AgentSlot,
-        errand: Errand,
-        session: AgentSession,
-        spec: AgentSpec,
-        nuntius: Nuntius,
-        prefix: str,
-        on_status: StatusCallback | None,
-        on_text: TextCallback | None,
+        self, job: Assignment, session: AgentSession, spec: AgentSpec, prefix: str, watch: Watch
     ) -> str:
+        slot, errand = job.slot, job.errand
         errand.check()  # stopped before its query was planned: its checkpoint stays
         if stale_result(session.client):  # out of step: each request would get the one before's
             logger.warning(
                 "%s: its CLI held an earlier turn's result; starting it again", slot.name
             )
             session.broken = True
-            session = await errand.until_stopped(self.ensure(slot, spec, on_status))
+            session = await errand.until_stopped(self.ensure(slot, spec, watch))
         message, images = await prepare_query(
-            self.praetorium, self.attachments, self.pictures, session, spec, nuntius, prefix
+            self.praetorium, self.attachments, self.pictures, session, spec, job.nuntius, prefix
         )
 
         async def send() -> str:  # planned, so sent: a stop from here on interrupts it
             text, _ = await ask(
                 session,
                 message,
-                on_status,
+                watch,
                 record=slot.unrecorded.append,
-                seq=nuntius.seq,
-                on_text=on_text,
+                seq=job.nuntius.seq,
                 images=images,
                 on_sent=lambda: errand.sent(session.client.interrupt),
             )
@@ -232,7 +230,7 @@ class TurnPipeline:
         try:
             return await send()
         except AgentError:
-            if self.health is None or not await self.health.limited(spec.name, on_status):
+            if self.health is None or not await self.health.limited(spec.name, watch):
                 raise
             errand.check()
             return await send()  # after a plan limit's reset: the same message once more

@@ -1,7 +1,7 @@
 """Per-agent state in one place: the ``AgentSlot``, its session's life, and the turn lock.
 
 One slot per agent the ``SessionManager`` has served: its turn lock, its state
-(idle, working, error), its live session if any, the status callback of the turn it
+(idle, working, error), its live session if any, the watch of the turn it
 is running, and the last compaction failure to show in ``/status``. ``ensure`` gives
 a slot a usable session before a query: the live one, else a rebuilt one (a changed
 prompt, the token ceiling after a summary, a crashed CLI), resumed from the saved
@@ -16,14 +16,11 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from legio.fence.policy import hidden_now
-from legio.projects.copies import Place
-from legio.projects.turnwork import Mark
+from legio.request import Watch
 from legio.sessions.client import AgentSession, close
 from legio.sessions.spec import AgentSpec
-from legio.sessions.turn import StatusCallback
 from legio.store.praetorium import Praetorium
 from legio.store.records import Turn
 
@@ -73,12 +70,9 @@ class AgentSlot:
     lock: TicketLock = field(default_factory=TicketLock)
     state: str = "idle"  # idle, working or error
     session: AgentSession | None = None
-    on_status: StatusCallback | None = None
+    watch: Watch | None = None  # the request's watch while it runs a turn (its approvals)
     compaction_failure: str | None = None
     unrecorded: list[Turn] = field(default_factory=list)  # usage not stored yet
-    reservation: Any = None  # its running turn's share of the daily budget (legio.limits.budget)
-    to_publish: Place | None = None  # the project copy its turn worked in, to publish
-    work_mark: Mark | None = None  # its project work as the turn started (a card's start)
 
     async def close(self, why: str) -> None:
         """Disconnect the live session, if any (its checkpoint stays)."""

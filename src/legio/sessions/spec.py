@@ -32,9 +32,9 @@ from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
 from legio.names import LEGATUS
 from legio.projects.copies import Place, Projects, checkout_fence
+from legio.request import Asker, Reply, Status, Watch, WorkCard
 from legio.sessions.gatekeeper import QUESTION_TOOL, Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for
-from legio.sessions.turn import StatusCallback
 
 logger = logging.getLogger(__name__)
 
@@ -147,17 +147,33 @@ async def placed(spec: AgentSpec, project: str | None, projects: Projects) -> Ag
     return spec.on(await projects.place(spec.name, name))
 
 
-def tagged(on_status: StatusCallback | None, spec: AgentSpec) -> StatusCallback | None:
-    """``on_status`` with its ``⏳`` lines saying the project the agent works on."""
-    if on_status is None or spec.place is None:
-        return on_status
-    project = spec.place.project
-    callback = on_status
+def tagged(watch: Watch, spec: AgentSpec) -> Watch:
+    """``watch`` with its statuses naming the project the agent works on."""
+    if spec.place is None:
+        return watch
+    return _Tagged(watch, spec.place.project)
 
-    async def with_tag(agent: str, line: str) -> None:
-        await callback(agent, line.replace("⏳ ", f"⏳ #{project} · ", 1))
 
-    return with_tag
+class _Tagged:
+    """A request's watch, its statuses marked with one agent's project."""
+
+    def __init__(self, watch: Watch, project: str) -> None:
+        self.watch, self.project = watch, project
+
+    async def status(self, status: Status) -> None:
+        await self.watch.status(dataclasses.replace(status, project=self.project))
+
+    async def stream(self, agent: str, text: str) -> None:
+        await self.watch.stream(agent, text)
+
+    async def reply(self, reply: Reply) -> None:
+        await self.watch.reply(reply)
+
+    async def card(self, card: WorkCard) -> None:
+        await self.watch.card(card)
+
+    def asker(self) -> Asker | None:
+        return self.watch.asker()
 
 
 def build_options(

@@ -3,9 +3,9 @@
 - ``collect_response`` reads one turn's messages from a ``ClaudeSDKClient``: the answer
   text and the ``ResultMessage``; error results become ``AgentError`` (an interrupt
   ``AgentInterrupted``, a prompt too long for the model ``ContextOverflow``). With
-  ``include_partial_messages`` the text also streams, as it is written, to ``on_text``.
+  ``include_partial_messages`` the text also streams, as it is written, to the watch.
 - ``SessionTokenTracker``: how full a session's context window is.
-- ``status_line``: the ``⏳ …`` line a content block shows Caesar while an agent works.
+- ``status_of``: what a content block says an agent is doing, as a typed ``Status``.
 - ``Outcome`` and ``failure_outcome``: what an agent made of a request, failures included.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -36,7 +36,7 @@ from legio.errors import (
     MessageParseError,
     ProjectError,
 )
-from legio.request import WorkCard
+from legio.request import Status, Watch
 from legio.timing import mark
 
 logger = logging.getLogger(__name__)
@@ -45,11 +45,7 @@ ERROR_REPLY = "[{name}] An error occurred during processing."
 INTERRUPTED_REPLY = "[{name}] Interrupted."
 STOPPED_REPLY = "[{name}] Stopped before it started."
 RETRY_HINT = "Send /retry to run it again."
-STATUS_PREVIEW = 80
 REASON_MAX = 300
-
-StatusCallback = Callable[[str, str], Awaitable[None]]  # (agent, "⏳ …" line)
-TextCallback = Callable[[str, str], Awaitable[None]]  # (agent, its message's text so far)
 
 
 # ------------------------------------------------------------------ token tracking
@@ -92,78 +88,63 @@ class SessionTokenTracker:
         return self.context_tokens > self.max_input_tokens
 
 
-# ------------------------------------------------------------------ status lines
+# ------------------------------------------------------------------ status
 
-_TOOL_STATUS = {
-    "list_edicta": "Reading edicta",
-    "read_edictum": "Reading edicta",
-    "publish_edictum": "Publishing an edictum",
-    "revoke_edictum": "Revoking an edictum",
-    "list_acta": "Reading acta",
-    "read_actum": "Reading acta",
-    "publish_actum": "Publishing an actum",
-    "list_commentarii": "Reading commentarii",
-    "read_commentarium": "Reading commentarii",
-    "write_commentarium": "Writing commentarii",
-    "search_memoria": "Searching memoria",
-    "get_history": "Reading the praetorium",
-    "search_history": "Searching the praetorium",
-    "list_centuriones": "Checking the centuriones",
-    "reset_centurio": "Resetting a centurio",
-    "post_nuntius": "Posting a nuntius",
-    "send_file": "Sending a file",
-}
+_TARGET_KEYS = ("command", "file_path", "path", "notebook_path", "pattern", "url", "query", "name")
 
 
-def status_line(block: object) -> str | None:
-    """The ``⏳ …`` line a content block shows Caesar while an agent works."""
+def status_of(agent: str, block: object) -> Status | None:
+    """What a content block says ``agent`` is doing, as a ``Status`` (None: nothing)."""
     if isinstance(block, ThinkingBlock):
-        return "⏳ Thinking..."
+        return Status(agent, "thinking")
     if isinstance(block, ToolUseBlock):
         tool = block.name.rsplit("__", 1)[-1]
         if tool == "dispatch":
             names = block.input.get("centuriones") or []
             if isinstance(names, str):
                 names = [names]
-            return f"⏳ Dispatching to {', '.join(str(n) for n in names)}..."
-        command = block.input.get("command") if tool == "Bash" else None
-        if isinstance(command, str) and command.strip():  # what runs, shortened, one line
-            flat = " ".join(command.split())
-            return (
-                f"⏳ Bash: {flat if len(flat) <= STATUS_PREVIEW else flat[:STATUS_PREVIEW] + '…'}"
-            )
-        return f"⏳ {_TOOL_STATUS.get(tool, f'Using {tool}')}..."
+            return Status(agent, "tool", tool, ", ".join(str(n) for n in names))
+        target = next(
+            (v for k in _TARGET_KEYS if isinstance(v := block.input.get(k), str) and v.strip()),
+            "",
+        )
+        return Status(agent, "tool", tool, " ".join(target.split()))
     if isinstance(block, TextBlock) and block.text.strip():
-        preview = " ".join(block.text.split())
-        if len(preview) > STATUS_PREVIEW:
-            preview = preview[:STATUS_PREVIEW] + "…"
-        return f"⏳ {preview}"
+        return Status(agent, "writing", target=" ".join(block.text.split()))
     return None
 
 
-def retry_line(data: dict[str, Any]) -> str:
-    """The status line of the CLI retrying a request the Claude API refused or let fall."""
+def retry_status(agent: str, data: dict[str, Any]) -> Status:
+    """The CLI retrying a request the Claude API refused or let fall."""
     status = data.get("error_status")
     why = f"answered {status}" if status else "is not reachable"
     attempt, most = data.get("attempt"), data.get("max_retries")
     delay = (data.get("retry_delay_ms") or 0) / 1000
-    return f"⚠️ The Claude API {why}: trying again ({attempt} of {most}) in {delay:.0f} s..."
+    note = f"The Claude API {why}: trying again ({attempt} of {most}) in {delay:.0f} s"
+    return Status(agent, "retrying", note=note)
 
 
-def is_text_preview(line: str, text: str) -> bool:
-    """Whether ``line`` is ``status_line``'s preview of ``text`` (redundant once streamed)."""
-    shown = re.sub(r"^#\S+ · ", "", line.removeprefix("⏳ ").removesuffix("…"))
-    return bool(shown) and line.startswith("⏳ ") and " ".join(text.split()).startswith(shown)
+def _same(a: Status | None, b: Status) -> bool:
+    if a is None:
+        return False
+    return (a.kind, a.tool, a.target, a.note) == (b.kind, b.tool, b.target, b.note)
 
 
-async def notify(on_status: StatusCallback | None, agent: str, line: str) -> None:
-    """Hand a status line to the front-end; its failure never fails the turn."""
-    if on_status is None:
+async def notify(watch: Watch | None, status: Status) -> None:
+    """Hand a status to the request's watch; its failure never fails the turn."""
+    if watch is None:
         return
     try:
-        await on_status(agent, line)
+        await watch.status(status)
     except Exception:
         logger.exception("status callback failed (ignored)")
+
+
+async def _stream(watch: Watch, agent: str, text: str) -> None:
+    try:
+        await watch.stream(agent, text)
+    except Exception:
+        logger.exception("text callback failed (ignored)")
 
 
 # ------------------------------------------------------------------ responses
@@ -217,15 +198,14 @@ def _stream_text(event: dict[str, Any], streamed: list[str]) -> bool:
 async def collect_response(
     client: ClaudeSDKClient,
     tracker: SessionTokenTracker | None = None,
-    on_status: StatusCallback | None = None,
+    watch: Watch | None = None,
     *,
     agent: str = "agent",
-    on_text: TextCallback | None = None,
     observe: Callable[[object], None] | None = None,
 ) -> tuple[str, ResultMessage]:
     """Read one turn's messages: the answer text and its ``ResultMessage``.
 
-    Status lines go to ``on_status`` (never the same line twice in a row). ``on_text``
+    Statuses go to ``watch`` (never the same one twice in a row); its ``stream``
     gets the text of the agent's current message as it streams (``StreamEvent`` text
     deltas of the top-level conversation; it starts again with each new message). A message
     the SDK cannot parse is logged and skipped. An error result raises ``AgentError``
@@ -234,7 +214,7 @@ async def collect_response(
     """
     texts: list[str] = []
     result: ResultMessage | None = None
-    last_status: str | None = None
+    last_status: Status | None = None
     streamed: list[str] = []
     first = True
     while True:
@@ -246,25 +226,25 @@ async def collect_response(
                     first = False
                     mark("first token")
                 if isinstance(message, StreamEvent):
-                    top = on_text is not None and message.parent_tool_use_id is None
-                    if top and _stream_text(message.event, streamed):
-                        await notify(on_text, agent, "".join(streamed))
+                    top = watch is not None and message.parent_tool_use_id is None
+                    if watch is not None and top and _stream_text(message.event, streamed):
+                        await _stream(watch, agent, "".join(streamed))
                 elif isinstance(message, AssistantMessage):
                     if tracker is not None and message.parent_tool_use_id is None:
                         tracker.observe_call(message.usage)
                     for block in message.content:
                         if isinstance(block, TextBlock):
                             texts.append(block.text)
-                        line = status_line(block)
-                        if line and line != last_status:
-                            last_status = line
-                            await notify(on_status, agent, line)
+                        status = status_of(agent, block)
+                        if status is not None and not _same(last_status, status):
+                            last_status = status
+                            await notify(watch, status)
                 elif isinstance(message, ResultMessage):
                     result = message
                 elif isinstance(message, SystemMessage) and message.subtype == "api_retry":
-                    line = retry_line(message.data)  # said now, not when the retries end
-                    logger.warning("%s: %s", agent, line)
-                    await notify(on_status, agent, line)
+                    retry = retry_status(agent, message.data)  # now, not when retries end
+                    logger.warning("%s: %s", agent, retry.note)
+                    await notify(watch, retry)
             break
         except MessageParseError as e:
             logger.warning("%s: skipped a message the SDK could not parse: %s", agent, e)
@@ -298,8 +278,7 @@ class Outcome:
     """What one agent made of a request: its answer, or why there is none."""
 
     text: str
-    kind: Literal["answer", "error", "interrupted", "held", "card"] = "answer"  # held: not started
-    card: WorkCard | None = None  # kind "card": what the turn changed on its project, after it
+    kind: Literal["answer", "error", "interrupted", "held"] = "answer"  # held: not started
 
 
 def failure_outcome(

@@ -22,7 +22,7 @@ import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from legio.shell import reader as shell
 from legio.visible import visible
@@ -159,8 +159,6 @@ def exact_grant(tool_input: dict[str, Any]) -> str:
 
 # ------------------------------------------------------------------ asking Caesar
 
-Choice = Literal["once", "session", "always", "deny", "stop"]
-Outcome = Literal["once", "session", "always", "deny", "stop", "timeout", "cancelled"]
 TARGET_MAX = 300
 SHOWN_MAX = 1500  # what an approval message shows of a command; longer ones come whole as a file
 
@@ -185,62 +183,3 @@ def shorten_middle(text: str, limit: int = SHOWN_MAX) -> str:
     tail = limit - head
     left_out = len(text) - head - tail
     return f"{text[:head]}\n… [{left_out} characters left out] …\n{text[-tail:]}"
-
-
-@dataclass
-class ApprovalRequest:
-    """One tool call waiting for Caesar. ``outcome`` is set when it ends (a front-end that
-    is cancelled reads it: ``timeout`` or ``cancelled``)."""
-
-    id: int
-    agent: str
-    tool: str  # the CLI's display name
-    target: str  # the command, path or URL (shortened), or the input for other tools
-    rules: tuple[str, ...]  # the rules it falls under (an opaque command: every Bash rule)
-    reason: str = ""
-    full_target: str = ""  # the whole command, path or URL, as it will run
-    description: str = ""  # the agent's own words about the call: never checked, never alone
-    opaque: str = ""  # why a command cannot be read word by word (then a grant is exact)
-
-    def why_asked(self) -> str:
-        """Which rule asks; for a command that cannot be read word by word, why it asks."""
-        if self.opaque:
-            return (
-                f"⚠️ Not a plain command ({self.opaque}), so every Bash ask rule asks; "
-                "Allow for this session and Always cover exactly this command."
-            )
-        return f"Rule: {', '.join(self.rules)}."
-
-    timeout_s: float = 600.0
-    outcome: Outcome | None = None
-
-
-@dataclass(frozen=True)
-class Decision:
-    """Caesar's answer to an approval request; ``reason`` goes to the model on a deny."""
-
-    choice: Choice
-    reason: str = ""
-
-
-@dataclass
-class QuestionRequest:
-    """An agent's questions (the CLI's ``AskUserQuestion`` input), waiting for Caesar."""
-
-    id: int
-    agent: str
-    questions: list[dict[str, Any]]
-    timeout_s: float = 600.0
-    outcome: str | None = None
-
-
-class Asker(Protocol):
-    """How a front-end asks Caesar; both calls may be cancelled (read ``outcome``)."""
-
-    async def approve(self, request: ApprovalRequest) -> Decision:
-        """Caesar's decision on one tool call."""
-        ...
-
-    async def answer(self, request: QuestionRequest) -> dict[str, str] | None:
-        """Caesar's answers (question text → chosen labels joined by ", "), or None."""
-        ...

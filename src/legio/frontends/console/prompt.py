@@ -91,12 +91,11 @@ async def run_prompt(
     send: Send,
     command: Command,
     show: Callable[[str], None],
+    asker: PromptAsker,
 ) -> None:
     """Read lines until Ctrl-D (or Ctrl-C with nothing running); ``send`` runs a message
     (as a task), ``command`` a ``/command``."""
     history.parent.mkdir(parents=True, exist_ok=True)
-    asker = PromptAsker(show)
-    app.set_asker(asker)
     session: PromptSession[str] = PromptSession(
         history=FileHistory(str(history)),
         completer=Words(app.agents),

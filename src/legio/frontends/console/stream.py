@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
-from legio.app import Reply, is_text_preview
+from legio.app import Reply
+from legio.frontends.statusview import previews
 from legio.names import LEGATUS
+from legio.request import Status
 
 
 class StreamPrinter:
@@ -36,7 +38,7 @@ class StreamPrinter:
             self._write("\n")
 
     async def stream(self, agent: str, text: str) -> None:
-        """A TextCallback: ``text`` is ``agent``'s current message so far."""
+        """``text`` is ``agent``'s current message so far (the watch's ``stream``)."""
         if self.holder is None:
             self.holder, self.current = agent, ""
             self._write("legatus: " if agent == LEGATUS else self.header(agent))
@@ -49,9 +51,9 @@ class StreamPrinter:
             self._write(text)
         self.current = text
 
-    def status(self, agent: str, line: str) -> bool:
-        """Whether to show a status line (the caller prints it on a line of its own)."""
-        if agent == self.holder and is_text_preview(line, self.current):
+    def status(self, status: Status) -> bool:
+        """Whether to show a status (the caller prints it on a line of its own)."""
+        if status.agent == self.holder and previews(status, self.current):
             return False
         self._end_line()
         return True

@@ -22,7 +22,7 @@ from typing import TextIO
 
 from legio.app import (
     DOWNLOAD_LIMIT,
-    BackupFailed,
+    Asker,
     DigestReady,
     Job,
     JobRun,
@@ -32,14 +32,16 @@ from legio.app import (
     Stuck,
     visible,
 )
+from legio.audience import Operation, Quiet
 from legio.errors import AttachmentError
 from legio.frontends.admin import Admin, is_command
-from legio.frontends.console.asker import ConsoleAsker
+from legio.frontends.console.asker import ConsoleAsker, PromptAsker
 from legio.frontends.console.stream import StreamPrinter
 from legio.frontends.digestview import backup_failed_text, digest_lines
-from legio.frontends.views import agent_header, interruption_notice, reply_text
+from legio.frontends.statusview import status_text
+from legio.frontends.views import agent_header, card_text, interruption_notice, reply_text
 from legio.names import LEGATUS
-from legio.request import Callbacks, Request
+from legio.request import Callbacks, Request, Status, WorkCard
 from legio.timing import begin
 
 BANNER = (
@@ -92,10 +94,11 @@ async def run_console(
 
     printer = StreamPrinter(out, functools.partial(agent_header, app))
 
-    async def on_status(agent: str, line: str) -> None:
-        board.update(agent, line)
-        if printer.status(agent, line):
-            show(f"  [{agent}] {line}")
+    async def on_status(status: Status) -> None:
+        line = status_text(status)
+        board.update(status.agent, line)
+        if printer.status(status):
+            show(f"  [{status.agent}] {line}")
 
     async def print_reply(reply: Reply) -> None:
         board.done(reply.agent)
@@ -105,8 +108,12 @@ async def run_console(
         for file in reply.files:
             show(f"📎 {file.sender or reply.agent} sent {file.name}: {file.path}")
 
+    async def print_card(card: WorkCard) -> None:
+        board.done(card.agent)
+        show(card_text(card))
+
     async def present_job(job: Job, run: JobRun) -> object:
-        return await run(Callbacks(on_status, None, print_reply))  # printed whole, after ⏰
+        return await run(Callbacks(on_status, None, print_reply, print_card))  # whole, after ⏰
 
     async def command(text: str, receipt: int | None = None) -> None:
         pages = await admin.run(text, receipt)
@@ -138,7 +145,7 @@ async def run_console(
             with begin("update received"):  # each agent leaves the status line with its reply
                 await app.handle_message(
                     Request(text, attachments=tuple(attachments), receipt=receipt),
-                    Callbacks(on_status, printer.stream, print_reply),
+                    Callbacks(on_status, printer.stream, print_reply, print_card),
                 )
         finally:
             app.settle(receipt)
@@ -149,35 +156,16 @@ async def run_console(
             show(note)
         for nuntius, agents in await app.notice_interruptions():
             show(interruption_notice(nuntius.seq, nuntius.text, agents))
-        await app.start_jobs(present_job)  # after the interruptions were noted
-
-        async def notice(text: str) -> None:
-            show(text)
-
-        app.set_notifier(notice)  # budget warnings, plan limits, a low disk
-
-        async def operation(event: BackupFailed | DigestReady) -> None:
-            if isinstance(event, DigestReady):
-                show("\n".join(digest_lines(event.digest)))
-            else:
-                show(backup_failed_text(event))
-
-        app.follow_operations(operation)  # a failed backup, the morning digest
-
-        async def stuck(turn: Stuck) -> None:  # a silent turn: /stop ends it
-            on = f" on #{turn.seq}" if turn.seq else ""
-            show(
-                f"⚠️ {turn.agent} has sent nothing for {turn.silent_for_s / 60:.0f} min{on}: "
-                f"its turn may be stuck (/stop {turn.agent} ends it)."
-            )
-
-        app.follow_stuck(stuck)
+        events = ConsoleEvents(show, present_job)
+        await app.attach(events)  # notices, backups, the digest, stuck turns, jobs
+        await app.start_jobs()  # after the interruptions were noted
         if stdin.isatty() and out.isatty():
             history = app.console_history_path()
-            await run_prompt(app, history, board, send, command, show)
+            events.asking = PromptAsker(show)  # approvals at the prompt
+            await run_prompt(app, history, board, send, command, show, events.asking)
         else:
             reader = await _lines(stdin)
-            app.set_asker(ConsoleAsker(reader, show, command))  # approvals on the same input
+            events.asking = ConsoleAsker(reader, show, command)  # approvals on the same input
             while raw := await reader.readline():
                 text = raw.decode("utf-8", errors="replace").rstrip("\n")
                 if not text.strip():
@@ -189,3 +177,37 @@ async def run_console(
     finally:
         await app.close()
         show(CLOSED)
+
+
+class ConsoleEvents(Quiet):
+    """What belongs to no request, printed: notices, a failed backup, the digest, a stuck
+    turn; a scheduled job's run printed like a request; approvals asked by ``asking``."""
+
+    def __init__(
+        self, show: Callable[[str], None], present: Callable[[Job, JobRun], Awaitable[object]]
+    ) -> None:
+        self.show, self.present = show, present
+        self.asking: Asker | None = None
+
+    def asker(self) -> Asker | None:
+        return self.asking
+
+    async def notice(self, text: str) -> None:  # budget warnings, plan limits, a low disk
+        self.show(text)
+
+    async def operation(self, event: Operation) -> None:
+        if isinstance(event, DigestReady):
+            self.show("\n".join(digest_lines(event.digest)))
+        else:
+            self.show(backup_failed_text(event))
+
+    async def stuck(self, stuck: Stuck) -> None:  # a silent turn: /stop ends it
+        on = f" on #{stuck.seq}" if stuck.seq else ""
+        self.show(
+            f"⚠️ {stuck.agent} has sent nothing for {stuck.silent_for_s / 60:.0f} min{on}: "
+            f"its turn may be stuck (/stop {stuck.agent} ends it)."
+        )
+
+    async def job(self, job: Job, run: JobRun) -> bool:
+        await self.present(job, run)
+        return True

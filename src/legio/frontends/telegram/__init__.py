@@ -16,6 +16,7 @@ Modules:
 - ``forgeview``: forge events in the agent's lane, 🛠 Fix and 💬 Address
 - ``cockpitview``: the cockpit's menu button and ``/cockpit``
 - ``hearing``: a voice note in Telegram
+- ``events``: the bot's ``Events`` (what belongs to no request), attached once
 - ``lanes``: the topic a request's messages go to
 - ``opsview``: the operations' events: a failed backup said, the digest sent silently
 - ``sending``: Telegram sending

@@ -37,6 +37,7 @@ from telegram.error import TelegramError
 from legio.app import (
     SHOWN_MAX,
     ApprovalRequest,
+    Asker,
     Decision,
     LegioApp,
     QuestionRequest,
@@ -111,6 +112,19 @@ def approval_keyboard(request_id: int, nonce: str) -> InlineKeyboardMarkup:
     )
 
 
+class _InLane:
+    """A ``TelegramAsker`` for one request, asking in the request's topic."""
+
+    def __init__(self, asker: TelegramAsker, lane: Lane | None) -> None:
+        self.asker, self.lane = asker, lane
+
+    async def approve(self, request: ApprovalRequest) -> Decision:
+        return await self.asker.approve(request, self.lane)
+
+    async def answer(self, request: QuestionRequest) -> dict[str, str] | None:
+        return await self.asker.answer(request, self.lane)
+
+
 class TelegramAsker:
     """Asks Caesar in Telegram; register with ``LegioApp.set_asker``."""
 
@@ -121,13 +135,14 @@ class TelegramAsker:
         self._approvals: dict[int, _Pending] = {}
         self._decided: dict[int, str] = {}
         self._questions: dict[int, _Question] = {}
-        self.lanes: dict[
-            str, Lane
-        ] = {}  # each agent's request's topic (legio.frontends.telegram.lanes)
 
     # ---------------------------------------------------------- approvals
 
-    async def approve(self, request: ApprovalRequest) -> Decision:
+    def within(self, lane: Lane | None) -> Asker:
+        """This asker for one request: its approvals and questions in its topic."""
+        return _InLane(self, lane)
+
+    async def approve(self, request: ApprovalRequest, lane: Lane | None = None) -> Decision:
         loop = asyncio.get_running_loop()
         pending = _Pending(secrets.token_hex(4), loop.create_future(), text=approval_text(request))
         self._approvals[request.id] = pending
@@ -135,7 +150,7 @@ class TelegramAsker:
         try:
             for chat_id in self.chat_ids:
                 try:
-                    with in_lane(self.lanes.get(request.agent)):  # the request's topic
+                    with in_lane(lane):  # the request's topic
                         sent = await self.bot.send_message(
                             chat_id, pending.text, reply_markup=keyboard
                         )
@@ -219,7 +234,9 @@ class TelegramAsker:
 
     # ---------------------------------------------------------- questions
 
-    async def answer(self, request: QuestionRequest) -> dict[str, str] | None:
+    async def answer(
+        self, request: QuestionRequest, lane: Lane | None = None
+    ) -> dict[str, str] | None:
         loop = asyncio.get_running_loop()
         question = _Question(request, secrets.token_hex(4), loop.create_future())
         self._questions[request.id] = question
@@ -228,7 +245,7 @@ class TelegramAsker:
                 text, keyboard = self._question_message(question, index)
                 for chat_id in self.chat_ids:
                     try:
-                        with in_lane(self.lanes.get(request.agent)):
+                        with in_lane(lane):
                             sent = await self.bot.send_message(chat_id, text, reply_markup=keyboard)
                         question.messages.setdefault(index, []).append((chat_id, sent.message_id))
                     except TelegramError as e:

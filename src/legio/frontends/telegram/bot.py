@@ -58,10 +58,10 @@ from legio.frontends.telegram.conversation import Conversation
 from legio.frontends.telegram.diffs import diff_page, diff_pictures
 from legio.frontends.telegram.downloads import UNSUPPORTED, Albums, accept, fetch, resume_pending
 from legio.frontends.telegram.drafts import DraftSupport, LiveView
+from legio.frontends.telegram.events import TelegramEvents
 from legio.frontends.telegram.forgeview import ForgeView
 from legio.frontends.telegram.hearing import hear
-from legio.frontends.telegram.lanes import LaneBot, in_lane
-from legio.frontends.telegram.opsview import show_operation
+from legio.frontends.telegram.lanes import Lane, LaneBot, in_lane
 from legio.frontends.telegram.sending import (
     NO_PREVIEW,
     SendChains,
@@ -75,7 +75,7 @@ from legio.frontends.telegram.status import StatusBoard, Typing
 from legio.frontends.telegram.stuckview import StuckView
 from legio.frontends.views import agent_header, interruption_notice
 from legio.frontends.web.server import Cockpit, open_cockpit
-from legio.request import UNWATCHED, Callbacks, Request, Watch
+from legio.request import UNWATCHED, Callbacks, Request, Watch, WorkCard
 from legio.timing import begin
 
 logger = logging.getLogger(__name__)
@@ -117,6 +117,7 @@ class LegioBot:
         self.downloads: set[asyncio.Task[Any]] = set()  # cancelled at shutdown, resumed at start
         self.albums = Albums()
         self.asker: TelegramAsker | None = None
+        self.lanes: dict[str, Lane] = {}  # each working agent's request's topic (stuck turns)
         self.forge: ForgeView | None = None
         self.cockpit: Cockpit | None = None  # the web page ([web] listen)
         self.stuck: StuckView | None = None  # stuck turns (legio.frontends.telegram.stuckview)
@@ -140,17 +141,23 @@ class LegioBot:
         self._app = await self.app_factory()
         self._admin = Admin(self._app)
         self._bot = application.bot
-        self.asker = TelegramAsker(application.bot, sorted(self.caesar_ids), self._app)
-        self._app.set_asker(self.asker)  # approvals and questions as buttons
-        self._app.set_notifier(self.asker.notify, self.talk.dispatched)  # limits; topics
-        self.talk.cards.bot = application.bot
-        self._app.follow_cards(self.talk.cards.update)  # a card edited when its check ends
         chats, bot = sorted(self.caesar_ids), application.bot
-        self._app.follow_operations(lambda event: show_operation(bot, chats, event))  # digest
-        self.stuck = StuckView(
-            application.bot, sorted(self.caesar_ids), self._app, self.asker.lanes
+        self.asker = TelegramAsker(bot, chats, self._app)  # approvals, questions as buttons
+        self.talk.cards.bot = bot
+        self.stuck = StuckView(bot, chats, self._app, self.lanes)  # Stop or Keep waiting
+        chat = min(self.caesar_ids, default=None)  # CI and reviews: ✅/❌ in the agent's lane
+        self.forge = ForgeView(bot, self._app, chat, self.talk.lane_for, self._work)
+        self.events = TelegramEvents(
+            bot,
+            chats,
+            self.asker,
+            self.talk.cards,
+            self.stuck,
+            self.forge,
+            self.talk.dispatched,
+            self.present_job,
         )
-        self._app.follow_stuck(self.stuck.show)  # a silent turn: Stop or Keep waiting
+        await self._app.attach(self.events)  # what belongs to no request, from now on
         if isinstance(application.bot, LaneBot):  # threaded mode: a topic per centurio
             application.bot.watch(self.talk.lost_topic)
             self.talk.notice_bot = application.bot
@@ -166,12 +173,9 @@ class LegioBot:
         except Exception:
             logger.exception("could not finish the downloads a restart interrupted")
         await self.tell_interruptions(application.bot)
-        await self.app.start_jobs(self.present_job)  # after the interruptions were noted
-        chat = min(self.caesar_ids, default=None)  # CI and reviews: ✅/❌ in the agent's lane
-        self.forge = ForgeView(application.bot, self._app, chat, self.talk.lane_for, self._work)
-        await self._app.follow_forge(self.forge.on_event)
-        # the cockpit ([web]): its approvals shared with the chat's; menu button, ↗ Open
-        self.cockpit = await open_cockpit(self._app, self.config, application.bot.token, self.asker)
+        await self.app.start_jobs()  # after the interruptions were noted
+        # the cockpit ([web]): every request watched there too; menu button, ↗ Open
+        self.cockpit = await open_cockpit(self._app, self.config, application.bot.token)
         public = self.config.web.public_url if self.cockpit is not None else ""
         if public:
             self.talk.cards.cockpit = public
@@ -379,7 +383,8 @@ class LegioBot:
             render,
             functools.partial(agent_header, self.app),
         )
-        live.lanes = self.asker.lanes if self.asker else {}  # its approvals in its topic
+        live.lanes = self.lanes  # where a stuck turn of its agents is said
+        asking = self.asker.within(live.lane) if self.asker else None  # in its topic
         try:
             async with live:
 
@@ -391,8 +396,15 @@ class LegioBot:
                         files = lambda: self.talk.deliver_files(bot, chat_id, reply)  # noqa: E731
                         sends.append(self.chains.enqueue(chat_id, reply.agent, files))
 
+                async def card(card: WorkCard) -> None:  # silently, after its agent's answer
+                    show = lambda: self.talk.cards.send(bot, chat_id, card)  # noqa: E731
+                    sends.append(self.chains.enqueue(chat_id, card.agent, show))
+
                 try:
-                    await run(Callbacks(live.update, live.stream, send))
+                    watch: Watch = Callbacks(live.update, live.stream, send, card, asking)
+                    if self.cockpit is not None:  # the request seen on the page too
+                        watch = self.cockpit.observe(watch)
+                    await run(watch)
                 finally:
                     for result in await asyncio.gather(*sends, return_exceptions=True):
                         if isinstance(result, BaseException):

@@ -79,11 +79,7 @@ class Conversation:
     # ---------------------------------------------------------- answers, recorded
 
     async def deliver(self, bot: Bot, chat_id: int, reply: Reply, reply_to: int | None) -> None:
-        """Send an answer; record which messages carry it (a reply to one points at it).
-        A work card goes silently, with its buttons."""
-        if reply.card is not None:
-            await self.cards.send(bot, chat_id, reply.card)
-            return
+        """Send an answer; record which messages carry it (a reply to one points at it)."""
         text = reply_text(reply, agent_header(self.app, reply.agent, reply.project))
         sent = await send_markdown(bot, chat_id, text, reply_to)
         if reply.seq is not None and sent:

@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING
 from telegram import Bot, MessageEntity
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
-from legio.app import is_text_preview
+from legio.frontends.statusview import previews, status_text
 from legio.frontends.telegram.lanes import LANE, Lane
+from legio.request import Status
 
 if TYPE_CHECKING:
     from legio.frontends.telegram.status import StatusBoard
@@ -195,34 +196,35 @@ class LiveView:
         self._soon: asyncio.Task[None] | None = None
         self._typing: AbstractAsyncContextManager[None] | None = None
         self.lane = LANE.get()  # the request's topic
-        self.lanes: dict[str, Lane] = {}  # where each agent's approvals go: set by the owner
+        self.lanes: dict[str, Lane] = {}  # where each agent's stuck turn is said: the owner's
 
     # ---------------------------------------------------------- callbacks
 
-    async def update(self, agent: str, line: str) -> None:
-        """A ``⏳`` line from ``agent`` (a StatusCallback)."""
-        if self.lane is not None:  # its turn is this request's: so are its approvals
+    async def update(self, status: Status) -> None:
+        """What an agent does now (the watch's ``status``)."""
+        agent, line = status.agent, status_text(status)
+        if self.lane is not None:  # its turn is this request's: so is a stuck turn's notice
             self.lanes[agent] = self.lane
         if not self.drafting:
             await self.board.update(agent, line)
             return
         # A draft cannot carry buttons: the status message keeps one line per working agent
         # for its ⏹ Stop button (⏸ while it waits for Caesar's approval); text goes to drafts.
-        await self.board.update(agent, line if line.startswith("⏸") else _working(agent))
+        await self.board.update(agent, line if status.waits_for_caesar else _working(agent))
         draft = self._drafts.get(agent)
         host = self._host()
         if draft is None and host is not None:
             self._guests[agent] = line
             self._changed(host)
             return
-        if draft is not None and is_text_preview(line, draft.text):
+        if draft is not None and previews(status, draft.text):
             return  # the draft shows that text already
         draft = draft or self._draft(agent)
         draft.line, draft.line_last = line, True
         self._changed(draft)
 
     async def stream(self, agent: str, text: str) -> None:
-        """The text ``agent`` has written so far in its current message (a TextCallback)."""
+        """The text ``agent`` has written so far in its current message (the watch's ``stream``)."""
         if not self.drafting:
             return
         draft = self._drafts.get(agent)

@@ -17,25 +17,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from legio.request import ForgeEvent, Reply, Stuck, WorkCard
+from legio.app import Asker, ForgeEvent, Job, JobRun, Reply, Status, Stuck
+from legio.request import WorkCard
 
 RING = 2000  # events kept for a page that reconnects
 QUEUE = 1000  # a page that falls this far behind is told to reload
 STREAM_SHOWN = 20_000  # the end of a long answer kept for a page opened mid-stream
-
-
-class StatusLike(Protocol):
-    """``request.Status`` of the typed way back (read by attribute)."""
-
-    agent: str
-    kind: str
-    tool: str
-    target: str
-    note: str
-    project: str | None
-    since: float
 
 
 @dataclass
@@ -70,7 +59,8 @@ class Subscriber:
 
 
 class Live:
-    """See the module docstring. The methods of ``Events`` (``request.py``)."""
+    """See the module docstring: the app's ``Events`` (``legio.audience``), and what each
+    request's watch tells (``sharing.Observed``)."""
 
     def __init__(self, clock: Callable[[], float] = time.time, ring: int = RING) -> None:
         self.clock = clock
@@ -119,7 +109,7 @@ class Live:
 
     # ---------------------------------------------------------- observing turns
 
-    async def status(self, status: StatusLike) -> None:
+    async def status(self, status: Status) -> None:
         agent = self.now(status.agent)
         agent.kind = status.kind
         agent.tool, agent.target, agent.note = status.tool, status.target, status.note
@@ -155,14 +145,17 @@ class Live:
 
     # ---------------------------------------------------------- what belongs to no request
 
+    def asker(self) -> Asker | None:
+        return None  # a call outside any request is asked in the chat
+
     async def notice(self, text: str) -> None:
         self.publish("notice", {"text": text})
 
     async def card(self, card: WorkCard, new: bool = False) -> None:
         self.publish("card", {**card_data(card), "new": new})
 
-    async def dispatched(self, reply: Reply) -> None:
-        await self.reply(reply)
+    async def dispatched(self, agent: str, text: str) -> None:
+        await self.reply(Reply(agent, text))
 
     async def forge(self, event: ForgeEvent) -> None:
         data = {
@@ -179,11 +172,12 @@ class Live:
     async def stuck(self, stuck: Stuck) -> None:
         self.publish("stuck", {"agent": stuck.agent, "silent_for_s": stuck.silent_for_s})
 
-    async def operations(self, event: object) -> None:
-        self.publish("notice", {"text": type(event).__name__})
+    async def operation(self, event: object) -> None:
+        self.publish("operation", {"kind": type(event).__name__})
 
-    async def job(self, job: Any, run: Any) -> None:
-        self.publish("job", {"id": getattr(job, "id", None), "name": getattr(job, "name", "")})
+    async def job(self, job: Job, run: JobRun) -> bool:
+        self.publish("job", {"id": job.id, "name": job.name})
+        return False  # shown by the chat, which runs it
 
 
 def card_data(card: WorkCard) -> dict[str, Any]:

@@ -23,11 +23,12 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from legio.app import Asker, LegioApp
+from legio.app import LegioApp
 from legio.config import Config
 from legio.frontends.web import pages
 from legio.frontends.web.auth import Links, Refused, Session, Sessions, csrf_ok, verify_init_data
 from legio.frontends.web.source import Source
+from legio.request import Watch
 
 logger = logging.getLogger(__name__)
 
@@ -66,11 +67,10 @@ def web_problem(config: Config) -> str | None:
     return None
 
 
-async def open_cockpit(
-    app: LegioApp, config: Config, bot_token: str = "", chat: Asker | None = None
-) -> Cockpit | None:
-    """The cockpit listening, fed and sharing approvals with ``chat`` (the chat's asker),
-    when ``[web] listen`` is set; None (a problem logged, Legio runs on) otherwise."""
+async def open_cockpit(app: LegioApp, config: Config, bot_token: str = "") -> Cockpit | None:
+    """The cockpit listening and attached to the app, when ``[web] listen`` is set; None
+    (a problem logged, Legio runs on) otherwise. A front-end hands each request's watch
+    to ``Cockpit.observe``."""
     if not config.web.listen:
         return None
     problem = web_problem(config)
@@ -86,7 +86,6 @@ async def open_cockpit(
         await cockpit.close()
         return None
     await source.attach()
-    source.share_approvals(chat)
     return cockpit
 
 
@@ -162,6 +161,10 @@ class Cockpit:
 
     def base_url(self) -> str:
         return self.config.web.public_url or self.local_url()
+
+    def observe(self, watch: Watch) -> Watch:
+        """A request's ``watch``, seen on the page too (``sharing.Observed``)."""
+        return self.source.observe(watch)
 
     async def mint_link(self) -> dict[str, Any]:
         """``legio cockpit``'s one-time link: the token in the fragment, never sent on."""

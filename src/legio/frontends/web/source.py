@@ -2,8 +2,8 @@
 never ``LegioApp`` directly, so a change of the door is mended here alone.
 
 It also holds what the door does not keep for the cockpit: the live view (``Live``,
-attached as the app's ``Events`` once the door has ``attach``, else fed by the card,
-forge and stuck followers) and the approvals shared with the chat (``SharedAsker``).
+attached as the app's ``Events``; each request's watch observed through ``observe``) and
+the approvals waiting on the page (``Approvals``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from legio.app import (
-    Asker,
     CheckRecord,
     LegioApp,
     Listing,
@@ -24,8 +23,8 @@ from legio.app import (
     UsageReport,
 )
 from legio.frontends.web.live import Live
-from legio.frontends.web.sharing import SharedAsker
-from legio.request import CardDiff, WorkCard
+from legio.frontends.web.sharing import Approvals, Observed
+from legio.request import CardDiff, Watch, WorkCard
 
 JOB_ID = re.compile(r"#(\d+) ")
 
@@ -36,25 +35,18 @@ class Source:
     def __init__(self, app: LegioApp, live: Live | None = None) -> None:
         self.app = app
         self.live = live or Live()
-        self.asker = SharedAsker(self.live)
+        self.approvals = Approvals(self.live)
         self._detach: list[Callable[[], Any]] = []
 
     # ---------------------------------------------------------- wiring
 
     async def attach(self) -> None:
-        """Feed ``live`` from the engine: the typed events where the door has them."""
-        attach = getattr(self.app, "attach", None)
-        if attach is not None:
-            self._detach.append(attach(self.live))
-            return
-        self.app.follow_cards(self.live.card)
-        self._detach.append(await self.app.follow_forge(self.live.forge))
-        self._detach.append(self.app.follow_stuck(self.live.stuck))
+        """Feed ``live`` with what belongs to no request (``LegioApp.attach``)."""
+        self._detach.append(await self.app.attach(self.live))
 
-    def share_approvals(self, chat: Asker | None) -> None:
-        """Approvals asked on the page and through ``chat`` (the chat's asker) at once."""
-        self.asker.inner = chat
-        self.app.set_asker(self.asker)
+    def observe(self, watch: Watch) -> Watch:
+        """A request's ``watch`` told as before, and the page too (its approvals on both)."""
+        return Observed(watch, self.live, self.approvals)
 
     def detach(self) -> None:
         for undo in self._detach:
@@ -76,10 +68,10 @@ class Source:
         return await self.app.stop([agent])
 
     def pending_asks(self) -> list[dict[str, Any]]:
-        return self.asker.pending()
+        return self.approvals.pending()
 
     def decide(self, ask_id: int, choice: str) -> bool:
-        return self.asker.decide(ask_id, choice)
+        return self.approvals.decide(ask_id, choice)
 
     # ---------------------------------------------------------- Work
 
