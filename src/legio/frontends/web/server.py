@@ -287,8 +287,8 @@ class Cockpit:
                 if item[0] > sent:
                     await response.write(frame(*item))
                     sent = item[0]
-        except (ConnectionResetError, asyncio.CancelledError):
-            raise
+        except ConnectionResetError:
+            return response  # the page went away
         finally:
             live.unsubscribe(sub)
             with contextlib.suppress(Exception):
