@@ -25,7 +25,7 @@ from legio.app import Status
 from legio.request import Callbacks, Request, Watch
 from tests.cockpitbench import Running, Unanswered, launch_data, running_cockpit, tampered
 from tests.conftest import FakeCli
-from tests.gitrepo import make_project
+from tests.gitrepo import git, make_project
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -178,10 +178,12 @@ async def test_a_cards_diff_opens_with_its_names_as_text(browser: Any, cockpit: 
     cards = cockpit.app.sessions.cards  # the test makes a turn's card by hand
     place = await cockpit.app.sessions.projects.place("vorenus", "app")
     before = await mark(place)
-    (place.copy / "<img src=x onerror=alert(1)>.py").write_text(
-        "print('<script>alert(2)</script>')\n"
-    )
+    hostile = "<img src=x onerror=alert(1)>.py"
+    (place.copy / hostile).write_text("print('<script>alert(2)</script>')\n")
     (place.copy / "app.py").write_text("def add(a, b):\n    return a + b\n")
+    git(place.copy, "add", "-A", caesar=False)
+    git(place.copy, "commit", "-qm", "<b>fix</b>", caesar=False)
+    await cockpit.app.sessions.projects.publish(place)  # as the turn does, before its card
     card = await cards.after(place, before, None)
     assert card is not None
     page = await opened(browser, cockpit, PHONE, launch_data())
@@ -192,9 +194,10 @@ async def test_a_cards_diff_opens_with_its_names_as_text(browser: Any, cockpit: 
     await page.locator(f"a[href='/card/{card.id}']").click()
     await page.locator("a", has_text="Diff").click()
     await page.locator("h2", has_text="app.py").first.wait_for()
-    text = await page.content()
-    assert "return a + b" in await page.inner_text("body")
-    assert "&lt;script&gt;" in text or "<script>alert(2)" not in text
+    shown = await page.inner_text("body")
+    assert "return a + b" in shown
+    assert hostile in shown and "print('<script>alert(2)</script>')" in shown  # as text
+    assert await page.locator("img, script").count() == 0  # none of theirs became HTML
     await shot(page, "diff-phone")
     assert dialogs == []  # nothing of theirs ran
     await page.context.close()
