@@ -205,3 +205,81 @@ def test_the_cockpit_listens_on_loopback_unless_allowed(tmp_path: Path) -> None:
     allowed = Config.model_validate({"web": {"listen": "0.0.0.0:8788", "allow_remote": True}})
     assert web_problem(allowed) is None
     assert web_problem(Config()) is None
+
+
+async def test_the_memoria_renders_markdown_and_no_html_of_its_authors(cockpit: Running) -> None:
+    body = (
+        "# Marching orders\n\n**Hold** the ford.\n\n<script>alert(1)</script>\n\n"
+        "[map](javascript:alert(2)) <img src=x onerror=alert(3)>"
+    )
+    await asyncio.to_thread(cockpit.app.memoria.publish_actum, "orders", "Orders", body, "legatus")
+    http, _ = await signed_in(cockpit)
+    async with http, http.get(f"{cockpit.url}/memoria?layer=acta") as r:
+        page = await r.text()
+    assert "<h1>Marching orders</h1>" in page and "<strong>Hold</strong>" in page
+    assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
+    assert "<img src=x" not in page and 'href="javascript:' not in page
+
+
+async def test_a_job_is_cancelled_from_the_page(cockpit: Running) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from legio.store.jobstore import JobStore, NewJob
+
+    soon = datetime.now(UTC) + timedelta(hours=1)
+    job = await JobStore(cockpit.app.praetorium).add(
+        NewJob(
+            name="<b>digest</b>",
+            target="pullo",
+            request="REPLY x",
+            kind="once",
+            timezone="UTC",
+            next_run=soon,
+            created_by="legatus",
+            cron=None,
+            run_at=soon,
+        ),
+        50,
+        datetime.now(UTC),
+    )
+    assert job is not None
+    http, csrf = await signed_in(cockpit)
+    async with http:
+        async with http.get(f"{cockpit.url}/jobs") as r:
+            page = await r.text()
+        assert "&lt;b&gt;digest&lt;/b&gt;" in page and f'data-post="/jobs/{job.id}/cancel"' in page
+        cancel = f"{cockpit.url}/jobs/{job.id}/cancel"
+        async with http.post(cancel, headers={"X-CSRF-Token": csrf}) as r:
+            assert r.status == 200
+        async with http.post(cancel, headers={"X-CSRF-Token": csrf}) as r:
+            assert r.status == 404  # no such scheduled job any more
+        async with http.get(f"{cockpit.url}/jobs") as r:
+            assert "digest" not in await r.text()
+
+
+async def test_history_searches_like_search_and_filters(cockpit: Running) -> None:
+    await cockpit.app.handle_message("@vorenus REPLY the <legion> crossed the river")
+    await cockpit.app.handle_message("@pullo REPLY the camp is quiet")
+    http, _ = await signed_in(cockpit)
+    async with http:
+        async with http.get(f"{cockpit.url}/history", params={"q": "river"}) as r:
+            page = await r.text()
+        assert "crossed the" in page and "camp is quiet" not in page
+        assert "&lt;legion&gt;" in page
+        async with http.get(f"{cockpit.url}/history", params={"agent": "pullo"}) as r:
+            page = await r.text()
+        assert "camp is quiet" in page and "crossed the river" not in page
+        async with http.get(f"{cockpit.url}/history", params={"q": 'river"'}) as r:
+            assert r.status == 200  # a bad query is said, not a traceback
+        async with http.get(f"{cockpit.url}/history", params={"since": "yesterday"}) as r:
+            assert "is not a date" in await r.text()
+
+
+async def test_spend_and_health(cockpit: Running) -> None:
+    http, _ = await signed_in(cockpit)
+    async with http:
+        async with http.get(f"{cockpit.url}/health") as r:
+            page = await r.text()
+        assert "is running" in page and "vorenus" in page
+        async with http.get(f"{cockpit.url}/spend") as r:
+            assert r.status == 200

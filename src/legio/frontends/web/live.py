@@ -111,6 +111,8 @@ class Live:
 
     async def status(self, status: Status) -> None:
         agent = self.now(status.agent)
+        if agent.kind == "idle":
+            agent.text = ""  # a new turn: the last answer gives way
         agent.kind = status.kind
         agent.tool, agent.target, agent.note = status.tool, status.target, status.note
         agent.project = status.project
@@ -119,6 +121,8 @@ class Live:
 
     async def stream(self, agent_name: str, text: str) -> None:
         agent = self.now(agent_name)
+        if agent.kind == "idle":
+            agent.text = ""  # a new turn: the last answer gives way
         if agent.kind in ("idle", "queued", "starting"):
             agent.kind, agent.since = "writing", self.clock()
         previous = agent.text
@@ -131,7 +135,7 @@ class Live:
     async def reply(self, reply: Reply) -> None:
         agent = self.now(reply.agent)
         agent.kind, agent.tool, agent.target, agent.note = "idle", "", "", ""
-        agent.since, agent.text = self.clock(), ""
+        agent.since, agent.text = self.clock(), reply.text[-STREAM_SHOWN:]  # shown until the next
         self.publish(
             "reply",
             {
