@@ -15,7 +15,10 @@ from legio.app import ApprovalRequest, Decision, LegioApp, QuestionRequest
 from legio.frontends.web.auth import sign_init_data
 from legio.frontends.web.server import Cockpit
 from legio.frontends.web.source import Source
+from legio.projects.turnwork import mark
+from legio.request import WorkCard
 from tests.conftest import FakeCli
+from tests.gitrepo import git
 from tests.legion import fake_cli_config
 
 TOKEN = "123456:TEST-cockpit-token"
@@ -82,3 +85,18 @@ async def running_cockpit(
         source.detach()
         await cockpit.close()
         await app.close()
+
+
+async def make_card(app: LegioApp, files: dict[str, str], agent: str = "vorenus") -> WorkCard:
+    """A work card of ``agent``'s turn on ``app`` that committed ``files``, made as the turn
+    makes it (the copy's branch published into the project, then the card)."""
+    place = await app.sessions.projects.place(agent, "app")
+    before = await mark(place)
+    for name, text in files.items():
+        (place.copy / name).write_text(text)
+    git(place.copy, "add", "-A", caesar=False)
+    git(place.copy, "commit", "-qm", "<b>work</b>", caesar=False)
+    await app.sessions.projects.publish(place)
+    card = await app.sessions.cards.after(place, before, None)
+    assert card is not None
+    return card

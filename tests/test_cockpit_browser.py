@@ -23,9 +23,16 @@ import pytest_asyncio
 
 from legio.app import Status
 from legio.request import Callbacks, Request, Watch
-from tests.cockpitbench import Running, Unanswered, launch_data, running_cockpit, tampered
+from tests.cockpitbench import (
+    Running,
+    Unanswered,
+    launch_data,
+    make_card,
+    running_cockpit,
+    tampered,
+)
 from tests.conftest import FakeCli
-from tests.gitrepo import git, make_project
+from tests.gitrepo import make_project
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
@@ -173,19 +180,12 @@ async def test_an_approval_is_allowed_on_the_page(browser: Any, cockpit: Running
 
 
 async def test_a_cards_diff_opens_with_its_names_as_text(browser: Any, cockpit: Running) -> None:
-    from legio.projects.turnwork import mark
-
-    cards = cockpit.app.sessions.cards  # the test makes a turn's card by hand
-    place = await cockpit.app.sessions.projects.place("vorenus", "app")
-    before = await mark(place)
     hostile = "<img src=x onerror=alert(1)>.py"
-    (place.copy / hostile).write_text("print('<script>alert(2)</script>')\n")
-    (place.copy / "app.py").write_text("def add(a, b):\n    return a + b\n")
-    git(place.copy, "add", "-A", caesar=False)
-    git(place.copy, "commit", "-qm", "<b>fix</b>", caesar=False)
-    await cockpit.app.sessions.projects.publish(place)  # as the turn does, before its card
-    card = await cards.after(place, before, None)
-    assert card is not None
+    files = {
+        hostile: "print('<script>alert(2)</script>')\n",
+        "app.py": "def add(a, b):\n    return a + b\n",
+    }
+    card = await make_card(cockpit.app, files)
     page = await opened(browser, cockpit, PHONE, launch_data())
     await page.wait_for_selector("#agent-vorenus")
     dialogs: list[str] = []

@@ -16,8 +16,16 @@ from legio.app import ApprovalRequest
 from legio.config import Config
 from legio.frontends.web.server import COOKIE, web_problem
 from legio.request import Callbacks, Reply
-from tests.cockpitbench import Running, Unanswered, launch_data, running_cockpit, tampered
+from tests.cockpitbench import (
+    Running,
+    Unanswered,
+    launch_data,
+    make_card,
+    running_cockpit,
+    tampered,
+)
 from tests.conftest import FakeCli
+from tests.gitrepo import make_project
 
 SECRET_WORDS = ("vorenus", "pullo")  # agents' names: data a stranger must not see
 
@@ -283,3 +291,29 @@ async def test_spend_and_health(cockpit: Running) -> None:
         assert "is running" in page and "vorenus" in page
         async with http.get(f"{cockpit.url}/spend") as r:
             assert r.status == 200
+
+
+async def test_a_cards_page_drops_its_copy_and_says_why_it_cannot_publish(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    project = make_project(tmp_path / "app")
+    async with running_cockpit(castra_dir, fake_cli, f'[projects.app]\npath = "{project}"\n') as c:
+        card = await make_card(c.app, {"app.py": "def add(a, b):\n    return a + b\n"})
+        http, csrf = await signed_in(c)
+        async with http:
+            async with http.get(f"{c.url}/card/{card.id}") as r:
+                page = await r.text()
+            assert "legio/vorenus/main" in page and f'href="/card/{card.id}/diff"' in page
+            assert "/publish" not in page  # no forge: no Publish button
+            async with http.get(f"{c.url}/card/{card.id}/diff") as r:
+                assert "app.py" in await r.text()
+                assert "default-src 'none'" in r.headers["Content-Security-Policy"]
+            post = {"headers": {"X-CSRF-Token": csrf}}
+            async with http.post(f"{c.url}/card/{card.id}/publish", **post) as r:
+                said = (await r.json())["said"]
+            assert said.startswith("Not published: ")
+            async with http.post(f"{c.url}/card/{card.id}/drop", **post) as r:
+                said = (await r.json())["said"]
+            assert said.startswith("🗑 Dropped vorenus's copy of #app")
+            async with http.post(f"{c.url}/card/{card.id}/drop", **post) as r:
+                assert (await r.json())["said"] == "vorenus has no copy of #app any more."

@@ -20,7 +20,8 @@ from markdown_it import MarkdownIt
 from markupsafe import Markup
 
 from legio.app import status_lines, visible
-from legio.errors import MemoriaError, SearchQueryError
+from legio.errors import ForgeError, MemoriaError, ProjectError, PushRejected, SearchQueryError
+from legio.frontends.forgelines import published_text
 from legio.frontends.web.auth import Session
 from legio.frontends.web.charts import bars
 from legio.frontends.web.source import Source
@@ -106,6 +107,8 @@ def routes(router: web.UrlDispatcher) -> None:
     router.add_post("/stop/{agent}", stop)
     router.add_post("/ask/{id:\\d+}/{choice}", decide)
     router.add_post("/jobs/{id:\\d+}/cancel", cancel_job)
+    router.add_post("/card/{id:\\d+}/publish", publish)
+    router.add_post("/card/{id:\\d+}/drop", drop)
 
 
 # ---------------------------------------------------------------- Now
@@ -197,6 +200,48 @@ async def card_diff(request: web.Request) -> web.Response:
     response = web.Response(body=page, content_type="text/html", charset="utf-8")
     response.enable_compression()
     return response
+
+
+async def publish(request: web.Request) -> web.Response:
+    """🚀 Publish, with the chat's second question before replacing the forge's branch."""
+    source = door(request)
+    found = await source.card(int(request.match_info["id"]))
+    if found is None:
+        return web.json_response({"error": "This card is gone."}, status=404)
+    force = request.query.get("force") == "1"
+    try:
+        done = await source.publish(found, force=force)
+    except PushRejected as e:
+        if not e.non_fast_forward or force:
+            return web.json_response({"said": f"The forge refused the push: {e.reason}"})
+        question = (
+            f"The forge refused the push: {e.reason}\nIts {found.branch} has commits "
+            f"{found.agent}'s branch does not. Replace it with {found.agent}'s? Only Legio's "
+            "own branch moves; your base branch is never pushed."
+        )
+        return web.json_response({"ask": question, "again": f"{request.path}?force=1"})
+    except (ForgeError, ProjectError) as e:
+        return web.json_response({"said": f"Not published: {e}"})
+    return web.json_response({"said": published_text(done)})
+
+
+async def drop(request: web.Request) -> web.Response:
+    """🗑 Drop (the page asked first, as the chat does)."""
+    source = door(request)
+    found = await source.card(int(request.match_info["id"]))
+    if found is None:
+        return web.json_response({"error": "This card is gone."}, status=404)
+    try:
+        left = await source.drop(found)
+    except ProjectError as e:
+        return web.json_response({"said": f"Not dropped: {e}"})
+    if left is None:
+        return web.json_response(
+            {"said": f"{found.agent} has no copy of #{found.project} any more."}
+        )
+    lost = f"; {left} uncommitted change(s) went with it" if left else ""
+    said = f"🗑 Dropped {found.agent}'s copy of #{found.project} (its branch stays{lost})."
+    return web.json_response({"said": said})
 
 
 def _tail(path: Path, query: str) -> tuple[list[str], bool]:

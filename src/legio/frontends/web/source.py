@@ -17,11 +17,14 @@ from legio.app import (
     CheckRecord,
     LegioApp,
     Listing,
+    Published,
     PullRecord,
     SearchHit,
     Stopped,
+    Target,
     UsageReport,
 )
+from legio.frontends.checkviews import check_badge
 from legio.frontends.web.live import Live
 from legio.frontends.web.sharing import Approvals, Observed
 from legio.request import CardDiff, Watch, WorkCard
@@ -89,6 +92,23 @@ class Source:
 
     def check_log(self, run_id: int) -> Path | None:
         return self.app.check_log(run_id)
+
+    async def publish(self, card: WorkCard, *, force: bool = False) -> Published:
+        """🚀 Publish as the card's button does: exactly the card's commit, its summary,
+        its check's line (``PushRejected``, ``ForgeError``, ``ProjectError``)."""
+        check = await self.check(card.check_id) if card.check_id is not None else None
+        return await self.app.publish(
+            card.agent,
+            card.project,
+            force=force,
+            summary=await self.app.card_summary(card.id),
+            check=check_badge(check) if check else "",
+            commit=card.tip,
+        )
+
+    async def drop(self, card: WorkCard) -> int | None:
+        """🗑 Drop the card's copy (its branch published first; ``ProjectError``)."""
+        return await self.app.drop_copy(Target(card.agent, card.project))
 
     async def pulls(self) -> list[PullRecord]:
         return await self.app.open_pulls()

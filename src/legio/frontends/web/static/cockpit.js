@@ -38,20 +38,25 @@
     t.textContent = text;
     setTimeout(() => { t.textContent = ""; }, 4000);
   }
-  document.addEventListener("click", (event) => {
-    const button = event.target.closest("[data-post]");
-    if (!button) return;
-    if (button.dataset.confirm && !confirm(button.dataset.confirm)) return;
+  function post(url, button) {
     button.disabled = true;
-    fetch(button.dataset.post, {method: "POST", credentials: "same-origin", headers: {"X-CSRF-Token": csrf}})
+    fetch(url, {method: "POST", credentials: "same-origin", headers: {"X-CSRF-Token": csrf}})
       .then((r) => r.json().then((body) => {
-        if (!r.ok) toast(body.error || "Refused.");
-        else if (body.stopped !== undefined) toast(body.stopped ? "Stopped." : "Nothing to stop.");
-        const ask = button.closest(".ask"); if (ask && r.ok) ask.remove();
-        const job = button.closest(".job"); if (job && r.ok) job.remove();
+        if (!r.ok) { toast(body.error || "Refused."); return; }
+        if (body.stopped !== undefined) toast(body.stopped ? "Stopped." : "Nothing to stop.");
+        else if (body.ask) { if (confirm(body.ask)) post(body.again, button); return; }
+        else if (body.said) toast(body.said);
+        const ask = button.closest(".ask"); if (ask) ask.remove();
+        const job = button.closest(".job"); if (job) job.remove();
       }))
       .catch(() => toast("No answer from Legio."))
       .finally(() => { button.disabled = false; });
+  }
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("[data-post]");
+    if (!button || button.disabled) return;
+    if (button.dataset.confirm && !confirm(button.dataset.confirm)) return;
+    post(button.dataset.post, button);
   });
 
   function since(el) {
