@@ -317,3 +317,16 @@ async def test_a_cards_page_drops_its_copy_and_says_why_it_cannot_publish(
             assert said.startswith("🗑 Dropped vorenus's copy of #app")
             async with http.post(f"{c.url}/card/{card.id}/drop", **post) as r:
                 assert (await r.json())["said"] == "vorenus has no copy of #app any more."
+
+
+async def test_history_shows_a_messages_files_by_name(cockpit: Running, tmp_path: Path) -> None:
+    from legio.request import Request
+
+    plan = tmp_path / "<plan>.txt"
+    plan.write_text("cross at dawn\n")
+    sent = await cockpit.app.attach_local(str(plan), "@vorenus REPLY read the plan")
+    await cockpit.app.handle_message(Request("@vorenus REPLY read the plan", attachments=(sent,)))
+    http, _ = await signed_in(cockpit)
+    async with http, http.get(f"{cockpit.url}/history", params={"agent": "vorenus"}) as r:
+        page = await r.text()
+    assert "📎 &lt;plan&gt;.txt" in page

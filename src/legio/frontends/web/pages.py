@@ -306,10 +306,12 @@ async def history(request: web.Request) -> web.Response:
         and (not project or n.project == project)
         and (since is None or n.timestamp.date() >= since)
     ]
+    files = await source.files_of([n.seq for n, _ in shown]) if shown else {}
     return render(
         request,
         "history.html",
         found=shown,
+        files=files,
         q=query,
         agent=agent,
         project=project,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from legio.app import (
+    Attachment,
     CheckRecord,
     LegioApp,
     Listing,
@@ -120,6 +121,9 @@ class Source:
 
     async def history(self, count: int) -> list[Any]:
         return await self.app.history(count)
+
+    async def files_of(self, seqs: list[int]) -> dict[int, list[Attachment]]:
+        return await self.app.files_of(seqs)
 
     async def memoria(self, layer: str, centurio: str | None = None) -> Listing:
         return await self.app.memoria_listing(layer, centurio)
