@@ -68,12 +68,12 @@ def project(root: Path) -> Path:
 
 
 async def card(app: LegioApp, copy_of: str) -> int:
-    place = await app.sessions.projects.place("vorenus", copy_of)  # the bench's own turn
+    place = await app.engine.sessions.projects.place("vorenus", copy_of)  # the bench's own turn
     before = await mark(place)
     for i in range(FILES):
         text = "".join(f"x_{n} = {n * 2}  # changed\n" for n in range(60))
         (place.copy / f"module_{i:02}.py").write_text(text)
-    made = await app.sessions.cards.after(place, before, None)
+    made = await app.engine.sessions.cards.after(place, before, None)
     assert made is not None
     return made.id
 

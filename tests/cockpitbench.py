@@ -90,13 +90,13 @@ async def running_cockpit(
 async def make_card(app: LegioApp, files: dict[str, str], agent: str = "vorenus") -> WorkCard:
     """A work card of ``agent``'s turn on ``app`` that committed ``files``, made as the turn
     makes it (the copy's branch published into the project, then the card)."""
-    place = await app.sessions.projects.place(agent, "app")
+    place = await app.engine.sessions.projects.place(agent, "app")
     before = await mark(place)
     for name, text in files.items():
         (place.copy / name).write_text(text)
     git(place.copy, "add", "-A", caesar=False)
     git(place.copy, "commit", "-qm", "<b>work</b>", caesar=False)
-    await app.sessions.projects.publish(place)
-    card = await app.sessions.cards.after(place, before, None)
+    await app.engine.sessions.projects.publish(place)
+    card = await app.engine.sessions.cards.after(place, before, None)
     assert card is not None
     return card

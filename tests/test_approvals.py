@@ -148,7 +148,7 @@ async def test_grants_and_requests_survive_a_reopen(tmp_path: Path) -> None:
 async def test_approvals_and_revoke_commands(app: LegioApp) -> None:
     admin = Admin(app)
     assert (await admin.run("/approvals"))[-1].endswith("No Always grants.")
-    gate = app.sessions.approvals
+    gate = app.engine.sessions.approvals
     assert gate is not None and gate.store is not None
     grant = await gate.store.add_grant("vorenus", "Bash(git push:*)")
     await gate.load()

@@ -66,6 +66,7 @@ async def test_buttons_strangers_forgeries_and_replays(castra_dir: Path, fake_cl
         forged = prefix.rsplit(":", 1)[0] + ":deadbeef:o"
         assert await tap(bot, forged, message_id) == "Unknown button."
         assert await tap(bot, "ap:99999:abcd:o", message_id) == "Unknown button."
+        assert await tap(bot, "ap:²:abcd:o", message_id) == "Unknown button."
         assert not (workspace(castra_dir, "vorenus") / "one.txt").exists()
 
         assert await tap(bot, f"{prefix}:o", message_id) == "✅ Allowed once"
@@ -107,7 +108,7 @@ async def test_buttons_strangers_forgeries_and_replays(castra_dir: Path, fake_cl
 
 async def test_old_buttons_after_a_restart_say_expired(castra_dir: Path, fake_cli: FakeCli) -> None:
     async with running_bot(castra_dir, fake_cli, APPROVALS) as bot:
-        gate = bot.app.sessions.approvals
+        gate = bot.app.engine.sessions.approvals
         assert gate is not None and gate.store is not None
         request_id = await gate.store.open_request("vorenus", "Bash", "git push")
         await gate.load()  # what the next start does with it

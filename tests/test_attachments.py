@@ -98,7 +98,7 @@ async def test_an_album_is_one_request_with_all_its_files(bot: Running, castra_d
     shown = [n for n in re.findall(r'name="([^"]+)"', process.prompts[0])]
     assert shown == names
     assert [(inbox / f"1-{n}").read_bytes() for n in names] == [png(color=c) for c in colors]
-    assert await bot.app.praetorium.count() == 2  # one request, one answer
+    assert await bot.app.engine.praetorium.count() == 2  # one request, one answer
     history = await bot.answer(await bot.ask("/history"))
     assert all(f"📎 {n}" in history.params["text"] for n in names)
 
@@ -172,7 +172,7 @@ async def test_a_25_mb_document_is_refused_before_any_download(
     )
     assert bot.api.calls_of("getFile") == []
     assert bot.api.downloads == []
-    assert await bot.app.praetorium.count() == 0
+    assert await bot.app.engine.praetorium.count() == 0
     assert stored_files(castra_dir) == []
 
 
@@ -204,7 +204,7 @@ async def test_a_sticker_or_a_location_gets_one_clear_line(
         "I can take text, photos, documents, audio, voice notes and videos; "
         "not stickers, locations, contacts or polls."
     )
-    assert await bot.app.praetorium.count() == 0
+    assert await bot.app.engine.praetorium.count() == 0
 
 
 async def test_a_corrupt_image_is_refused_and_nothing_is_stored(
@@ -215,8 +215,8 @@ async def test_a_corrupt_image_is_refused_and_nothing_is_stored(
     call = await bot.answer(start)
     assert call.params["text"].startswith("⚠️ shot.png is not a readable image (")
     assert "\n" not in call.params["text"]
-    assert await bot.app.praetorium.count() == 0
-    assert await bot.app.sessions.attachments.pending() == []
+    assert await bot.app.engine.praetorium.count() == 0
+    assert await bot.app.engine.sessions.attachments.pending() == []
     assert stored_files(castra_dir) == []
 
 
@@ -304,7 +304,7 @@ async def test_a_restart_mid_download_loses_nothing_and_duplicates_nothing(
     async with running_bot(castra_dir, fake_cli, api=api, grace_s=0.2) as first:
         update = api.add_document(content, "notes.txt", "text/plain", caption="@vorenus read this")
         await download_started(api)
-        assert await first.app.praetorium.count() == 0
+        assert await first.app.engine.praetorium.count() == 0
     # stopped half-way through the download: only the pending row is kept
     assert [p.name for p in stored_files(castra_dir) if not p.name.startswith(".")] == []
     gate.set()
@@ -344,8 +344,10 @@ async def test_a_file_telegram_no_longer_hands_over_after_a_restart_is_dropped_a
 
     api.fail("getFile", 502)  # Telegram is down at the next start: try again later
     async with running_bot(castra_dir, fake_cli, api=api) as second:
-        assert await second.app.praetorium.count() == 0
-        assert [p.name for p in await second.app.sessions.attachments.pending()] == ["notes.txt"]
+        assert await second.app.engine.praetorium.count() == 0
+        assert [p.name for p in await second.app.engine.sessions.attachments.pending()] == [
+            "notes.txt"
+        ]
 
     api.fail("getFile", 400, "Bad Request: wrong file_id or the file is temporarily unavailable")
     async with running_bot(castra_dir, fake_cli, api=api) as third:
@@ -356,7 +358,7 @@ async def test_a_file_telegram_no_longer_hands_over_after_a_restart_is_dropped_a
         )
         notice = await third.answer(0, lambda t: t.startswith("⚠️ Interrupted"))
         assert '"@vorenus read" (#1, no answer from vorenus)' in notice.params["text"]
-        assert await third.app.sessions.attachments.pending() == []
+        assert await third.app.engine.sessions.attachments.pending() == []
         assert await third.app.files_of([1]) == {}
 
 
@@ -372,7 +374,7 @@ async def test_a_restart_mid_album_keeps_every_file_of_the_one_request(
         )
         api.add_document(annex, "annex.txt", "text/plain", media_group_id="a")
         await download_started(api)  # the first of the two
-        assert await first.app.praetorium.count() == 0
+        assert await first.app.engine.praetorium.count() == 0
     api.download_gate = None  # stopped during the first download of the two
 
     async with running_bot(castra_dir, fake_cli, api=api) as second:
@@ -489,7 +491,7 @@ async def test_a_huge_picture_reaches_every_agent_as_a_file_with_one_clear_line(
         assert "huge.png is too large to show as a picture (9400×9400 px" in process.prompts[0]
         copy = castra_dir.resolve() / f"centuriones/{name}/workspace/inbox/1-huge.png"
         assert copy.read_bytes() == huge
-    pictures = bot.app.sessions.pictures
+    pictures = bot.app.engine.sessions.pictures
     assert pictures.made == 1
 
     start = len(bot.api.calls)

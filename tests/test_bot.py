@@ -36,7 +36,7 @@ async def test_a_plain_message_is_answered_by_the_legatus(bot: Running) -> None:
     assert call.params["text"] == "ECHO: hello legatus"
     assert int(call.params["chat_id"]) == CAESAR
     assert call.params["reply_parameters"]["message_id"] > 0
-    assert await bot.app.praetorium.count() == 2
+    assert await bot.app.engine.praetorium.count() == 2
 
 
 async def test_two_mentions_give_two_attributed_messages(bot: Running) -> None:
@@ -120,7 +120,7 @@ async def test_admin_commands_and_bad_arguments(bot: Running, command: str, expe
     start = await bot.ask(command)
     call = await bot.answer(start)
     assert expected in call.params["text"]
-    assert await bot.app.praetorium.count() == 0
+    assert await bot.app.engine.praetorium.count() == 0
 
 
 async def test_history_search_and_reset_after_a_conversation(bot: Running) -> None:
@@ -151,7 +151,7 @@ async def test_a_stranger_is_ignored_and_logged_once(
     assert call.params["text"] == "No messages yet."
     assert bot.api.sent_texts(666) == []
     assert bot.api.sent_texts(-100) == []
-    assert await bot.app.praetorium.count() == 0
+    assert await bot.app.engine.praetorium.count() == 0
     refusals = [
         r.getMessage() for r in caplog.records if "not in telegram.caesar_ids" in r.getMessage()
     ]
@@ -282,5 +282,5 @@ async def test_a_photo_telegram_will_not_hand_over_gets_a_clear_answer(bot: Runn
     assert call.params["text"] == (
         "⚠️ Telegram would not hand over photo-y.jpg (Invalid file_id); send it again"
     )
-    assert await bot.app.praetorium.count() == 0
-    assert await bot.app.sessions.attachments.pending() == []
+    assert await bot.app.engine.praetorium.count() == 0
+    assert await bot.app.engine.sessions.attachments.pending() == []

@@ -38,7 +38,7 @@ async def test_over_budget_the_turn_waits_for_a_raise_and_retry(budgeted: LegioA
     await app.attach(Told(notify))
     [reply] = await app.handle_message(f"@vorenus {BIG}")
     assert "that was expensive" in reply.text
-    spent = sum(t.cost_usd for t in (await app.praetorium.records.usage_totals()).values())
+    spent = sum(t.cost_usd for t in (await app.engine.praetorium.records.usage_totals()).values())
     assert spent > 2
 
     [held] = await app.handle_message("@vorenus REPLY salve")
@@ -54,7 +54,7 @@ async def test_over_budget_the_turn_waits_for_a_raise_and_retry(budgeted: LegioA
     assert f"total: ${spent:,.2f}" in page
     assert "Daily budget: $2.00" in page
 
-    app.config.budget.daily_usd = spent / 0.9  # raised: 90 % used, one warning
+    app.engine.config.budget.daily_usd = spent / 0.9  # raised: 90 % used, one warning
     [answer] = await app.retry()
     assert answer.text.endswith("salve")
     await app.handle_message("@vorenus REPLY again")
@@ -80,7 +80,10 @@ async def test_an_agents_own_daily_limit(castra_dir: Path, fake_cli: FakeCli) ->
 async def test_days_begin_at_midnight_in_the_owners_zone(app: LegioApp) -> None:
     clock = datetime(2026, 3, 1, 3, 30, tzinfo=UTC)
     budget = Budget(
-        app.config, app.praetorium, zone=ZoneInfo("America/New_York"), clock=lambda: clock
+        app.engine.config,
+        app.engine.praetorium,
+        zone=ZoneInfo("America/New_York"),
+        clock=lambda: clock,
     )
     start = budget.day_start()
     assert start.isoformat() == "2026-02-28T00:00:00-05:00"
@@ -100,7 +103,7 @@ async def test_the_real_cli_turn_cut_by_per_turn_usd(castra_dir: Path, tmp_path:
             assert "stopped: this turn reached [budget] per_turn_usd ($0.50)" in cut.text
             [next_one] = await app.handle_message("@vorenus REPLY next")
             assert next_one.text.endswith("next")
-            totals = await app.praetorium.records.usage_totals()
+            totals = await app.engine.praetorium.records.usage_totals()
             spent = totals["vorenus"].cost_usd
             assert spent > 3
             page = "\n".join(await Admin(app).run("/usage"))
@@ -117,14 +120,16 @@ async def test_turns_still_running_count_so_parallel_turns_at_the_limit_cannot_a
     app = await LegioApp.open(fake_cli_config(castra_dir, fake_cli, "[budget]\ndaily_usd = 100"))
     try:
         await app.handle_message(f"@vorenus {BIG}")
-        spent = sum(t.cost_usd for t in (await app.praetorium.records.usage_totals()).values())
-        app.config.budget.daily_usd = spent + 0.08  # room for one small turn, not two
+        spent = sum(
+            t.cost_usd for t in (await app.engine.praetorium.records.usage_totals()).values()
+        )
+        app.engine.config.budget.daily_usd = spent + 0.08  # room for one small turn, not two
         replies = await app.handle_message("@all SLEEP 0.3\nREPLY both?")
         kinds = sorted(r.kind for r in replies)
         assert kinds == ["answer", "held"], [(r.agent, r.kind, r.text) for r in replies]
         held = next(r for r in replies if r.kind == "held")
         assert "set aside for the turns running now" in held.text
-        budget = app.sessions.budget
+        budget = app.engine.sessions.budget
         assert budget is not None and budget.reserved() == 0  # released when they ended
     finally:
         await app.close()
@@ -135,7 +140,7 @@ async def test_a_reservation_is_released_however_the_turn_ends(
 ) -> None:
     app = await LegioApp.open(fake_cli_config(castra_dir, fake_cli, "[budget]\ndaily_usd = 50"))
     try:
-        budget = app.sessions.budget
+        budget = app.engine.sessions.budget
         assert budget is not None
         [failed] = await app.handle_message("@vorenus ERROR overloaded")
         assert failed.kind != "answer"

@@ -84,6 +84,12 @@ async def test_a_card_after_a_turn_that_changed_the_branch(
         assert refused.params["text"] == "Not yours."
         assert not bot.api.calls_of("sendDocument")
 
+        # a card's number in other digits (¹ is a digit to str.isdigit): no card, no crash
+        start = len(bot.api.calls)
+        bot.api.add_callback("card:diff:¹", first_id)
+        gone = await bot.api.wait_for_call("answerCallbackQuery", start=start)
+        assert gone.params["text"] == "This card is gone."
+
         # Diff: this turn's commits, as a .diff
         start = len(bot.api.calls)
         bot.api.add_callback(keys["🔍 Diff"], first_id)

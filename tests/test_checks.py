@@ -426,9 +426,9 @@ async def test_the_engine_marks_cut_off_runs_at_start_and_stops_running_ones_at_
     )
     app = await LegioApp.open(config)
     try:
-        place = await app.sessions.projects.place("vorenus", "app")
-        cut = await app.checks.store.begin("pullo", "app", "make", "aaaa", 60, now())
-        run = await app.checks.start("vorenus", "app", place.copy, "bbbb")
+        place = await app.engine.sessions.projects.place("vorenus", "app")
+        cut = await app.engine.checks.store.begin("pullo", "app", "make", "aaaa", 60, now())
+        run = await app.engine.checks.start("vorenus", "app", place.copy, "bbbb")
     finally:
         await app.close()
     stopped = await run.wait()
@@ -436,9 +436,9 @@ async def test_the_engine_marks_cut_off_runs_at_start_and_stops_running_ones_at_
     assert await gone(marker)
     app = await LegioApp.open(load_config(config.path))
     try:
-        again = await app.checks.get(cut.id)
+        again = await app.engine.checks.get(cut.id)
         assert again is not None and again.state == "interrupted"
-        assert await app.checks.get(run.id) == stopped
+        assert await app.engine.checks.get(run.id) == stopped
     finally:
         await app.close()
 

@@ -135,7 +135,7 @@ async def test_caesar_sees_vorenus_answer_stream_live(
 
 
 async def working(running: Running, agent: str) -> bool:
-    agents = (await running.app.status_report())["agents"]
+    agents = (await running.app.operations.status_report())["agents"]
     return any(a["name"] == agent and a["seq"] for a in agents)
 
 

@@ -131,8 +131,8 @@ async def test_the_one_time_link_works_once(cockpit: Running) -> None:
 async def test_the_link_is_minted_through_the_status_socket(cockpit: Running) -> None:
     from legio.operations.control import ask_daemon
 
-    await cockpit.app.start_operations()
-    answer = await asyncio.to_thread(ask_daemon, cockpit.app.config.castra, 10.0, "cockpit")
+    await cockpit.app.operations.start_operations()
+    answer = await asyncio.to_thread(ask_daemon, cockpit.app.engine.config.castra, 10.0, "cockpit")
     assert answer is not None and "#login=" in answer["url"]
 
 
@@ -220,7 +220,9 @@ async def test_the_memoria_renders_markdown_and_no_html_of_its_authors(cockpit: 
         "# Marching orders\n\n**Hold** the ford.\n\n<script>alert(1)</script>\n\n"
         "[map](javascript:alert(2)) <img src=x onerror=alert(3)>"
     )
-    await asyncio.to_thread(cockpit.app.memoria.publish_actum, "orders", "Orders", body, "legatus")
+    await asyncio.to_thread(
+        cockpit.app.engine.memoria.publish_actum, "orders", "Orders", body, "legatus"
+    )
     http, _ = await signed_in(cockpit)
     async with http, http.get(f"{cockpit.url}/memoria?layer=acta") as r:
         page = await r.text()
@@ -235,7 +237,7 @@ async def test_a_job_is_cancelled_from_the_page(cockpit: Running) -> None:
     from legio.store.jobstore import JobStore, NewJob
 
     soon = datetime.now(UTC) + timedelta(hours=1)
-    job = await JobStore(cockpit.app.praetorium).add(
+    job = await JobStore(cockpit.app.engine.praetorium).add(
         NewJob(
             name="<b>digest</b>",
             target="pullo",
@@ -324,7 +326,7 @@ async def test_history_shows_a_messages_files_by_name(cockpit: Running, tmp_path
 
     plan = tmp_path / "<plan>.txt"
     plan.write_text("cross at dawn\n")
-    sent = await cockpit.app.attach_local(str(plan), "@vorenus REPLY read the plan")
+    sent = await cockpit.app.inbox.attach_local(str(plan), "@vorenus REPLY read the plan")
     await cockpit.app.handle_message(Request("@vorenus REPLY read the plan", attachments=(sent,)))
     http, _ = await signed_in(cockpit)
     async with http, http.get(f"{cockpit.url}/history", params={"agent": "vorenus"}) as r:

@@ -30,7 +30,8 @@ NOTICE = "<context_notice>"
 
 
 async def everything(legion: Legion | LegioApp) -> list[Nuntius]:
-    return list(reversed(await legion.praetorium.get_history(10_000)))
+    praetorium = legion.engine.praetorium if isinstance(legion, LegioApp) else legion.praetorium
+    return list(reversed(await praetorium.get_history(10_000)))
 
 
 def blocks_in_order(prompt: str, *markers: str) -> bool:
@@ -184,16 +185,16 @@ async def test_compact_command_with_instructions_and_memoria(
         in request
     )
     # it saved durable facts to its own memoria before answering
-    [note] = app.memoria.list_commentarii("vorenus").documents
+    [note] = app.engine.memoria.list_commentarii("vorenus").documents
     assert (note.title, note.body, note.author) == ("bridge", "code 4711", "vorenus")
 
-    record = await app.praetorium.records.latest_compaction("vorenus")
+    record = await app.engine.praetorium.records.latest_compaction("vorenus")
     assert record is not None
     assert (record.reason, record.instructions) == (
         "command",
         "keep the bridge code, drop the small talk",
     )
-    assert await app.praetorium.records.get_checkpoint("vorenus") is None
+    assert await app.engine.praetorium.records.get_checkpoint("vorenus") is None
     assert await everything(app) == before  # /compact writes no nuntius
 
     await app.handle_message("@vorenus and now?")
@@ -214,8 +215,8 @@ async def test_compact_answers_bad_requests_clearly(app: LegioApp) -> None:
     [failed] = await admin.run("/compact pullo")
     assert failed.startswith("Could not compact pullo: API Error: overloaded")
     assert failed.endswith("Its conversation is unchanged.")
-    assert await app.praetorium.records.get_checkpoint("pullo") is not None
-    assert await app.praetorium.records.latest_compaction("pullo") is None
+    assert await app.engine.praetorium.records.get_checkpoint("pullo") is not None
+    assert await app.engine.praetorium.records.latest_compaction("pullo") is None
 
 
 async def test_compaction_survives_a_restart_and_reset_forgets_it(
@@ -328,7 +329,7 @@ def test_a_summary_longer_than_its_share_is_shortened_with_a_marker() -> None:
 async def test_context_for_a_fresh_and_a_live_agent(app: LegioApp) -> None:
     admin = Admin(app)
     await app.handle_message("@all muster at dawn")
-    await app.sessions.reset("pullo")
+    await app.engine.sessions.reset("pullo")
     fresh = "\n".join(await admin.run("/context pullo"))
     assert fresh.startswith("🧭 Context of pullo: what its next message carries")
     assert "Session: none; the next message starts a new one" in fresh
@@ -387,7 +388,7 @@ async def test_context_after_a_restart_says_the_session_will_be_resumed(
         await app.close()
     app = await LegioApp.open(config)
     try:
-        await app.praetorium.post("caesar", "@all news", ["all"])
+        await app.engine.praetorium.post("caesar", "@all news", ["all"])
         view = "\n".join(await Admin(app).run("/context vorenus"))
         assert "Session: saved; the next message resumes it" in view
         assert "New history since its last message: 1 nuntius (#" in view

@@ -25,7 +25,7 @@ async def test_a_reply_to_an_agents_answer_goes_to_that_agent(
         Request("and how many nails?", pointer=Pointer(seq=first.seq))
     )
     assert reply.agent == "vorenus"
-    answer = await app.praetorium.get_history(3)
+    answer = await app.engine.praetorium.get_history(3)
     vorenus_answer = answer[2]
     prompt = last_prompt(fake_cli, "vorenus")
     assert f'in_reply_to="{vorenus_answer.id}"' in prompt
@@ -45,8 +45,8 @@ async def test_sharing_another_agents_answer_carries_its_words_escaped(
     prompt = last_prompt(fake_cli, "vorenus")
     assert '<in_reply_to nuntius="' in prompt and 'sender="pullo" part="whole"' in prompt
     assert "Rome has &lt;7&gt; hills &amp; one &lt;/nuntius&gt;</in_reply_to>" in prompt
-    stored = (await app.praetorium.get_history(2))[1]
-    links = await app.threads.links_of(stored.seq)
+    stored = (await app.engine.praetorium.get_history(2))[1]
+    links = await app.engine.threads.links_of(stored.seq)
     assert [(link.kind, link.target_seq) for link in links] == [("reply", pullo.seq)]
 
     await app.handle_message(
@@ -86,7 +86,7 @@ async def test_an_edit_before_the_agent_starts_replaces_the_words(
     assert answer.text.endswith("fix the bug")
     prompts = "\n".join(processes_of(fake_cli, "vorenus")[-1].raw_prompts)
     assert "teh" not in prompts  # the agent only ever saw the corrected words
-    request = await app.praetorium.get_by_origin("telegram:1:7")
+    request = await app.engine.praetorium.get_by_origin("telegram:1:7")
     assert request is not None and request.text == "@vorenus REPLY fix the bug"
     history = (await Admin(app).run("/history 5"))[0]
     assert "(edited; it first said: @vorenus REPLY fix teh bug)" in history
@@ -100,7 +100,7 @@ async def test_an_edit_after_the_answer_is_a_correction_answered_again(
     assert await app.edit_message("telegram:1:9", "@vorenus REPLY 40 beams") == []  # same
     [again] = await app.edit_message("telegram:1:9", "@vorenus REPLY 50 beams")
     assert again.agent == "vorenus" and again.text.endswith("50 beams")
-    original = await app.praetorium.get_by_origin("telegram:1:9")
+    original = await app.engine.praetorium.get_by_origin("telegram:1:9")
     assert original is not None and original.text == "@vorenus REPLY 40 beams"  # kept
     assert f'edit_of="{original.id}"' in last_prompt(fake_cli, "vorenus")
     [third] = await app.edit_message("telegram:1:9", "@vorenus REPLY 60 beams")
@@ -115,5 +115,5 @@ async def test_an_edit_after_a_reset_is_still_a_correction(app: LegioApp) -> Non
     await app.reset("vorenus")  # its checkpoint is gone; its answer is not
     [again] = await app.edit_message("telegram:1:11", "@vorenus REPLY 45 beams")
     assert again.text.endswith("45 beams")
-    original = await app.praetorium.get_by_origin("telegram:1:11")
+    original = await app.engine.praetorium.get_by_origin("telegram:1:11")
     assert original is not None and original.text == "@vorenus REPLY 40 beams"

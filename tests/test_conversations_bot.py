@@ -86,7 +86,7 @@ async def test_edits_correct_queued_requests_and_answered_ones_get_a_correction(
         queued = api.add_message("@vorenus REPLY fix teh bridge")["message"]
         origin = f"telegram:{CAESAR}:{queued['message_id']}"
         for _ in range(250):  # until it is stored and in line
-            if await bot.app.praetorium.get_by_origin(origin) is not None:
+            if await bot.app.engine.praetorium.get_by_origin(origin) is not None:
                 break
             await asyncio.sleep(0.02)
         api.edit_message(CAESAR, queued["message_id"], text="@vorenus REPLY fix the bridge")
@@ -165,8 +165,8 @@ async def test_a_topic_per_agent_made_once_and_answers_in_their_topic(
         # a scheduled job for vorenus: answered in vorenus's topic
         now = datetime.now(UTC)
         job = NewJob("ping", "vorenus", "REPLY pong", "once", "UTC", now, "legatus", run_at=now)
-        await bot.app.scheduler.jobs.add(job, 50, now)
-        bot.app.scheduler.changed()
+        await bot.app.engine.scheduler.jobs.add(job, 50, now)
+        bot.app.engine.scheduler.changed()
         call = await bot.answer(0, lambda t: t.startswith("⏰ ping"))
         assert thread(call) == made["vorenus"]
         # the main chat stays the main chat

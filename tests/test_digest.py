@@ -9,7 +9,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from legio.frontends.digestview import digest_lines
-from legio.operations.digest import AgentDay, Tally, compute_digest
+from legio.operations.digest import AgentDay, StatusCounts, compute_digest
 from legio.operations.routine import next_backup, next_digest
 from legio.store.praetorium import Praetorium
 
@@ -96,7 +96,7 @@ async def test_digest_figures_match_the_records(tmp_path: Path) -> None:
             ("vorenus", "Bash", "expired"),
         )
         assert digest.tallies == (  # the day's checks; no pull request (a quiet table)
-            Tally("checks", (("vorenus", "failed", 2), ("vorenus", "passed", 1))),
+            StatusCounts("checks", (("vorenus", "failed", 2), ("vorenus", "passed", 1))),
         )
         text = "\n".join(digest_lines(digest))
         assert "• vorenus: 2 answers; on #app (2); 2 turns, $0.75; 1 failed." in text

@@ -91,7 +91,7 @@ async def test_publish_ci_and_issues_with_the_token_out_of_reach(
     [card] = cards
     assert card.publishable
 
-    done = await app.publish("vorenus", "app", check="✅ make test")
+    done = await app.work.publish("vorenus", "app", check="✅ make test")
     assert done.created and done.number == 1 and done.branch == "legio/vorenus/main"
     heads = git(flow.remote, "for-each-ref", "--format=%(refname)")
     assert heads.split() == ["refs/heads/legio/vorenus/main", "refs/heads/main"]
@@ -118,7 +118,7 @@ async def test_publish_ci_and_issues_with_the_token_out_of_reach(
     await asyncio.wait_for(arrived.wait(), 30)
     [event] = heard
     assert event.kind == "ci_failed" and [j.name for j in event.jobs] == ["tests"]
-    fix = app.forge_request(event)
+    fix = app.work.forge_request(event)
     assert (fix.lane, fix.project) == ("vorenus", "app")
     assert "assert 0 == 4" in fix.text and 'untrusted="true"' in fix.text
     assert fix.text.count("</forge_text>") == 1  # the log cannot close the element
@@ -130,7 +130,7 @@ async def test_publish_ci_and_issues_with_the_token_out_of_reach(
     for path in fake_cli.log_dir.rglob("*"):
         if path.is_file():
             assert CANARY not in path.read_text(errors="replace")
-    for path in Path(app.castra.root).rglob("*"):
+    for path in Path(app.engine.castra.root).rglob("*"):
         if path.is_file():
             assert CANARY.encode() not in path.read_bytes(), path
     assert CANARY not in caplog.text
@@ -200,13 +200,13 @@ async def test_a_morning_triage_job_gets_the_issues_opened_since_its_last_run(
         f"CALL_TOOL legatus_tools schedule_job {json.dumps(schedule)}"
     )
     assert "Scheduled job #1" in reply.text
-    job = await app.scheduler.jobs.get(1)
+    job = await app.engine.scheduler.jobs.get(1)
     assert job is not None
 
     async def run_job() -> str:
-        nuntius = await app.praetorium.post("scheduler", job.request, ["pullo"])
-        assert await job_runner(app.legatus)(job, nuntius) == "answer"
-        answer = (await app.praetorium.get_history(1))[0]
+        nuntius = await app.engine.praetorium.post("scheduler", job.request, ["pullo"])
+        assert await job_runner(app.engine.legatus)(job, nuntius) == "answer"
+        answer = (await app.engine.praetorium.get_history(1))[0]
         assert (answer.sender, answer.project) == ("pullo", "app")
         return answer.text
 

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from legio.errors import ForgeError, PushRejected
-from legio.forge.push import Target, push
+from legio.forge.push import PushRemote, push
 from tests.gitrepo import git, make_project
 
 TOKEN = "ghp_http_push_canary"
@@ -81,7 +81,7 @@ async def test_the_token_goes_to_git_over_http_through_the_pipe(tmp_path: Path) 
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    target = Target(f"http://127.0.0.1:{port}/app.git", token=True, local=False)
+    target = PushRemote(f"http://127.0.0.1:{port}/app.git", token=True, local=False)
     try:
         moved = await push(project, target, "legio/vorenus/main", "vorenus", "main", commit, TOKEN)
         assert moved
@@ -141,7 +141,7 @@ async def test_project_config_that_could_send_the_token_elsewhere_is_refused(
     evil_runner, evil_port = await serve(evil)
     ports = {"evil": evil_port, "forge": forge_port}
     git(project, "config", key.format(**ports), value.format(**ports))
-    target = Target(f"http://127.0.0.1:{forge_port}/app.git", token=True, local=False)
+    target = PushRemote(f"http://127.0.0.1:{forge_port}/app.git", token=True, local=False)
     try:
         with pytest.raises(ForgeError) as caught:
             await push(project, target, "legio/vorenus/main", "vorenus", "main", commit, TOKEN)
@@ -166,7 +166,7 @@ async def test_the_helper_answers_only_the_targets_host(tmp_path: Path) -> None:
 
     runner, port = await serve(evil)
     # the push's URL names localhost; the helper is scoped to another host of the same server
-    target = Target(f"http://localhost:{port}/app.git", token=True, local=False)
+    target = PushRemote(f"http://localhost:{port}/app.git", token=True, local=False)
     try:
         import legio.forge.push as pushing
 
@@ -189,7 +189,7 @@ async def test_local_tags_and_submodules_are_not_pushed_along(tmp_path: Path) ->
     git(project, "tag", "-a", "v9.9.9-unreleased", "-m", "Caesar's local tag")
     git(project, "config", "push.followTags", "true")
     commit = git(project, "rev-parse", "HEAD").strip()
-    target = Target(str(tmp_path / "remote.git"), token=False, local=True)
+    target = PushRemote(str(tmp_path / "remote.git"), token=False, local=True)
     await push(project, target, "legio/vorenus/main", "vorenus", "main", commit, "")
     refs = git(tmp_path / "remote.git", "for-each-ref", "--format=%(refname)")
     assert refs.split() == ["refs/heads/legio/vorenus/main"]

@@ -16,7 +16,7 @@ from legio.config import load_config
 from legio.errors import ForgeError, ProjectError, PushRejected
 from legio.forge.github import GitHub
 from legio.forge.publish import Publisher
-from legio.forge.push import Target, push, push_target, repo_of_url
+from legio.forge.push import PushRemote, push, push_target, repo_of_url
 from legio.projects.copies import Projects
 from legio.store.praetorium import Praetorium
 from legio.store.pullstore import PullStore
@@ -146,7 +146,7 @@ async def test_nothing_to_publish_and_no_copy(bench: Bench) -> None:
 
 
 async def test_never_the_base_branch(bench: Bench) -> None:
-    target = Target(str(bench.remote), token=False, local=True)
+    target = PushRemote(str(bench.remote), token=False, local=True)
     for branch in ("main", "legio/pullo/main", "feature"):
         with pytest.raises(ForgeError, match="not Legio's branch"):
             await push(bench.project, target, branch, "vorenus", "main", "HEAD", TOKEN)
@@ -166,7 +166,7 @@ def test_repo_and_push_url_from_the_remote() -> None:
     assert repo_of_url("ssh://git@github.com/caesar/app.git") == "caesar/app"
     assert repo_of_url("/srv/git/app.git") == ""
     ssh = push_target("git@github.com:caesar/app.git", "github.com", "caesar/app")
-    assert ssh == Target("https://github.com/caesar/app.git", token=True, local=False)
+    assert ssh == PushRemote("https://github.com/caesar/app.git", token=True, local=False)
     assert push_target("https://github.com/caesar/app.git", "github.com", "caesar/app").token
     for bad in (
         "https://evil.example/caesar/app.git",

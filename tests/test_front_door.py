@@ -16,7 +16,7 @@ from lxml import etree
 from telegram import Chat, Message, Update, User
 
 from legio.cli import default_castra_source
-from legio.frontends.telegram.admission import BoundedSet, Gate
+from legio.frontends.telegram.admission import Admission, BoundedSet
 from tests.botbench import CAESAR, running_bot
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import Call, FakeBotApi
@@ -53,7 +53,7 @@ async def test_caesar_in_a_group_gets_nothing_and_nothing_starts(
         call = await bot.answer(await bot.ask("/history"))
         assert call.params["text"] == "No messages yet."
         assert chats_written_to(bot.api.calls) <= {CAESAR}
-        assert await bot.app.praetorium.count() == 0
+        assert await bot.app.engine.praetorium.count() == 0
         assert fake_cli.processes() == []
     refusals = [r.getMessage() for r in caplog.records if "only private chats" in r.getMessage()]
     assert len(refusals) == 2  # once per chat: the group, the supergroup
@@ -78,7 +78,7 @@ async def test_an_allowed_group_takes_only_caesars_messages_and_no_admin_command
             assert call.params["text"] == (
                 "Admin commands work in the private chat with the bot only."
             )
-        assert await bot.app.praetorium.count() == 2  # Caesar's message and the answer
+        assert await bot.app.engine.praetorium.count() == 2  # Caesar's message and the answer
         texts = [n.text for n in await bot.app.history(10)]
         assert "REPLY for the stranger" not in texts
 
@@ -118,15 +118,15 @@ def _update(user_id: int, chat_id: int, chat_type: str = "private") -> Update:
 
 def test_a_stranger_flood_keeps_a_bounded_memory(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="legio.frontends.telegram.bot")
-    gate = Gate([CAESAR], [], remember=100)
+    admission = Admission([CAESAR], [], remember=100)
     for stranger in range(10_000, 15_000):
-        assert not gate.admits(_update(stranger, stranger))
-        assert not gate.admits(_update(CAESAR, -stranger, "group"))
-    assert len(gate.refused_users) == 100
-    assert len(gate.refused_chats) == 100
-    assert gate.admits(_update(CAESAR, CAESAR))
+        assert not admission.admits(_update(stranger, stranger))
+        assert not admission.admits(_update(CAESAR, -stranger, "group"))
+    assert len(admission.refused_users) == 100
+    assert len(admission.refused_chats) == 100
+    assert admission.admits(_update(CAESAR, CAESAR))
     assert len(caplog.records) == 10_000  # each once while remembered
-    assert not gate.admits(_update(14_999, 14_999))  # still remembered: not logged again
+    assert not admission.admits(_update(14_999, 14_999))  # still remembered: not logged again
     assert len(caplog.records) == 10_000
 
 

@@ -231,7 +231,7 @@ async def test_generated_updates_never_break_the_front_door(
 ) -> None:
     SEEN["examples"] += 1
     SEEN["updates"] += len(drawn)
-    baseline = await bot.app.praetorium.last_seq()
+    baseline = await bot.app.engine.praetorium.last_seq()
     start = len(bot.api.calls)
     expected: list[str] = []
     for raw, stored in drawn:

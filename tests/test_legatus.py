@@ -25,7 +25,8 @@ HEADER_VORENUS = "⚔️ vorenus — Code reviewer and software engineer\n━━
 async def stored(app: LegioApp) -> list[tuple[str, tuple[str, ...], str | None]]:
     """(sender, audience, reply_to) of every nuntius, oldest first."""
     return [
-        (n.sender, n.audience, n.reply_to) for n in reversed(await app.praetorium.get_history(1000))
+        (n.sender, n.audience, n.reply_to)
+        for n in reversed(await app.engine.praetorium.get_history(1000))
     ]
 
 
@@ -36,7 +37,7 @@ async def test_flow_a_the_legatus_answers(app: LegioApp) -> None:
         "ECHO: What's the status?",
         "answer",
     )
-    caesar, answer = reversed(await app.praetorium.get_history(10))
+    caesar, answer = reversed(await app.engine.praetorium.get_history(10))
     assert (caesar.sender, caesar.audience, caesar.reply_to) == ("caesar", ("legatus",), None)
     assert (answer.sender, answer.audience, answer.reply_to) == ("legatus", ("caesar",), caesar.id)
     assert answer.text == reply.text
@@ -48,7 +49,7 @@ async def test_flow_b_a_centurio_answers_under_its_header(app: LegioApp) -> None
     assert reply.text == "ECHO: @vorenus review this code"  # data: the front-end adds the header
     assert rendered(app, reply) == HEADER_VORENUS + "ECHO: @vorenus review this code"
     rows = await stored(app)
-    caesar_id = (await app.praetorium.get_history(10))[-1].id
+    caesar_id = (await app.engine.praetorium.get_history(10))[-1].id
     assert rows == [("caesar", ("vorenus",), None), ("vorenus", ("caesar",), caesar_id)]
 
 
@@ -118,11 +119,11 @@ async def test_a_queued_request_carries_the_status_of_when_its_turn_comes(
 ) -> None:
     busy = asyncio.create_task(app.handle_message("SLEEP 30"))
     centurio = asyncio.create_task(app.handle_message("@vorenus SLEEP 0.5"))
-    await until(lambda: app.sessions.state("vorenus") == "working")
+    await until(lambda: app.engine.sessions.state("vorenus") == "working")
     queued = asyncio.create_task(app.handle_message("and now?"))  # vorenus still works
     await centurio
     await until(lambda: any(p.prompts for p in processes_of(fake_cli, "legatus")))
-    assert await app.sessions.interrupt("legatus")  # its turn ends; the queued one runs
+    assert await app.engine.sessions.interrupt("legatus")  # its turn ends; the queued one runs
     await asyncio.gather(busy, queued)
     prompts = [p for proc in processes_of(fake_cli, "legatus") for p in proc.prompts]
     [last] = [p for p in prompts if p.endswith("and now?")]
@@ -165,7 +166,7 @@ async def test_startup_with_history_bootstraps_the_first_query_only(
 ) -> None:
     config = fake_cli_config(castra_dir, fake_cli)
     app = await LegioApp.open(config)
-    earlier = await app.praetorium.post("caesar", "we spoke of the bridge", ["legatus"])
+    earlier = await app.engine.praetorium.post("caesar", "we spoke of the bridge", ["legatus"])
     await app.close()
     app = await LegioApp.open(config)
     try:
@@ -242,7 +243,7 @@ async def test_the_dispatch_tool_reaches_a_centurio_and_returns_its_answer(
     assert "vorenus: ⏳ ECHO: check the walls" in lines
     [vorenus] = processes_of(fake_cli, "vorenus")
     assert vorenus.prompts == ["check the walls"]
-    history = list(reversed(await app.praetorium.get_history(10)))
+    history = list(reversed(await app.engine.praetorium.get_history(10)))
     asked, answered = history[1], history[2]
     assert (asked.sender, asked.audience) == ("legatus", ("vorenus",))
     assert (answered.sender, answered.audience, answered.reply_to) == (
@@ -292,7 +293,7 @@ async def test_list_and_reset_tools_and_the_full_tool_set(app: LegioApp, fake_cl
     assert "- vorenus: Code reviewer and software engineer (idle, 1 turns" in reply.text
     [reply] = await app.handle_message('CALL_TOOL legatus_tools reset_centurio {"name": "vorenus"}')
     assert reply.text == "TOOL_RESULT: Reset vorenus: its next request starts a fresh session."
-    assert await app.praetorium.records.get_checkpoint("vorenus") is None
+    assert await app.engine.praetorium.records.get_checkpoint("vorenus") is None
     tools = processes_of(fake_cli, "legatus")[0].listed_tools()["legatus_tools"]
     assert tools[:6] == [
         "get_history",
@@ -314,13 +315,13 @@ async def test_empty_message_gets_a_clear_reply_and_nothing_is_stored(
     [reply] = await app.handle_message(text)
     assert reply.kind == "notice"
     assert "Your message is empty" in reply.text
-    assert await app.praetorium.count() == 0
+    assert await app.engine.praetorium.count() == 0
 
 
 async def test_only_mentions_asks_what_to_do(app: LegioApp) -> None:
     [reply] = await app.handle_message("@vorenus @pullo")
     assert reply.text == "What should @vorenus, @pullo do? Write the request after the name."
-    assert await app.praetorium.count() == 0
+    assert await app.engine.praetorium.count() == 0
 
 
 async def test_a_centurio_mentioned_twice_is_dispatched_once(
@@ -354,7 +355,7 @@ async def test_100kb_message_is_stored_and_answered(app: LegioApp) -> None:
     text = "lorem ipsum " * 8600
     [reply] = await app.handle_message(text)
     assert reply.text == "ECHO: " + text.strip()
-    assert (await app.praetorium.get_history(2))[1].text == text
+    assert (await app.engine.praetorium.get_history(2))[1].text == text
 
 
 async def test_a_failing_legatus_answers_with_an_error_and_keeps_the_books(
@@ -374,7 +375,7 @@ async def test_a_failing_legatus_answers_with_an_error_and_keeps_the_books(
 
 async def test_unanswered_requests_among_10000_nuntii_take_one_query(app: LegioApp) -> None:
     """At start-up: Caesar's requests some addressed agent never answered, not yet noted."""
-    praetorium = app.praetorium
+    praetorium = app.engine.praetorium
     audiences = {7: ["vorenus", "pullo"], 13: ["all"], 21: ["legatus"], 29: ["vorenus", "brutus"]}
     requests = await asyncio.gather(
         *(
@@ -409,7 +410,7 @@ async def test_unanswered_requests_among_10000_nuntii_take_one_query(app: LegioA
     statements: list[str] = []
     await praetorium.connection.set_trace_callback(statements.append)
     try:
-        found = await app.legatus.unanswered()
+        found = await app.engine.legatus.unanswered()
     finally:
         await praetorium.connection.set_trace_callback(None)
 

@@ -173,10 +173,10 @@ async def test_a_file_is_refused_before_anything_is_written_on_a_full_disk(
     app.engine.operations.disk.free = FakeDisk(100)
     pending = PendingFile("telegram:1:5", "", "document", "text/plain", "notes.txt", 1000)
     with pytest.raises(AttachmentError, match="Not enough disk space"):
-        await app.accept_file(pending)
-    assert await app.sessions.attachments.pending() == []
+        await app.inbox.accept_file(pending)
+    assert await app.engine.sessions.attachments.pending() == []
     app.engine.operations.disk.free = FakeDisk(10_000)
-    assert await app.accept_file(pending) == pending
+    assert await app.inbox.accept_file(pending) == pending
 
 
 async def test_a_low_disk_is_told_to_caesar_once(app: LegioApp) -> None:
@@ -190,7 +190,7 @@ async def test_a_low_disk_is_told_to_caesar_once(app: LegioApp) -> None:
     await app.engine.operations.look()
     await app.engine.operations.look()
     assert len(told) == 1 and "running low" in told[0]
-    status = await app.status_report()
+    status = await app.operations.status_report()
     assert status["disk"]["low"] is True
 
 
@@ -251,7 +251,7 @@ async def test_status_socket_and_health_endpoint_answer_the_same_json(
     config = fake_cli_config(castra_dir, fake_cli, '[health]\nlisten = "127.0.0.1:0"\n')
     app = await LegioApp.open(config)
     try:
-        await app.start_operations()
+        await app.operations.start_operations()
         [reply] = await app.handle_message("REPLY hello")
         assert reply.text == "hello"
         logging.getLogger("legio.test").error("the last thing that went wrong")
@@ -318,7 +318,7 @@ async def test_a_starting_daemon_replaces_a_stale_socket(
     path.write_text("left by a daemon killed with -9")
     app = await LegioApp.open(fake_cli_config(castra_dir, fake_cli))
     try:
-        await app.start_operations()
+        await app.operations.start_operations()
         status = await asyncio.to_thread(ask_daemon, castra_dir)
         assert status is not None and status["ok"]
     finally:

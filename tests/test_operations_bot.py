@@ -13,9 +13,11 @@ from tests.conftest import FakeCli
 
 async def test_export_sends_a_document(castra_dir: Path, fake_cli: FakeCli) -> None:
     async with running_bot(castra_dir, fake_cli) as bot:
-        await bot.app.praetorium.post("caesar", "@vorenus <b>guard</b> the gate", ["vorenus"])
-        await bot.app.praetorium.post("vorenus", "the gate is guarded", ["caesar"])
-        await bot.app.praetorium.post("caesar", "legatus only", ["legatus"])
+        await bot.app.engine.praetorium.post(
+            "caesar", "@vorenus <b>guard</b> the gate", ["vorenus"]
+        )
+        await bot.app.engine.praetorium.post("vorenus", "the gate is guarded", ["caesar"])
+        await bot.app.engine.praetorium.post("caesar", "legatus only", ["legatus"])
         start = await bot.ask("/export json vorenus since 2020-01-01")
         words = await bot.answer(start, lambda t: t.startswith("Exported"))
         assert words.params["text"] == "Exported 2 messages (0.0 MB)."
@@ -44,7 +46,7 @@ async def test_digest_is_silent_and_a_failed_backup_is_said(
     blocked.write_text("a file where the backups should go")
     extra = f'[backup]\ndir = "{blocked}"\n[digest]\nat = "08:00"\n'
     async with running_bot(castra_dir, fake_cli, extra) as bot:
-        await bot.app.praetorium.post("caesar", "hello", ["legatus"])
+        await bot.app.engine.praetorium.post("caesar", "hello", ["legatus"])
         routine = bot.app.engine.routine
         start = len(bot.api.calls)
         assert await routine.backup_now() is None

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from legio.errors import DuplicateOrigin, PraetoriumError, SearchQueryError
 from legio.store.migrations import MIGRATIONS
 from legio.store.praetorium import Praetorium
-from legio.store.records import Turn
+from legio.store.records import QueryUsage
 
 
 @pytest.fixture
@@ -370,11 +370,11 @@ async def test_checkpoints_survive_close_and_reopen(tmp_path: Path) -> None:
 
 
 async def test_turn_usage_is_summed_per_agent(store: Praetorium) -> None:
-    await store.records.record_turn(Turn("vorenus", "s", 1, 10, 5, 1000, 20, 0.01, 300))
+    await store.records.record_turn(QueryUsage("vorenus", "s", 1, 10, 5, 1000, 20, 0.01, 300))
     await store.records.record_turn(
-        Turn("vorenus", "s", 2, 12, 6, 1100, 0, 0.02, 200, is_error=True)
+        QueryUsage("vorenus", "s", 2, 12, 6, 1100, 0, 0.02, 200, is_error=True)
     )
-    await store.records.record_turn(Turn("legatus", input_tokens=3))
+    await store.records.record_turn(QueryUsage("legatus", input_tokens=3))
     totals = await store.records.usage_totals()
     assert set(totals) == {"legatus", "vorenus"}
     vorenus = totals["vorenus"]

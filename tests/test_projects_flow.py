@@ -44,7 +44,7 @@ async def test_a_hashtag_puts_the_request_on_the_project_in_the_agents_copy(
     assert 'project="app"' in raw and 'branch="legio/vorenus/main"' in raw
     assert 'base="main"' in raw
     assert git(copy, "rev-parse", "--abbrev-ref", "HEAD").strip() == "legio/vorenus/main"
-    caesar, answer = reversed(await app.praetorium.get_history(2))
+    caesar, answer = reversed(await app.engine.praetorium.get_history(2))
     assert (caesar.project, answer.project) == ("app", "app")
     pages = await Admin(app).run("/history 2")
     assert "vorenus → caesar #app: ECHO" in pages[0]
@@ -65,7 +65,7 @@ async def test_an_unknown_hashtag_runs_nothing_and_lists_the_projects(
     [reply] = await app.handle_message("@vorenus #ap fix it")
     assert reply.kind == "notice"
     assert "#ap is not a project" in reply.text and "#app" in reply.text
-    assert await app.praetorium.get_history(5) == []
+    assert await app.engine.praetorium.get_history(5) == []
     assert fake_cli.processes() == []
 
 
@@ -78,7 +78,7 @@ async def test_the_legatus_dispatches_onto_a_project(
     assert "## pullo" in reply.text
     [process] = processes_of(fake_cli, "pullo")
     assert process.cwd.endswith("/centuriones/pullo/projects/app")
-    stored = [n for n in await app.praetorium.get_history(10) if n.sender == "legatus"]
+    stored = [n for n in await app.engine.praetorium.get_history(10) if n.sender == "legatus"]
     assert stored and stored[-1].project == "app"
     bad = '{"centuriones": ["pullo"], "text": "x", "project": "nope"}'
     [reply] = await app.handle_message(f"CALL_TOOL legatus_tools dispatch {bad}")
@@ -119,17 +119,17 @@ async def test_a_scheduled_job_on_a_project_runs_in_the_agents_copy(
     call = '{"request": "REPLY checked", "target": "vorenus", "in": "1h", "project": "#app"}'
     [reply] = await app.handle_message(f"CALL_TOOL legatus_tools schedule_job {call}")
     assert "Scheduled job #1" in reply.text
-    job = await app.scheduler.jobs.get(1)
+    job = await app.engine.scheduler.jobs.get(1)
     assert job is not None and job.request == "#app REPLY checked"
     bad = '{"request": "x", "target": "vorenus", "in": "1h", "project": "nope"}'
     [reply] = await app.handle_message(f"CALL_TOOL legatus_tools schedule_job {bad}")
     assert "no project named 'nope'" in reply.text
 
-    nuntius = await app.praetorium.post("scheduler", job.request, ["vorenus"])
-    assert await job_runner(app.legatus)(job, nuntius) == "answer"
+    nuntius = await app.engine.praetorium.post("scheduler", job.request, ["vorenus"])
+    assert await job_runner(app.engine.legatus)(job, nuntius) == "answer"
     [process] = processes_of(fake_cli, "vorenus")
     assert process.cwd.endswith("/centuriones/vorenus/projects/app")
-    answer = (await app.praetorium.get_history(1))[0]
+    answer = (await app.engine.praetorium.get_history(1))[0]
     assert (answer.sender, answer.project) == ("vorenus", "app")
 
 
@@ -178,7 +178,7 @@ async def test_an_answer_never_waits_for_its_branch_to_be_published(
         if any(hold.glob("at-turn-*")):
             break
         await asyncio.sleep(0.01)
-    publishing = app.sessions.projects._locks["vorenus", "app"]  # its copy's publishing
+    publishing = app.engine.sessions.projects._locks["vorenus", "app"]  # its copy's publishing
     await publishing.acquire()
     (hold / "go-turn").touch()
     try:

@@ -28,7 +28,7 @@ from legio.jobs.scheduler import Scheduler, SystemClock
 from legio.request import Callbacks, Status
 from legio.store.jobstore import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
-from legio.store.records import Turn
+from legio.store.records import QueryUsage
 from tests.botbench import CAESAR, running_bot
 from tests.conftest import FakeCli
 from tests.legion import fake_cli_config, processes_of, rendered
@@ -171,12 +171,12 @@ async def scheduled(app: LegioApp, shown: Shown, clock: FakeClock) -> tuple[Sche
     """The app's scheduler, started (the app's close stops it)."""
     await app.attach(shown)
     await app.start_jobs()
-    await settle(app.scheduler, clock)
-    return app.scheduler, clock
+    await settle(app.engine.scheduler, clock)
+    return app.engine.scheduler, clock
 
 
 async def stored(app: LegioApp) -> list[Nuntius]:
-    return list(reversed(await app.praetorium.get_history(100)))
+    return list(reversed(await app.engine.praetorium.get_history(100)))
 
 
 # ------------------------------------------------------------------ running jobs
@@ -274,7 +274,7 @@ async def test_cron_jobs_keep_rome_local_time_across_the_dst_changes(
 async def test_a_job_missed_three_times_while_down_runs_once_late_on_start(
     app: LegioApp, shown: Shown, clock: FakeClock
 ) -> None:
-    jobs = JobStore(app.praetorium)
+    jobs = JobStore(app.engine.praetorium)
     hourly = "0 * * * *"
     await jobs.add(
         new_job("REPLY digest", START + timedelta(hours=1), name="digest", cron=hourly),
@@ -282,7 +282,7 @@ async def test_a_job_missed_three_times_while_down_runs_once_late_on_start(
         START,
     )
     clock.set(START + timedelta(hours=3, minutes=30))  # 10:00, 11:00, 12:00 missed
-    scheduler = app.scheduler
+    scheduler = app.engine.scheduler
     await app.attach(shown)
     await app.start_jobs()
     await settle(scheduler, clock)
@@ -307,7 +307,7 @@ async def test_a_job_killed_mid_run_is_not_run_again_and_is_announced(
     cfg = config(castra_dir, fake_cli)
     clock = FakeClock(START)
     app = await LegioApp.open(cfg, clock=clock)
-    scheduler = app.scheduler
+    scheduler = app.engine.scheduler
     due = START + timedelta(minutes=5)
     await scheduler.jobs.add(new_job("SLEEP 3", due, target="vorenus", name="review"), 50, START)
     await app.attach(shown)
@@ -330,7 +330,7 @@ async def test_a_job_killed_mid_run_is_not_run_again_and_is_announced(
         notice = interruption_notice(nuntius.seq, nuntius.text, agents)
         assert notice.startswith('⚠️ Interrupted by a restart: "⏰ Scheduled job #1 "review"')
         assert notice.endswith("no answer from vorenus). Send /retry to run it again.")
-        scheduler = app.scheduler
+        scheduler = app.engine.scheduler
         await app.attach(shown)
         await app.start_jobs()
         await go_to(scheduler, clock, due + timedelta(days=2))
@@ -366,10 +366,10 @@ async def test_jobs_for_two_agents_run_in_parallel_and_for_one_agent_in_turn(
     # pullo answered while vorenus is still on its first job; vorenus's second one waits
     assert [r.agent for r in shown.replies] == ["pullo"]
     assert rendered(app, shown.replies[0]).startswith("⏰ quick\n⚔️ pullo — ")
-    assert app.sessions.state("vorenus") == "working"
+    assert app.engine.sessions.state("vorenus") == "working"
     assert "vorenus: ⏳ Queued: vorenus is finishing an earlier request..." in shown.status
     await until_asked(fake_cli, "vorenus")
-    await app.sessions.interrupt("vorenus")
+    await app.engine.sessions.interrupt("vorenus")
     await settle(scheduler, clock)
     assert [(r.agent, r.kind) for r in shown.replies] == [
         ("pullo", "answer"),
@@ -379,9 +379,9 @@ async def test_jobs_for_two_agents_run_in_parallel_and_for_one_agent_in_turn(
     assert rendered(app, shown.replies[2]).endswith("━━━━━━━━━━━━\nsecond")
     # a job's nuntius is visible to its target and to Caesar, not to the other centurio
     [to_pullo] = [n for n in await stored(app) if n.audience == ("pullo",)]
-    pullo_sees = await app.praetorium.get_visible_nuntii("pullo", 50)
-    vorenus_sees = await app.praetorium.get_visible_nuntii("vorenus", 50)
-    caesar_sees = await app.praetorium.get_visible_nuntii("caesar", 50)
+    pullo_sees = await app.engine.praetorium.get_visible_nuntii("pullo", 50)
+    vorenus_sees = await app.engine.praetorium.get_visible_nuntii("vorenus", 50)
+    caesar_sees = await app.engine.praetorium.get_visible_nuntii("caesar", 50)
     assert to_pullo.id in {n.id for n in pullo_sees} & {n.id for n in caesar_sees}
     assert to_pullo.id not in {n.id for n in vorenus_sees}
     assert {j.last_outcome for j in await jobs.active()} == set()  # all done
@@ -442,7 +442,7 @@ async def test_the_legatus_schedules_lists_and_cancels_jobs_through_its_tools(
     clock = FakeClock(START)
     cfg = config(castra_dir, fake_cli, "[scheduler]\nmax_jobs = 2")
     app = await LegioApp.open(cfg, clock=clock)
-    scheduler = app.scheduler
+    scheduler = app.engine.scheduler
     await app.attach(shown)
     await app.start_jobs()
     try:
@@ -556,7 +556,7 @@ async def test_a_job_due_while_legio_was_down_reaches_caesars_telegram_chat(
         assert int(call.params["chat_id"]) == CAESAR
         [request, _] = await stored(bot.app)
         assert "runs late" in request.text
-        jobs = JobStore(bot.app.praetorium)
+        jobs = JobStore(bot.app.engine.praetorium)
         for _ in range(2000):
             job = await jobs.get(1)
             if job is not None and job.runs == 1:
@@ -618,13 +618,14 @@ async def test_a_scheduled_job_over_budget_does_not_start_and_waits_for_retry(
         config(castra_dir, fake_cli, "[budget]\ndaily_usd = 1.0"), clock=clock
     )
     try:
-        await app.praetorium.records.record_turn(Turn(agent="pullo", cost_usd=2.5))  # spent today
+        spent = QueryUsage(agent="pullo", cost_usd=2.5)  # spent today
+        await app.engine.praetorium.records.record_turn(spent)
         due = START + timedelta(minutes=5)
         job = new_job("REPLY the digest", due, target="vorenus", name="digest")
-        await app.scheduler.jobs.add(job, 50, START)
+        await app.engine.scheduler.jobs.add(job, 50, START)
         await app.attach(shown)
         await app.start_jobs()
-        await go_to(app.scheduler, clock, due)
+        await go_to(app.engine.scheduler, clock, due)
         [reply] = shown.replies
         assert reply.kind == "held"
         assert rendered(app, reply).startswith(
@@ -632,7 +633,7 @@ async def test_a_scheduled_job_over_budget_does_not_start_and_waits_for_retry(
         )
         assert "$2.50 of its $1.00 a day, so vorenus did not start" in reply.text
         assert processes_of(fake_cli, "vorenus") == []  # no agent was started
-        [(request, agents)] = await app.praetorium.interruptions()  # /retry runs it later
+        [(request, agents)] = await app.engine.praetorium.interruptions()  # /retry runs it later
         assert (request.sender, agents) == ("scheduler", ["vorenus"])
     finally:
         await app.close()

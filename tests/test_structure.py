@@ -167,7 +167,7 @@ def test_fmt_skip_is_for_data_tables_only() -> None:
 
 
 def test_front_ends_reach_nothing_through_the_door() -> None:
-    """``app.threads.x`` in a front-end is the engine reached past the door, even though
+    """``app.engine.threads.x`` in a front-end is the engine reached past the door, even though
     nothing was imported: the door has a typed method for each thing a front-end asks."""
     for path in (PACKAGE / "frontends").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

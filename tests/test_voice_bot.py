@@ -51,7 +51,7 @@ async def test_a_voice_note_is_heard_shown_and_routed_by_its_caption(
         assert heard.params.get("disable_notification") == "true"  # it does not ring
         answer = await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
         assert answer.at > heard.at  # Caesar sees what was understood first
-        request = (await bot.app.praetorium.get_history(2))[1]
+        request = (await bot.app.engine.praetorium.get_history(2))[1]
         assert request.sender == "caesar" and request.audience == ("vorenus",)
         assert request.text.startswith("@vorenus")
         shown = heard.params["text"].removeprefix("🎤 ")
@@ -84,5 +84,5 @@ async def test_a_note_that_cannot_be_heard_is_delivered_as_a_file_with_the_reaso
         assert "Legio transcribes up to" in line.params["text"], line.params["text"]
         answer = await bot.answer(start, lambda t: not t.startswith("🎤"))
         assert answer.params["chat_id"] == str(CAESAR)
-        request = (await bot.app.praetorium.get_history(2))[1]
+        request = (await bot.app.engine.praetorium.get_history(2))[1]
         assert request.text == ""  # no words, no caption: the file itself is the request

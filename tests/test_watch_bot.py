@@ -38,7 +38,7 @@ async def test_a_silent_turn_is_said_once_and_stop_ends_it(
         message_id = int(notice.result["message_id"])
         labels = [label for label, _ in bot.api.buttons(CAESAR, message_id)]
         assert labels == ["⏹ Stop", "⏳ Keep waiting"]
-        status = await bot.app.status_report()
+        status = await bot.app.operations.status_report()
         [legatus] = [a for a in status["agents"] if a["name"] == "legatus"]
         assert legatus["stuck"] and legatus["working_s"] is not None and legatus["seq"]
         assert await tap(bot, "stk:stop:legatus", message_id) == "Stopping legatus."

@@ -6,14 +6,14 @@ methods that answer the front-ends' questions and act for them; no front-end rea
 past it (``tests/test_structure.py``).
 
 A front-end hands it Caesar's messages (``handle_message``, ``retry``, edits) and asks
-it typed questions or to act. Files come in through ``accept_file``, ``fetch_files``,
-``resume_downloads``, ``attach_local``; voice notes are heard by ``voice``.
+it typed questions or to act. Its rooms (``legio.doors``) hold one kind of work each:
+``work`` (projects, cards, checks, the forge), ``operations`` (status, systemd, export),
+``conversation`` (Telegram's conversation facts), ``inbox`` (files and voice notes).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -22,7 +22,9 @@ from legio.audience import Events
 from legio.castra import Roster
 from legio.config import Config
 from legio.doors.cockpitdoor import CockpitDoor
+from legio.doors.inboxdoor import InboxDoor
 from legio.doors.opsdoor import OperationsDoor
+from legio.doors.talkdoor import ConversationDoor
 from legio.doors.workdoor import WorkDoor
 from legio.engine import Engine
 from legio.errors import LegioError
@@ -31,11 +33,10 @@ from legio.forge.base import Issue
 from legio.forge.publish import Published
 from legio.jobs.schedule import zone
 from legio.jobs.scheduler import Clock
-from legio.legatus.intake import Fetch, take_local_file
+from legio.legatus.intake import Fetch
 from legio.legatus.scheduling import JobRun, job_lines
 from legio.limits.budget import UsageReport
 from legio.limits.plan import PlanHealth
-from legio.media.voice import Progress, Transcript
 from legio.memoria.store import Document, Listing
 from legio.names import CAESAR, LEGATUS
 from legio.operations.digest import Digest, DigestReady
@@ -162,25 +163,18 @@ class ContextView:
     roster_tokens: int
 
 
-class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
+class LegioApp:
     """The engine, opened and closed in lifecycle order; see the module docstring."""
 
     def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        # the parts, named for the tests that look inside; front-ends use the methods only
-        # (tests/test_structure.py: no ``app.<part>.`` chain in a front-end)
-        self.config = engine.config
-        self.castra = engine.castra
-        self.praetorium = engine.praetorium
-        self.memoria = engine.memoria
-        self.sessions = engine.sessions
-        self.legatus = engine.legatus
-        self.scheduler = engine.scheduler
-        self.intake = engine.intake
-        self.projects = engine.projects
-        self.checks = engine.checks  # projects' checks (legio.projects.checks)
-        self.threads = engine.threads
-        self.voice = engine.voice
+        self.engine = engine  # its parts, for the tests that look inside (never a front-end's)
+        # the door's rooms (legio.doors), each given to the front-end parts that need it
+        # (tests/test_structure.py: no ``app.<room>.<method>`` chain in a front-end)
+        self.work = WorkDoor(engine)
+        self.operations = OperationsDoor(engine)
+        self.conversation = ConversationDoor(engine)
+        self.inbox = InboxDoor(engine)
+        self.cockpit = CockpitDoor(engine)  # what only the cockpit reads
 
     @classmethod
     async def open(
@@ -221,7 +215,7 @@ class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
         if self.engine.operations.draining:  # /restart: nothing new until it is back
             return await self._draining(watch)
         with self.engine.operations.request():
-            return await self.legatus.handle_message(request, watch)
+            return await self.engine.legatus.handle_message(request, watch)
 
     @staticmethod
     async def _draining(watch: Watch) -> list[Reply]:
@@ -235,52 +229,29 @@ class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
         ``handle_message`` or ``stop`` (a stop ends what arrived before it). A
         ``request`` not yet handed over makes a stop wait for it (briefly): hand it over,
         or ``settle`` it when it will make none."""
-        return self.sessions.receipts.take(routing=request)
+        return self.engine.sessions.receipts.take(routing=request)
 
     def settle(self, receipt: int) -> None:
         """The arrival ``receipt`` will make no (more) requests."""
-        self.sessions.receipts.settle(receipt)
+        self.engine.sessions.receipts.settle(receipt)
 
     async def edit_message(self, origin: str, text: str, watch: Watch = UNWATCHED) -> list[Reply]:
         """Caesar edited his message ``origin`` (``Legatus.edit``), reported to ``watch``."""
-        return await self.legatus.edit(origin, text, watch)
-
-    async def accept_file(self, pending: PendingFile) -> PendingFile | None:
-        """Record a file of Caesar's message ``pending.origin`` before its download (a
-        restart finishes it): None if that message is already stored. Raises
-        ``AttachmentError`` (one line for Caesar) if it is refused; nothing is kept then."""
-        return await self.intake.accept(pending)
-
-    async def fetch_files(
-        self, files: Sequence[PendingFile], fetch: Fetch
-    ) -> tuple[list[PendingFile], list[str]]:
-        """Download accepted files (one message's, or an album's): those complete, for
-        ``handle_message``, and a line for Caesar per file refused."""
-        return await self.intake.fetch_all(files, fetch)
-
-    async def resume_downloads(self, fetch: Fetch) -> list[tuple[str, str]]:
-        """At start-up: finish the files a restart cut off and store their messages,
-        unanswered (``notice_interruptions`` then reports them). Returns (origin, line
-        for Caesar) for each file that could not be fetched for good and was dropped."""
-        return await self.intake.resume(fetch, self.legatus.record)
-
-    async def attach_local(self, path: str, text: str = "") -> PendingFile:
-        """A file of this machine, stored for ``handle_message`` (``AttachmentError``)."""
-        return await asyncio.to_thread(take_local_file, self.sessions.files, path, text)
+        return await self.engine.legatus.edit(origin, text, watch)
 
     async def retry(self, seq: int | None = None, watch: Watch = UNWATCHED) -> list[Reply]:
         """Run interrupted requests again (all pending, or the one numbered ``seq``),
         reported to ``watch``."""
         if self.engine.operations.draining:
             return await self._draining(watch)
-        if self.sessions.health is not None:
-            self.sessions.health.clear()  # a fixed login, or a limit Caesar knows is over
+        if self.engine.sessions.health is not None:
+            self.engine.sessions.health.clear()  # a fixed login, or a limit Caesar knows is over
         with self.engine.operations.request():
-            return await self.legatus.retry(seq, watch)
+            return await self.engine.legatus.retry(seq, watch)
 
     async def notice_interruptions(self) -> list[tuple[Nuntius, list[str]]]:
         """Requests the last run never answered, recorded as told to Caesar (once)."""
-        return await self.legatus.notice_interruptions()
+        return await self.engine.legatus.notice_interruptions()
 
     # ---------------------------------------------------------- scheduled work
 
@@ -292,23 +263,25 @@ class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
 
     async def pause_jobs(self) -> None:
         """Start no new job run (shutdown: intake has stopped)."""
-        await self.scheduler.pause()
+        await self.engine.scheduler.pause()
 
     async def job_lines(self) -> list[str]:
         """``/jobs``: one line per scheduled job, times on the owner's clock."""
-        return job_lines(await JobStore(self.praetorium).active(), zone(self.config.timezone))
+        return job_lines(
+            await JobStore(self.engine.praetorium).active(), zone(self.engine.config.timezone)
+        )
 
     async def cancel_job(self, job_id: int) -> Job | None:
         """Cancel job ``job_id``; None if there is no such scheduled job."""
-        job = await JobStore(self.praetorium).cancel(job_id)
+        job = await JobStore(self.engine.praetorium).cancel(job_id)
         if job is not None:
-            self.scheduler.changed()
+            self.engine.scheduler.changed()
         return job
 
     # ---------------------------------------------------------- questions
 
     def roster(self) -> Roster:
-        return self.castra.roster()
+        return self.engine.castra.roster()
 
     def description(self, agent: str) -> str | None:
         """A centurio's description (its prompt's frontmatter), for its answers' header."""
@@ -325,9 +298,9 @@ class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
         for name in self.agents():
             try:
                 prompt = (
-                    self.castra.read_legatus()
+                    self.engine.castra.read_legatus()
                     if name == LEGATUS
-                    else self.castra.read_centurio(name)
+                    else self.engine.castra.read_centurio(name)
                 )
             except LegioError:
                 continue
@@ -337,60 +310,62 @@ class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
 
     async def history(self, count: int) -> list[Nuntius]:
         """The latest ``count`` nuntii, newest first."""
-        return await self.praetorium.get_history(count)
+        return await self.engine.praetorium.get_history(count)
 
     async def search(self, query: str, limit: int) -> list[SearchHit]:
         """Full-text search over every nuntius (``SearchQueryError`` for a bad query)."""
-        return await self.praetorium.search(query, CAESAR, limit)
+        return await self.engine.praetorium.search(query, CAESAR, limit)
 
     async def files_of(self, seqs: Iterable[int]) -> dict[int, list[Attachment]]:
         """The files of these nuntii, by seq (nuntii without files left out)."""
-        return await self.sessions.attachments.of_nuntii(seqs)
+        return await self.engine.sessions.attachments.of_nuntii(seqs)
 
     async def search_files(self, name: str, limit: int) -> list[tuple[Nuntius, Attachment]]:
         """Files whose name contains ``name``, newest first, each with its nuntius."""
         found = []
-        for attachment in await self.sessions.attachments.search_names(name, limit):
+        for attachment in await self.engine.sessions.attachments.search_names(name, limit):
             seq = attachment.nuntius_seq
-            found += [(n, attachment) for n in await self.praetorium.get_history(1, seq + 1)]
+            found += [(n, attachment) for n in await self.engine.praetorium.get_history(1, seq + 1)]
         return found
 
     async def status_rows(self) -> list[StatusRow]:
         """Every agent's state, latest summary and usage, for ``/status``."""
-        totals = await self.praetorium.records.usage_totals()
+        totals = await self.engine.praetorium.records.usage_totals()
         rows = []
-        for status in self.sessions.status(self.agents()):
+        for status in self.engine.sessions.status(self.agents()):
             compaction = None
             if not status.compaction_failure:
-                compaction = await self.praetorium.records.latest_compaction(status.name)
+                compaction = await self.engine.praetorium.records.latest_compaction(status.name)
             rows.append(StatusRow(status, compaction, totals.get(status.name)))
         return rows
 
     def sandbox_notes(self) -> list[str]:
         """What ``/status`` says about shell commands when they are not sandboxed."""
-        return sandbox_status_lines(self.config, castra=self.castra)
+        return sandbox_status_lines(self.engine.config, castra=self.engine.castra)
 
     async def context(self, name: str) -> ContextView:
         """What agent ``name``'s next message carries (``CastraError`` if it is unusable)."""
         if name == LEGATUS:
-            report = await self.sessions.context_report(name, self.legatus.status_xml())
-            return ContextView(report, estimate_tokens(self.legatus.roster_xml()))
-        return ContextView(await self.sessions.context_report(name), 0)
+            report = await self.engine.sessions.context_report(
+                name, self.engine.legatus.status_xml()
+            )
+            return ContextView(report, estimate_tokens(self.engine.legatus.roster_xml()))
+        return ContextView(await self.engine.sessions.context_report(name), 0)
 
     # ---------------------------------------------------------- actions
 
     async def compact(self, name: str, instructions: str | None = None) -> Compaction:
         """Have agent ``name`` sum up its conversation now (waits for its turn)."""
-        return await self.sessions.compact(name, instructions)
+        return await self.engine.sessions.compact(name, instructions)
 
     async def reset(self, name: str) -> bool:
         """Forget agent ``name``'s conversation; whether there was one."""
-        return await self.sessions.reset(name)
+        return await self.engine.sessions.reset(name)
 
     async def stop(self, names: list[str], receipt: int | None = None) -> list[Stopped]:
         """End what ``names`` were asked before ``receipt`` (``receive``; None: now): the
         turn under way, the queued requests; what each lost (nothing: not listed)."""
-        return await self.sessions.stop(names, receipt)
+        return await self.engine.sessions.stop(names, receipt)
 
     async def stop_all(self, receipt: int | None = None) -> list[Stopped]:
         """End everything every agent was asked before ``receipt`` (None: now)."""
@@ -400,80 +375,33 @@ class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
 
     async def approval_grants(self) -> list[Grant]:
         """Caesar's "always" grants still in force (``/approvals``)."""
-        gate = self.sessions.approvals
+        gate = self.engine.sessions.approvals
         return await gate.grants() if gate is not None else []
 
     async def revoke_grant(self, grant_id: int) -> Grant | None:
         """End an "always" grant (``/revoke``); None if there is no such grant."""
-        gate = self.sessions.approvals
+        gate = self.engine.sessions.approvals
         return await gate.revoke(grant_id) if gate is not None else None
 
     async def approval_status(self, request_id: int) -> str | None:
         """How a recorded approval request ended (``pending``, ``expired``…), if known."""
-        gate = self.sessions.approvals
+        gate = self.engine.sessions.approvals
         if gate is None or gate.store is None:
             return None
         return await gate.store.request_status(request_id)
 
-    # ---------------------------------------------------------- Telegram's gestures
-
-    async def carried(self, seq: int, chat_id: int, message_ids: list[int]) -> None:
-        """The Telegram messages ``message_ids`` of ``chat_id`` carry nuntius ``seq``."""
-        await self.threads.carried(seq, chat_id, message_ids)
-
-    async def seq_of_message(self, chat_id: int, message_id: int) -> int | None:
-        """The nuntius a message Legio sent carries (an answer's part), if known."""
-        return await self.threads.seq_of_message(chat_id, message_id)
-
-    async def seq_of_origin(self, origin: str) -> int | None:
-        """The nuntius Caesar's message ``origin`` became, if it is stored."""
-        found = await self.praetorium.get_by_origin(origin)
-        return found.seq if found is not None else None
-
-    async def topics(self, chat_id: int | None = None) -> list[Topic]:
-        """The agents' topics (of one chat)."""
-        return await self.threads.topics(chat_id)
-
-    async def set_topic(self, topic: Topic) -> None:
-        await self.threads.set_topic(topic)
-
-    async def forget_topic(self, chat_id: int, thread_id: int) -> None:
-        """A topic Caesar deleted: made again when next needed."""
-        await self.threads.forget_topic(chat_id, thread_id)
-
-    async def project_of_topic(self, chat_id: int, thread_id: int) -> str | None:
-        return await self.threads.project_of_topic(chat_id, thread_id)
-
-    async def bind_project(self, chat_id: int, thread_id: int, project: str | None) -> None:
-        """``/project <name>|off`` in a topic: every request there is on it (or not)."""
-        await self.threads.bind_project(chat_id, thread_id, project)
-
-    async def edits_of(self, seqs: list[int]) -> tuple[dict[int, str], dict[int, int]]:
-        """For ``/history``: the words each edited request replaced, and which requests
-        are corrections of which."""
-        return await self.threads.edited(seqs), await self.threads.corrections_of(seqs)
-
-    # ---------------------------------------------------------- voice
-    def hears(self, file: PendingFile) -> bool:
-        """Whether ``file`` is a voice note or audio Legio transcribes."""
-        return self.voice.hears(file)
-
-    async def transcribe(self, file: PendingFile, progress: Progress | None = None) -> Transcript:
-        """``file``'s words (``VoiceError`` with a line for Caesar when it cannot)."""
-        return await self.voice.transcribe(file, progress)
-
     # ---------------------------------------------------------- settings front-ends show
 
     def max_input_tokens(self) -> int:
-        return self.config.max_input_tokens
+        return self.engine.config.max_input_tokens
 
     def ask_rules(self) -> list[str]:
         """``[approvals] ask``: the rules every agent's tool calls are asked by."""
-        return list(self.config.approvals.ask)
+        return list(self.engine.config.approvals.ask)
 
     def console_history_path(self) -> Path:
         """Where the console keeps the lines Caesar typed."""
-        return self.castra.root / "state" / "console_history"
+        return self.engine.castra.root / "state" / "console_history"
 
     async def restart(self, mode: Literal["wait", "now"]) -> str:
         """``/restart``: drain (running requests finish, or are stopped with ``now``; new
@@ -482,11 +410,13 @@ class LegioApp(WorkDoor, OperationsDoor, CockpitDoor):
 
     def plan_lines(self) -> list[str]:
         """The plan's windows as the API last reported them (subscription logins only)."""
-        return self.sessions.health.lines() if self.sessions.health is not None else []
+        return (
+            self.engine.sessions.health.lines() if self.engine.sessions.health is not None else []
+        )
 
     # ---------------------------------------------------------- spending and limits
 
     async def usage(self) -> UsageReport | None:
         """``/usage``: spend per agent and model, today and over the last 7 days."""
-        budget = self.sessions.budget
+        budget = self.engine.sessions.budget
         return await budget.usage_report() if budget is not None else None

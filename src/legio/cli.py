@@ -375,7 +375,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         async def opened() -> LegioApp:
             app = await LegioApp.open(config)
-            await app.start_operations(restart)  # status socket, health, watchdog
+            await app.operations.start_operations(restart)  # status socket, health, watchdog
             return app
 
         await serve(config, token, opened, stop, grace_s=config.shutdown_grace_seconds)
@@ -407,9 +407,9 @@ def cmd_console(args: argparse.Namespace) -> int:
 
     async def opened() -> LegioApp:
         app = await LegioApp.open(config)
-        await app.start_operations()  # `legio status` answers here too
+        await app.operations.start_operations()  # `legio status` answers here too
         await open_cockpit(app, config)  # [web]: `legio cockpit`'s links sign in
-        app.listening("console")
+        app.operations.listening("console")
         return app
 
     with contextlib.suppress(KeyboardInterrupt):  # the console says it closed, once

@@ -49,7 +49,7 @@ async def test_a_burst_of_300_messages_over_four_agents(
         for agent, numbers in order.items():
             assert numbers == sorted(numbers), f"{agent} answered out of order"
             assert len(numbers) == 75
-        praetorium = bot.app.praetorium
+        praetorium = bot.app.engine.praetorium
         assert await praetorium.count() == 600
         pids = [p.pid for p in fake_cli.processes()]
     assert len(pids) == 4
@@ -122,7 +122,7 @@ async def test_claude_faults_are_explained_and_the_agent_recovers(
 
 async def test_a_missing_claude_cli_is_named(castra_dir: Path, fake_cli: FakeCli) -> None:
     async with running_bot(castra_dir, fake_cli) as bot:
-        bot.app.config.claude.cli_path = "/nowhere/claude"
+        bot.app.engine.config.claude.cli_path = "/nowhere/claude"
         call = await bot.answer(await bot.ask("@pullo hello"))
     assert (
         "cannot start the Claude CLI (Claude Code not found at: /nowhere/claude)"
@@ -152,7 +152,7 @@ async def test_hostile_input(castra_dir: Path, fake_cli: FakeCli) -> None:
         # the praetorium keeps every byte
         seen = weird.replace("\x00", "\ufffd").replace("\x07", "\ufffd").replace("\x1b", "\ufffd")
         assert call.params["text"] == "ECHO: " + seen
-        assert (await bot.app.praetorium.get_history(2))[1].text == weird
+        assert (await bot.app.engine.praetorium.get_history(2))[1].text == weird
 
         call = await bot.answer(
             await bot.ask("@vorenus " * 500 + "once"), lambda t: t.startswith("⚔️")
@@ -161,7 +161,7 @@ async def test_hostile_input(castra_dir: Path, fake_cli: FakeCli) -> None:
 
         many = " ".join(f"@nobody{i}" for i in range(500))
         await bot.answer(await bot.ask(many), lambda t: t.startswith("ECHO: @nobody0 "))
-        [asked, answered] = reversed(await bot.app.praetorium.get_history(2))
+        [asked, answered] = reversed(await bot.app.engine.praetorium.get_history(2))
         assert (asked.text, answered.sender, answered.text) == (many, "legatus", "ECHO: " + many)
 
         expected = {
@@ -178,8 +178,8 @@ async def test_hostile_input(castra_dir: Path, fake_cli: FakeCli) -> None:
         big = "REPLY got it\n" + "x" * (1024 * 1024)
         call = await bot.answer(await bot.ask(big))
         assert call.params["text"] == "got it"
-        assert (await bot.app.praetorium.get_history(2))[1].text == big
-        assert await bot.app.praetorium.count() == 14
+        assert (await bot.app.engine.praetorium.get_history(2))[1].text == big
+        assert await bot.app.engine.praetorium.count() == 14
 
 
 @pytest.mark.parametrize("chat", ["private", "group"])
@@ -192,7 +192,7 @@ async def test_strangers_in_private_and_group_chats_get_nothing(
             bot.api.add_message(text, user_id=666, chat_id=chat_id, chat_type=chat)
         await bot.answer(await bot.ask("/history"))
         assert bot.api.sent_texts(chat_id) == []
-        assert await bot.app.praetorium.count() == 0
+        assert await bot.app.engine.praetorium.count() == 0
         assert fake_cli.processes() == []
         assert isinstance(bot, Running)
         assert CAESAR != 666

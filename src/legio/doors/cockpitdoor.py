@@ -1,6 +1,6 @@
 """``CockpitDoor``: what the cockpit (``legio.frontends.web``) reads that no chat command
 asks for: the newest work cards, the pull requests Legio follows, the memoria read-only.
-A mixin of ``legio.app.LegioApp``: it reads the engine's parts ``LegioApp`` sets.
+``LegioApp.cockpit``; given to the cockpit's ``Source``.
 """
 
 from __future__ import annotations
@@ -9,24 +9,20 @@ import asyncio
 
 from legio.engine import Engine
 from legio.errors import MemoriaError
-from legio.memoria.store import Listing, MemoriaStore
+from legio.memoria.store import Listing
 from legio.request import WorkCard
-from legio.sessions.manager import SessionManager
 from legio.store.pullstore import PullRecord, PullStore
-
-LAYERS = ("edicta", "acta", "commentarii")
 
 
 class CockpitDoor:
     """Read-only views for the cockpit."""
 
-    engine: Engine
-    sessions: SessionManager
-    memoria: MemoriaStore
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
 
     async def recent_cards(self, limit: int = 50) -> list[WorkCard]:
         """The newest ``limit`` work cards, newest first (their check as it is now)."""
-        return await self.sessions.cards.recent(limit)
+        return await self.engine.sessions.cards.recent(limit)
 
     async def open_pulls(self) -> list[PullRecord]:
         """The pull requests Legio opened that are still open (and followed)."""
@@ -35,10 +31,11 @@ class CockpitDoor:
     async def memoria_listing(self, layer: str, centurio: str | None = None) -> Listing:
         """``edicta``, ``acta`` or a centurio's ``commentarii``, read in a worker thread
         (``MemoriaError`` for an unknown layer or centurio)."""
+        memoria = self.engine.memoria
         if layer == "edicta":
-            return await asyncio.to_thread(self.memoria.list_edicta)
+            return await asyncio.to_thread(memoria.list_edicta)
         if layer == "acta":
-            return await asyncio.to_thread(self.memoria.list_acta)
+            return await asyncio.to_thread(memoria.list_acta)
         if layer == "commentarii" and centurio:
-            return await asyncio.to_thread(self.memoria.list_commentarii, centurio)
+            return await asyncio.to_thread(memoria.list_commentarii, centurio)
         raise MemoriaError(f"no memoria layer {layer!r}: edicta, acta or a centurio's commentarii")

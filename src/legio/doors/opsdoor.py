@@ -1,6 +1,6 @@
 """``OperationsDoor``: the daemon as seen from outside, through the door: ``legio status``
 and ``/health``, systemd's notifications, stuck turns, backups and the morning digest as
-events, ``/export``. A mixin of ``legio.app.LegioApp``.
+events, ``/export``. ``LegioApp.operations``; the front-end parts that need it are given it.
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ EXPORTS_KEPT_S = 3600  # /export's files stay in castra/state/exports/ this long
 class OperationsDoor:
     """Operations, for the front-ends and ``legio run``."""
 
-    engine: Engine
-    config: Config
-    castra: Castra
-    praetorium: Praetorium
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.config: Config = engine.config
+        self.castra: Castra = engine.castra
+        self.praetorium: Praetorium = engine.praetorium
 
     async def start_operations(self, on_restart: Callable[[], None] | None = None) -> None:
         """The daemon's parts (``legio run``, ``legio console``): the status socket, the

@@ -1,6 +1,6 @@
 """``WorkDoor``: what the door answers about the agents' work on projects: ``/diff``,
 ``/projects``, ``/drop``, work cards and their checks, and the forge (Publish, CI events,
-issues). A mixin of ``legio.app.LegioApp``: it reads the engine's parts ``LegioApp`` sets.
+issues). ``LegioApp.work``; the front-end parts that show this work are given it.
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ from legio.store.checkstore import CheckRecord
 class WorkDoor:
     """Projects, cards, checks and the forge, for the front-ends."""
 
-    engine: Engine
-    config: Config
-    sessions: SessionManager
-    projects: ProjectDesk
-    checks: Checks
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.config: Config = engine.config
+        self.sessions: SessionManager = engine.sessions
+        self.projects: ProjectDesk = engine.projects
+        self.checks: Checks = engine.checks
 
     def project_names(self) -> list[str]:
         return self.projects.names()

@@ -106,7 +106,7 @@ async def check_config(repo: Path) -> None:
 
 
 @dataclass(frozen=True)
-class Target:
+class PushRemote:
     """Where a push goes: the URL git gets, and whether the token goes with it."""
 
     url: str
@@ -134,10 +134,10 @@ async def remote_url(repo: Path, remote: str) -> str:
     return ""
 
 
-def push_target(url: str, web_host: str, repo_name: str) -> Target:
+def push_target(url: str, web_host: str, repo_name: str) -> PushRemote:
     """How to push to ``url`` (see the module docstring); ``ForgeError`` when Legio won't."""
     if url.startswith("file://") or url.startswith("/"):
-        return Target(url, token=False, local=True)
+        return PushRemote(url, token=False, local=True)
     parts = urlsplit(url)
     scp = SCP.fullmatch(url) if "://" not in url else None
     host = (scp.group(1) if scp else parts.hostname or "").lower()
@@ -148,9 +148,9 @@ def push_target(url: str, web_host: str, repo_name: str) -> Target:
             "only to its forge (set [projects.<name>] remote to the forge's remote)",
         )
     if parts.scheme == "https" and not parts.username and not parts.password:
-        return Target(url, token=True, local=False)
+        return PushRemote(url, token=True, local=False)
     if parts.scheme in ("", "ssh", "git+ssh") and repo_name:
-        return Target(f"https://{web_host}/{repo_name}.git", token=True, local=False)
+        return PushRemote(f"https://{web_host}/{repo_name}.git", token=True, local=False)
     raise ForgeError(
         "publishing",
         f"the remote's URL {redact(url)!r} is not https (Legio sends the token over TLS only, "
@@ -172,7 +172,7 @@ def _reason(stdout: str, stderr: str) -> str:
 
 async def push(
     repo: Path,
-    target: Target,
+    target: PushRemote,
     branch: str,
     agent: str,
     base: str,

@@ -10,6 +10,7 @@ Modules:
 - ``forgelines``: ``/publish``, ``/issues`` and the lines of forge events
 - ``digestview``: pure text of the morning digest and of a failed backup
 - ``statusview``: the words of a typed ``Status`` (what an agent does now)
+- ``numbers``: the numbers in commands, answers and buttons (the digits 0-9 only)
 - ``usage``: pure text of `/usage`
 - ``views``: pure text rendering of admin answers
 - ``console/``: see its own docstring.

@@ -27,6 +27,7 @@ from legio.errors import (
     SearchQueryError,
 )
 from legio.frontends import forgelines
+from legio.frontends.numbers import command_number
 from legio.frontends.usage import usage_lines
 from legio.frontends.views import (
     agent_header,
@@ -45,7 +46,6 @@ from legio.names import BROADCAST, LEGATUS
 HISTORY_DEFAULT, HISTORY_MAX = 20, 200
 SEARCH_LIMIT = 10
 COMMAND = re.compile(r"^/([A-Za-z_]+)(?:@(\w+))?(?:\s+(.*))?$", re.DOTALL)
-NUMBER = re.compile(r"[0-9]{1,12}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -64,11 +64,10 @@ def parse_retry(args: str) -> int | str | None:
     value = args.strip().lstrip("#")
     if not value:
         return None
-    if NUMBER.fullmatch(value):
-        return int(value)
-    return (
+    return command_number(
+        value,
         "Use /retry to run every interrupted request again, or /retry <number> for one "
-        "(a request number as /history shows it, written with the digits 0-9)."
+        "(a request number as /history shows it).",
     )
 
 
@@ -123,6 +122,9 @@ class Admin:
 
     def __init__(self, app: LegioApp) -> None:
         self.app = app
+        self.work = app.work  # the rooms its commands use (legio.doors)
+        self.operations = app.operations
+        self.conversation = app.conversation
 
     async def run(self, text: str, receipt: int | None = None) -> list[str]:
         """Answer one command line; always at least one page. ``receipt``: when it arrived
@@ -155,7 +157,7 @@ class Admin:
     async def cmd_restart(self, args: str) -> list[str]:
         """/restart: drain, then start again; with requests running, ask how first."""
         mode = args.strip().lower()
-        running = self.app.running_requests()
+        running = self.operations.running_requests()
         if mode in ("wait", "now"):
             return [await self.app.restart("now" if mode == "now" else "wait")]
         if mode:
@@ -168,7 +170,7 @@ class Admin:
         ]
 
     async def cmd_projects(self, args: str) -> list[str]:
-        return paginate(projects_lines(await self.app.project_overview()))
+        return paginate(projects_lines(await self.work.project_overview()))
 
     async def cmd_project(self, args: str) -> list[str]:
         return ["/project works inside a Telegram topic: write #name in a message instead."]
@@ -176,8 +178,8 @@ class Admin:
     async def cmd_diff(self, args: str) -> list[str]:
         usage = "/diff <agent> <project>, e.g. /diff vorenus #app"
         try:
-            target = self.app.project_target(args, usage)
-            report = await self.app.project_diff(target)
+            target = self.work.project_target(args, usage)
+            report = await self.work.project_diff(target)
         except ProjectError as e:
             return [str(e)]
         if report is None:
@@ -192,8 +194,8 @@ class Admin:
     async def cmd_drop(self, args: str) -> list[str]:
         usage = "/drop <agent> <project>, e.g. /drop vorenus #app"
         try:
-            target = self.app.project_target(args, usage)
-            dropped = await self.app.drop_copy(target)
+            target = self.work.project_target(args, usage)
+            dropped = await self.work.drop_copy(target)
         except ProjectError as e:
             return [str(e)]
         if dropped is None:
@@ -207,15 +209,17 @@ class Admin:
     async def cmd_history(self, args: str) -> list[str]:
         count = HISTORY_DEFAULT
         if args:
-            if not re.fullmatch(r"[0-9]{1,6}", args) or not 1 <= int(args) <= HISTORY_MAX:
-                return [f"/history takes a number from 1 to {HISTORY_MAX}, e.g. /history 20."]
-            count = int(args)
+            usage = f"/history takes a number from 1 to {HISTORY_MAX}, e.g. /history 20."
+            parsed = command_number(args, usage, lowest=1, highest=HISTORY_MAX)
+            if isinstance(parsed, str):
+                return [parsed]
+            count = parsed
         nuntii = await self.app.history(count)
         if not nuntii:
             return ["No messages yet."]
         files = await self.app.files_of(n.seq for n in nuntii)
         seqs = [n.seq for n in nuntii]
-        edited, corrections = await self.app.edits_of(seqs)
+        edited, corrections = await self.conversation.edits_of(seqs)
         return paginate(history_lines(nuntii, files, edited, corrections))
 
     async def cmd_search(self, args: str) -> list[str]:
@@ -333,12 +337,13 @@ class Admin:
         return paginate(lines) if lines else ["No job is scheduled. Ask the Legatus to set one."]
 
     async def cmd_cancel(self, args: str) -> list[str]:
-        value = args.strip().lstrip("#")
-        if not (value.isdigit() and len(value) <= 12):
-            return ["Use /cancel <n> with a job number from /jobs, e.g. /cancel 3."]
-        job = await self.app.cancel_job(int(value))
+        usage = "Use /cancel <n> with a job number from /jobs, e.g. /cancel 3."
+        number = command_number(args.strip().lstrip("#"), usage)
+        if isinstance(number, str):
+            return [number]
+        job = await self.app.cancel_job(number)
         if job is None:
-            return [f"No scheduled job #{value}; /jobs lists them."]
+            return [f"No scheduled job #{number}; /jobs lists them."]
         return [f'Cancelled job #{job.id} "{job.name}".']
 
     # ---------------------------------------------------------- approvals and spending
@@ -358,12 +363,13 @@ class Admin:
         return paginate(lines)
 
     async def cmd_revoke(self, args: str) -> list[str]:
-        value = args.strip().lstrip("#")
-        if not value.isdigit() or len(value) > 12:
-            return ["Use /revoke <id>, with an id from /approvals."]
-        grant = await self.app.revoke_grant(int(value))
+        usage = "Use /revoke <id>, with an id from /approvals."
+        number = command_number(args.strip().lstrip("#"), usage)
+        if isinstance(number, str):
+            return [number]
+        grant = await self.app.revoke_grant(number)
         if grant is None:
-            return [f"No Always grant #{value}; /approvals lists them."]
+            return [f"No Always grant #{number}; /approvals lists them."]
         return [f"Revoked #{grant.id}: {grant.agent} asks again before {grant.rule}."]
 
     async def cmd_export(self, args: str) -> list[str]:
@@ -371,7 +377,7 @@ class Admin:
         if problem:
             return [problem]
         try:
-            result = await self.app.export(fmt, agent, since)
+            result = await self.operations.export(fmt, agent, since)
         except LegioError as e:
             return [f"Could not export: {e}"]
         size = f"{result.size / 1e6:.1f} MB"

@@ -13,16 +13,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Protocol
 
-from legio.app import ForgeEvent, Issue, LegioApp, Published
+from legio.app import ForgeEvent, Issue, Published
+from legio.doors.workdoor import WorkDoor
 from legio.errors import ForgeError, ProjectError, PushRejected
 from legio.frontends.views import paginate
 from legio.visible import visible_name
 
 
-class Admin(Protocol):
-    """What a command needs of ``legio.frontends.admin.Admin``: the door."""
+class HasWork(Protocol):
+    """What a command needs of ``legio.frontends.admin.Admin`` (or anything that runs it):
+    the door's work room."""
 
-    app: LegioApp
+    work: WorkDoor
 
 
 MAX_TITLE = 100
@@ -81,15 +83,15 @@ def issue_lines(project: str, issues: list[Issue], now: datetime | None = None) 
     return lines
 
 
-async def cmd_publish(admin: Admin, args: str) -> list[str]:
+async def cmd_publish(admin: HasWork, args: str) -> list[str]:
     usage = "/publish <agent> <project> [force], e.g. /publish vorenus #app"
     words = args.split()
     force = bool(words) and words[-1].lower() == "force"
     if force:
         words = words[:-1]
     try:
-        target = admin.app.project_target(" ".join(words), usage)
-        done = await admin.app.publish(target.agent, target.project, force=force)
+        target = admin.work.project_target(" ".join(words), usage)
+        done = await admin.work.publish(target.agent, target.project, force=force)
     except PushRejected as e:
         text = f"The forge refused the push: {e.reason}"
         if e.non_fast_forward:
@@ -104,15 +106,15 @@ async def cmd_publish(admin: Admin, args: str) -> list[str]:
     return [published_text(done)]
 
 
-async def cmd_issues(admin: Admin, args: str) -> list[str]:
-    names = admin.app.project_names()
+async def cmd_issues(admin: HasWork, args: str) -> list[str]:
+    names = admin.work.project_names()
     words = [w.lstrip("#").lower() for w in args.split()]
     project = words[0] if words else (names[0] if len(names) == 1 else "")
     if project not in names:
         listing = ", ".join(f"#{n}" for n in names) or "none"
         return [f"Use /issues #project, one of: {listing}."]
     try:
-        issues = await admin.app.forge_issues(project)
+        issues = await admin.work.forge_issues(project)
     except (ForgeError, ProjectError) as e:
         return [f"Cannot list the issues of #{project}: {e}"]
     return paginate(issue_lines(project, issues))

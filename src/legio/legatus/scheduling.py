@@ -33,13 +33,12 @@ from legio.jobs.schedule import (
 )
 from legio.jobs.scheduler import Clock, JobRunner, Scheduler
 from legio.legatus.orchestrator import Legatus
-from legio.memoria.tools import tool_result as _text
 from legio.names import CAESAR, LEGATUS
 from legio.request import UNWATCHED, Callbacks, Reply, Watch
 from legio.store.jobstore import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
+from legio.toolkit import Result, integer, result, schema, string, tool_error
 
-Result = dict[str, Any]
 NAME_MAX = 40
 REQUEST_MAX = 4000
 SHOWN_RUNS = 3
@@ -97,39 +96,32 @@ def job_tools(
         "message and its answer goes to Caesar. Write the request as an instruction to the "
         "target at that time (a reminder: 'Remind Caesar to call Marcus'). The answer lists "
         "the next run times: confirm them to Caesar.",
-        {
-            "type": "object",
-            "properties": {
-                "request": {"type": "string", "description": "what to do when it runs"},
-                "target": {
-                    "type": "string",
-                    "description": "'legatus' (default) or a centurio's name",
-                },
-                "name": {"type": "string", "description": "a short label, e.g. 'daily digest'"},
-                "at": {"type": "string", "description": "one time, ISO local date-time"},
-                "in": {"type": "string", "description": "one time after a delay, e.g. 2h30m"},
-                "cron": {"type": "string", "description": "a repeating schedule"},
-                "project": {
-                    "type": "string",
-                    "description": "optional: a project of legio.toml's [projects] the "
-                    "centurio works on (its own copy and branch)",
-                },
+        schema(
+            {
+                "request": string("what to do when it runs"),
+                "target": string("'legatus' (default) or a centurio's name"),
+                "name": string("a short label, e.g. 'daily digest'"),
+                "at": string("one time, ISO local date-time"),
+                "in": string("one time after a delay, e.g. 2h30m"),
+                "cron": string("a repeating schedule"),
+                "project": string(
+                    "optional: a project of legio.toml's [projects] the centurio works on "
+                    "(its own copy and branch)"
+                ),
             },
-            "required": ["request"],
-            "additionalProperties": False,
-        },
+            required=["request"],
+        ),
     )
     async def schedule_job(args: dict[str, Any]) -> Result:
         try:
             new = await _new_job(args)
         except ScheduleError as e:
-            return _text(f"Error: {e}. Nothing was scheduled.", error=True)
+            return tool_error(f"{e}. Nothing was scheduled.")
         stored = await jobs.add(new, max_jobs, now())
         if stored is None:
-            return _text(
-                f"Error: {max_jobs} jobs are already scheduled, the most allowed "
-                "(scheduler.max_jobs in legio.toml); cancel one first. Nothing was scheduled.",
-                error=True,
+            return tool_error(
+                f"{max_jobs} jobs are already scheduled, the most allowed "
+                "(scheduler.max_jobs in legio.toml); cancel one first. Nothing was scheduled."
             )
         changed()
         if stored.kind == "cron" and stored.cron:
@@ -137,7 +129,7 @@ def job_tools(
             when = "next runs: " + "; ".join(format_local(r, tz) for r in runs)
         else:
             when = f"runs once: {format_local(new.next_run, tz)}"
-        return _text(
+        return result(
             f'Scheduled job #{stored.id} "{stored.name}" for {stored.target}, '
             f"{schedule_line(stored)}; {when}."
         )
@@ -190,32 +182,27 @@ def job_tools(
     @tool(
         "list_jobs",
         "The scheduled jobs: number, name, target, schedule, next and last run.",
-        {"type": "object", "properties": {}, "additionalProperties": False},
+        schema({}),
     )
     async def list_jobs(args: dict[str, Any]) -> Result:
         lines = job_lines(await jobs.active(), tz)
-        return _text("\n".join(lines) if lines else "No job is scheduled.")
+        return result("\n".join(lines) if lines else "No job is scheduled.")
 
     @tool(
         "cancel_job",
         "Cancel a scheduled job by its number (from list_jobs); a run in progress finishes.",
-        {
-            "type": "object",
-            "properties": {"id": {"type": "integer", "description": "the job's number"}},
-            "required": ["id"],
-            "additionalProperties": False,
-        },
+        schema({"id": integer("the job's number")}),
     )
     async def cancel_job(args: dict[str, Any]) -> Result:
         try:
             job_id = int(args["id"])
         except (TypeError, ValueError):
-            return _text(f"Error: {json.dumps(args.get('id'))} is not a job number", error=True)
+            return tool_error(f"{json.dumps(args.get('id'))} is not a job number")
         job = await jobs.cancel(job_id)
         if job is None:
-            return _text(f"Error: no scheduled job #{job_id} (list_jobs shows them)", error=True)
+            return tool_error(f"no scheduled job #{job_id} (list_jobs shows them)")
         changed()
-        return _text(f'Cancelled job #{job.id} "{job.name}".')
+        return result(f'Cancelled job #{job.id} "{job.name}".')
 
     return [schedule_job, list_jobs, cancel_job]
 

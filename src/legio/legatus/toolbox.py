@@ -22,13 +22,12 @@ from claude_agent_sdk import SdkMcpTool, tool
 
 from legio.castra import Castra
 from legio.errors import PraetoriumError
-from legio.memoria.tools import Result
-from legio.memoria.tools import tool_result as _text
 from legio.names import BROADCAST, LEGATUS
 from legio.sessions.history import format_line
 from legio.sessions.manager import SessionManager
 from legio.sessions.turn import Outcome
 from legio.store.praetorium import Praetorium
+from legio.toolkit import Result, guarded, integer, result, schema, string, strings, tool_error
 
 HISTORY_MAX = 200
 
@@ -52,101 +51,68 @@ def legatus_tools(
         "get_history",
         "Read the latest nuntii of the praetorium (every message between Caesar and the "
         "agents), oldest first. Use it when Caesar refers to something not in front of you.",
-        {
-            "type": "object",
-            "properties": {
-                "limit": {"type": "integer", "description": "how many (1-200, default 20)"}
-            },
-            "additionalProperties": False,
-        },
+        schema({"limit": integer("how many (1-200, default 20)")}, required=[]),
     )
     async def get_history(args: dict[str, Any]) -> Result:
         nuntii = await praetorium.get_history(_limit(args, 20))
         if not nuntii:
-            return _text("The praetorium is empty.")
-        return _text("\n".join(format_line(n) for n in reversed(nuntii)))
+            return result("The praetorium is empty.")
+        return result("\n".join(format_line(n) for n in reversed(nuntii)))
 
     @tool(
         "search_history",
         "Full-text search of the praetorium, best matches first. Plain words match all of "
         'them; put a phrase in "double quotes"; OR between words matches either.',
-        {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "words to look for"},
-                "limit": {"type": "integer", "description": "how many (1-200, default 10)"},
+        schema(
+            {
+                "query": string("words to look for"),
+                "limit": integer("how many (1-200, default 10)"),
             },
-            "required": ["query"],
-            "additionalProperties": False,
-        },
+            required=["query"],
+        ),
     )
+    @guarded(PraetoriumError)
     async def search_history(args: dict[str, Any]) -> Result:
-        try:
-            hits = await praetorium.search(args["query"], LEGATUS, _limit(args, 10))
-        except PraetoriumError as e:
-            return _text(f"Error: {e}", error=True)
+        hits = await praetorium.search(args["query"], LEGATUS, _limit(args, 10))
         if not hits:
-            return _text(f"No nuntius matches {args['query']!r}.")
-        return _text("\n".join(f"{format_line(h.nuntius, 120)}\n   {h.snippet}" for h in hits))
+            return result(f"No nuntius matches {args['query']!r}.")
+        return result("\n".join(f"{format_line(h.nuntius, 120)}\n   {h.snippet}" for h in hits))
 
     @tool(
         "post_nuntius",
         "Leave a nuntius in the praetorium without asking anyone to answer: addressed "
         "centuriones (or 'all') receive it with their next request. To get an answer now, "
         "use dispatch instead.",
-        {
-            "type": "object",
-            "properties": {
-                "text": {"type": "string", "description": "the message"},
-                "audience": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "centurio names, or ['all']",
-                },
-            },
-            "required": ["text", "audience"],
-            "additionalProperties": False,
-        },
+        schema({"text": string("the message"), "audience": strings("centurio names, or ['all']")}),
     )
+    @guarded(PraetoriumError)
     async def post_nuntius(args: dict[str, Any]) -> Result:
         roster = castra.roster()
         audience = [str(a).lower() for a in args["audience"]]
         unknown = [a for a in audience if a not in roster.centuriones and a != BROADCAST]
         if unknown or not audience:
             valid = ", ".join(roster.names) or "none"
-            return _text(
-                f"Error: unknown audience {unknown}; centuriones: {valid}, or 'all'", error=True
-            )
-        try:
-            nuntius = await praetorium.post(LEGATUS, args["text"], audience)
-        except PraetoriumError as e:
-            return _text(f"Error: {e}", error=True)
-        return _text(f"Posted nuntius #{nuntius.seq} to {', '.join(audience)}.")
+            return tool_error(f"unknown audience {unknown}; centuriones: {valid}, or 'all'")
+        nuntius = await praetorium.post(LEGATUS, args["text"], audience)
+        return result(f"Posted nuntius #{nuntius.seq} to {', '.join(audience)}.")
 
     @tool(
         "dispatch",
         "Ask one or more centuriones to do something and wait for their answers (they "
         "work in parallel). Give each the full context it needs: it sees only messages "
         "addressed to it.",
-        {
-            "type": "object",
-            "properties": {
-                "centuriones": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "names from the roster, e.g. ['vorenus']",
-                },
-                "text": {"type": "string", "description": "the request"},
-                "project": {
-                    "type": "string",
-                    "description": "optional: a project of Caesar's (without #; now: "
+        schema(
+            {
+                "centuriones": strings("names from the roster, e.g. ['vorenus']"),
+                "text": string("the request"),
+                "project": string(
+                    "optional: a project of Caesar's (without #; now: "
                     f"{sessions.projects.listing()}); each centurio then works in its own "
-                    "copy of it, on its own branch",
-                },
+                    "copy of it, on its own branch"
+                ),
             },
-            "required": ["centuriones", "text"],
-            "additionalProperties": False,
-        },
+            required=["centuriones", "text"],
+        ),
     )
     async def dispatch(args: dict[str, Any]) -> Result:
         roster = castra.roster()
@@ -154,26 +120,22 @@ def legatus_tools(
         unknown = [n for n in names if n not in roster.centuriones]
         if unknown or not names:
             valid = ", ".join(roster.names) or "none"
-            return _text(
-                f"Error: no centurio named {unknown}; the centuriones are: {valid}", error=True
-            )
+            return tool_error(f"no centurio named {unknown}; the centuriones are: {valid}")
         if not str(args["text"]).strip():
-            return _text("Error: the request text is empty", error=True)
+            return tool_error("the request text is empty")
         project = str(args.get("project") or "").strip().lstrip("#").lower() or None
         if project is not None and project not in sessions.projects.names():
             listing = sessions.projects.listing()
-            return _text(
-                f"Error: no project named {project!r}; the projects: {listing}", error=True
-            )
+            return tool_error(f"no project named {project!r}; the projects: {listing}")
         outcomes = await dispatch_to(names, args["text"], project)
         parts = [f"## {name}\n{outcomes[name].text}" for name in names]
         failed = all(o.kind != "answer" for o in outcomes.values())
-        return _text("\n\n".join(parts), error=failed)
+        return result("\n\n".join(parts), error=failed)
 
     @tool(
         "list_centuriones",
         "The centuriones: name, description, current state, and usage so far.",
-        {"type": "object", "properties": {}, "additionalProperties": False},
+        schema({}),
     )
     async def list_centuriones(args: dict[str, Any]) -> Result:
         roster = castra.roster()
@@ -186,28 +148,20 @@ def legatus_tools(
             lines.append(f"- {status.name}: {description} ({status.state}{spent})")
         if roster.problems:
             lines.append("Not usable: " + "; ".join(roster.problems))
-        return _text("\n".join(lines) or "There are no centuriones.")
+        return result("\n".join(lines) or "There are no centuriones.")
 
     @tool(
         "reset_centurio",
         "Forget a centurio's conversation: its next request starts a fresh session with "
         "recent history. Only when Caesar asks, or when it is clearly stuck.",
-        {
-            "type": "object",
-            "properties": {"name": {"type": "string", "description": "the centurio's name"}},
-            "required": ["name"],
-            "additionalProperties": False,
-        },
+        schema({"name": string("the centurio's name")}),
     )
     async def reset_centurio(args: dict[str, Any]) -> Result:
         name = str(args["name"]).lower()
         roster = castra.roster()
         if name not in roster.centuriones:
-            return _text(
-                f"Error: no centurio named {name!r}; centuriones: {', '.join(roster.names)}",
-                error=True,
-            )
+            return tool_error(f"no centurio named {name!r}; centuriones: {', '.join(roster.names)}")
         await sessions.reset(name)
-        return _text(f"Reset {name}: its next request starts a fresh session.")
+        return result(f"Reset {name}: its next request starts a fresh session.")
 
     return [get_history, search_history, post_nuntius, dispatch, list_centuriones, reset_centurio]

@@ -17,9 +17,8 @@ session.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import wraps
 from typing import Any
 
 from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_server, tool
@@ -27,9 +26,7 @@ from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_serv
 from legio.errors import MemoriaError
 from legio.memoria.store import Document, Listing, MemoriaStore, check_text, slugify
 from legio.names import LEGATUS
-
-Result = dict[str, Any]
-Handler = Callable[[dict[str, Any]], Awaitable[Result]]
+from legio.toolkit import Result, guarded, result, said, schema
 
 
 @dataclass(frozen=True)
@@ -41,42 +38,13 @@ class MemoriaServer:
     config: McpSdkServerConfig
 
 
-def tool_result(text: str, *, error: bool = False) -> Result:
-    """An MCP tool result: one text block, marked as an error if ``error``."""
-    result: Result = {"content": [{"type": "text", "text": text}]}
-    if error:
-        result["is_error"] = True
-    return result
-
-
-def _guarded(func: Handler) -> Handler:
-    """Turn a ``MemoriaError`` into a tool error the model reads."""
-
-    @wraps(func)
-    async def run(args: dict[str, Any]) -> Result:
-        try:
-            return await func(args)
-        except MemoriaError as e:
-            return tool_result(f"Error: {e}", error=True)
-
-    return run
-
-
-def _schema(properties: dict[str, str], required: list[str] | None = None) -> dict[str, Any]:
-    """Every field is text. The type is said in the description, not declared: the SDK's
-    own check would refuse ``title: 5`` without naming the field; ``_text`` names it."""
-    return {
-        "type": "object",
-        "properties": {k: {"description": f"{v} (a string)"} for k, v in properties.items()},
-        "required": list(properties) if required is None else required,
-        "additionalProperties": False,
-    }
-
-
-NAME_HELP = "entry name: lowercase letters, digits, '-' or '_' (e.g. 'deploy-rules')"
-TITLE_HELP = "a short title"
-BODY_HELP = "the full text (Markdown is fine)"
-CENTURIO_HELP = "the centurio whose commentarii to use (e.g. 'vorenus')"
+# Every field is text, its type said in its description and checked by ``_text`` (which
+# names the field; the SDK's own check would refuse ``title: 5`` without naming it).
+NAME = said("entry name: lowercase letters, digits, '-' or '_' (e.g. 'deploy-rules') (a string)")
+TITLE = said("a short title (a string)")
+BODY = said("the full text (Markdown is fine) (a string)")
+CENTURIO = said("the centurio whose commentarii to use (e.g. 'vorenus') (a string)")
+QUERY = said("words to look for (a string)")
 
 
 def _day(doc: Document) -> str:
@@ -135,22 +103,22 @@ def _edicta_read_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
         "list_edicta",
         "List the edicta: Caesar's standing rules for the whole legion. Check them before "
         "acting on anything they might govern. Revoked edicta are listed separately.",
-        _schema({}),
+        schema({}),
     )
-    @_guarded
+    @guarded(MemoriaError)
     async def list_edicta(args: dict[str, Any]) -> Result:
         listing = await asyncio.to_thread(store.list_edicta)
-        return tool_result(_format_listing(listing, "edicta", show_revoked=True))
+        return result(_format_listing(listing, "edicta", show_revoked=True))
 
     @tool(
         "read_edictum",
         "Read one edictum in full, by the name list_edicta shows.",
-        _schema({"name": NAME_HELP}),
+        schema({"name": NAME}),
     )
-    @_guarded
+    @guarded(MemoriaError)
     async def read_edictum(args: dict[str, Any]) -> Result:
         doc = await asyncio.to_thread(store.read_edictum, _text(args, "name"))
-        return tool_result(_format_document(doc, "Edictum"))
+        return result(_format_document(doc, "Edictum"))
 
     return [list_edicta, read_edictum]
 
@@ -162,35 +130,35 @@ def _acta_tools(store: MemoriaStore, author: str | None) -> list[SdkMcpTool[Any]
         "list_acta",
         "List the acta: knowledge shared by every agent of the legion (decisions, facts "
         "about Caesar's projects). Read one with read_actum.",
-        _schema({}),
+        schema({}),
     )
-    @_guarded
+    @guarded(MemoriaError)
     async def list_acta(args: dict[str, Any]) -> Result:
-        return tool_result(_format_listing(await asyncio.to_thread(store.list_acta), "acta"))
+        return result(_format_listing(await asyncio.to_thread(store.list_acta), "acta"))
 
     @tool(
         "read_actum",
         "Read one actum in full, by the name list_acta shows.",
-        _schema({"name": NAME_HELP}),
+        schema({"name": NAME}),
     )
-    @_guarded
+    @guarded(MemoriaError)
     async def read_actum(args: dict[str, Any]) -> Result:
         doc = await asyncio.to_thread(store.read_actum, _text(args, "name"))
-        return tool_result(_format_document(doc, "Actum"))
+        return result(_format_document(doc, "Actum"))
 
     @tool(
         "publish_actum",
         "Publish knowledge every agent should have, or update an actum by giving its "
         "existing name. The name may be left empty to derive it from the title.",
-        _schema({"name": NAME_HELP, "title": TITLE_HELP, "body": BODY_HELP}, ["title", "body"]),
+        schema({"name": NAME, "title": TITLE, "body": BODY}, ["title", "body"]),
     )
-    @_guarded
+    @guarded(MemoriaError)
     async def publish_actum(args: dict[str, Any]) -> Result:
         name = _entry_name(args)
         doc = await asyncio.to_thread(
             store.publish_actum, name, _text(args, "title"), _text(args, "body"), author or LEGATUS
         )
-        return tool_result(f"Published actum '{doc.name}'.")
+        return result(f"Published actum '{doc.name}'.")
 
     return [list_acta, read_actum, publish_actum]
 
@@ -198,7 +166,7 @@ def _acta_tools(store: MemoriaStore, author: str | None) -> list[SdkMcpTool[Any]
 def _commentarii_tools(store: MemoriaStore, owner: str | None) -> list[SdkMcpTool[Any]]:
     """List/read/write commentarii: ``owner``'s own (captured here, no ``centurio_name``
     parameter exists), or, with ``owner=None``, any centurio's by ``centurio_name``."""
-    scope = {} if owner else {"centurio_name": CENTURIO_HELP}
+    scope = {} if owner else {"centurio_name": CENTURIO}
     whose = "your own" if owner else "a centurio's"
 
     def centurio(args: dict[str, Any]) -> str:
@@ -207,30 +175,30 @@ def _commentarii_tools(store: MemoriaStore, owner: str | None) -> list[SdkMcpToo
     @tool(
         "list_commentarii",
         f"List {whose} commentarii: notes kept across sessions, oldest first.",
-        _schema(scope),
+        schema(scope),
     )
-    @_guarded
+    @guarded(MemoriaError)
     async def list_commentarii(args: dict[str, Any]) -> Result:
         listing = await asyncio.to_thread(store.list_commentarii, centurio(args))
-        return tool_result(_format_listing(listing, "commentarii"))
+        return result(_format_listing(listing, "commentarii"))
 
     @tool(
         "read_commentarium",
         f"Read one of {whose} commentarii in full, by the name list_commentarii shows.",
-        _schema({**scope, "name": NAME_HELP}),
+        schema({**scope, "name": NAME}),
     )
-    @_guarded
+    @guarded(MemoriaError)
     async def read_commentarium(args: dict[str, Any]) -> Result:
         doc = await asyncio.to_thread(store.read_commentarium, centurio(args), _text(args, "name"))
-        return tool_result(_format_document(doc, "Commentarium"))
+        return result(_format_document(doc, "Commentarium"))
 
     @tool(
         "write_commentarium",
         f"Add a note to {whose} commentarii, to remember across sessions: conventions, "
         "decisions, open threads. Notes are append-only: write a new one to correct an old one.",
-        _schema({**scope, "title": TITLE_HELP, "body": BODY_HELP}),
+        schema({**scope, "title": TITLE, "body": BODY}),
     )
-    @_guarded
+    @guarded(MemoriaError)
     async def write_commentarium(args: dict[str, Any]) -> Result:
         name = centurio(args)
         doc = await asyncio.to_thread(
@@ -240,7 +208,7 @@ def _commentarii_tools(store: MemoriaStore, owner: str | None) -> list[SdkMcpToo
             _text(args, "body"),
             owner or LEGATUS,
         )
-        return tool_result(f"Added commentarium '{doc.name}'" + ("." if owner else f" for {name}."))
+        return result(f"Added commentarium '{doc.name}'" + ("." if owner else f" for {name}."))
 
     return [list_commentarii, read_commentarium, write_commentarium]
 
@@ -250,33 +218,33 @@ def _legatus_only_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
         "publish_edictum",
         "Publish (or replace) an edictum, a standing rule for the whole legion. Only when "
         "Caesar asks for a rule to be set.",
-        _schema({"name": NAME_HELP, "title": TITLE_HELP, "body": BODY_HELP}, ["title", "body"]),
+        schema({"name": NAME, "title": TITLE, "body": BODY}, ["title", "body"]),
     )
-    @_guarded
+    @guarded(MemoriaError)
     async def publish_edictum(args: dict[str, Any]) -> Result:
         name = _entry_name(args)
         doc = await asyncio.to_thread(
             store.publish_edictum, name, _text(args, "title"), _text(args, "body"), LEGATUS
         )
-        return tool_result(f"Published edictum '{doc.name}'; it is in force.")
+        return result(f"Published edictum '{doc.name}'; it is in force.")
 
     @tool(
         "revoke_edictum",
         "Revoke an edictum: it stays on record but is no longer in force. Only when Caesar asks.",
-        _schema({"name": NAME_HELP}),
+        schema({"name": NAME}),
     )
-    @_guarded
+    @guarded(MemoriaError)
     async def revoke_edictum(args: dict[str, Any]) -> Result:
         doc = await asyncio.to_thread(store.revoke_edictum, _text(args, "name"), LEGATUS)
-        return tool_result(f"Revoked edictum '{doc.name}'.")
+        return result(f"Revoked edictum '{doc.name}'.")
 
     @tool(
         "search_memoria",
         "Search edicta, acta and every centurio's commentarii for entries containing all the "
         "given words (case-insensitive).",
-        _schema({"query": "words to look for"}),
+        schema({"query": QUERY}),
     )
-    @_guarded
+    @guarded(MemoriaError)
     async def search_memoria(args: dict[str, Any]) -> Result:
         query = _text(args, "query")
 
@@ -285,9 +253,9 @@ def _legatus_only_tools(store: MemoriaStore) -> list[SdkMcpTool[Any]]:
 
         found = await asyncio.to_thread(run)
         if not found:
-            return tool_result(f"Nothing in memoria matches {args['query']!r}.")
+            return result(f"Nothing in memoria matches {args['query']!r}.")
         lines = [f"- {d.layer}/{d.name}: {d.title} (by {d.author}, {_day(d)})" for d in found[:30]]
-        return tool_result("\n".join(lines))
+        return result("\n".join(lines))
 
     return [publish_edictum, revoke_edictum, search_memoria]
 

@@ -42,7 +42,7 @@ class AgentDay:
 
 
 @dataclass(frozen=True)
-class Tally:
+class StatusCounts:
     """A table counted by agent and status (checks, pull requests…)."""
 
     title: str
@@ -60,7 +60,7 @@ class Digest:
     cost_by_project: tuple[tuple[str, float], ...]  # "" = no project
     failed_jobs: tuple[tuple[str, str], ...]  # (job name, outcome)
     unanswered_approvals: tuple[tuple[str, str, str], ...]  # (agent, tool, status)
-    tallies: tuple[Tally, ...] = ()
+    tallies: tuple[StatusCounts, ...] = ()
     last_backup: Mapping[str, Any] | None = None  # state/backups/last.json
     total_cost_usd: float = field(default=0.0)
 
@@ -87,7 +87,7 @@ async def _columns(db: aiosqlite.Connection, table: str) -> list[str]:
 
 async def tally(
     db: aiosqlite.Connection, table: str, title: str, window: tuple[str, str]
-) -> Tally | None:
+) -> StatusCounts | None:
     """``table``'s rows in the window by agent and status, or None if it is not there
     (or has no time column to place its rows in the day)."""
     present = await _columns(db, table)
@@ -102,7 +102,7 @@ async def tally(
         f"WHERE {when} >= ? AND {when} < ? GROUP BY 1, 2 ORDER BY 1, 2",
         window,
     )
-    return Tally(title, tuple((str(a), str(s), int(n)) for a, s, n in rows))
+    return StatusCounts(title, tuple((str(a), str(s), int(n)) for a, s, n in rows))
 
 
 async def compute_digest(

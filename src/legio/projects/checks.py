@@ -3,7 +3,7 @@
 ``Checks.start(agent, project, copy_dir, commit)`` runs the project's check command in
 that copy inside ``legio.fence.jail`` (an allow-list jail: the system folders read-only,
 its copy, an empty home; no network, no capability) and returns
-a ``CheckRun`` at once: its ``record`` (a ``legio.store.checkstore.CheckRecord``, kept
+a ``RunningCheck`` at once: its ``record`` (a ``legio.store.checkstore.CheckRecord``, kept
 in the praetorium) and ``done``, a future set to the final record. One run at a time per
 copy: a newer ``start`` stops the older one (its whole sandbox killed) and records it
 ``cancelled``, superseded. A run past ``check_timeout`` minutes is killed the same way
@@ -59,7 +59,7 @@ READ_CHUNK = 64 * 1024
 Follower = Callable[[CheckRecord], Awaitable[None]]
 
 
-class CheckRun:
+class RunningCheck:
     """One run of a check: ``record`` as it stands, ``done`` set to the final record."""
 
     def __init__(self, record: CheckRecord, log_path: Path) -> None:
@@ -129,7 +129,7 @@ class Checks:
         self.support = support
         self.kill_grace_s = kill_grace_s
         self.max_log_bytes = max_log_bytes
-        self._runs: dict[tuple[str, str], CheckRun] = {}
+        self._runs: dict[tuple[str, str], RunningCheck] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._followers: list[Follower] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -153,7 +153,7 @@ class Checks:
         self._followers.append(callback)
         return lambda: self._followers.remove(callback) if callback in self._followers else None
 
-    def running(self, agent: str, project: str) -> CheckRun | None:
+    def running(self, agent: str, project: str) -> RunningCheck | None:
         run = self._runs.get((agent, project))
         return run if run is not None and run.running else None
 
@@ -182,7 +182,7 @@ class Checks:
 
     async def start(
         self, agent: str, project: str, copy_dir: Path, commit: str | None = None
-    ) -> CheckRun:
+    ) -> RunningCheck:
         """Run ``project``'s check in ``agent``'s copy (``copy_dir``) on ``commit`` (None:
         the copy's HEAD, read now); the run, started (or already ended: no sandbox). A run
         on the same copy is stopped first, recorded as superseded. ``ProjectError`` if the
@@ -200,7 +200,7 @@ class Checks:
         async with lock:
             timeout_s = self.projects.settings(project).check_timeout * 60
             record = await self.store.begin(agent, project, command, commit, timeout_s, now())
-            run = CheckRun(record, self.logs_dir / f"{record.id}.log")
+            run = RunningCheck(record, self.logs_dir / f"{record.id}.log")
             older = self._runs.get(key)
             self._runs[key] = run
             if older is not None and older.running:
@@ -240,7 +240,7 @@ class Checks:
 
     # ---------------------------------------------------------- one run
 
-    async def _run(self, run: CheckRun, copy: Path) -> None:
+    async def _run(self, run: RunningCheck, copy: Path) -> None:
         started = time.monotonic()
         output: CheckOutput | None = None
         try:
@@ -260,7 +260,7 @@ class Checks:
 
     async def _sandboxed(
         self,
-        run: CheckRun,
+        run: RunningCheck,
         copy: Path,
         support: JailSupport,
         dirs: tuple[Path, Path, Path],
@@ -367,7 +367,7 @@ class Checks:
 
     async def _finish(
         self,
-        run: CheckRun,
+        run: RunningCheck,
         output: CheckOutput | None,
         started: float,
         state: CheckState,

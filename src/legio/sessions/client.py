@@ -38,7 +38,7 @@ from legio.sessions.turn import (
     collect_response,
 )
 from legio.store.praetorium import Praetorium
-from legio.store.records import Turn
+from legio.store.records import QueryUsage
 from legio.timing import mark
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ STDERR_LINES = 20
 CONTEXT_USAGE_TIMEOUT = 5.0
 
 MakeClient = Callable[[deque[str], dict[str, Any]], ClaudeSDKClient]  # (stderr, extra options)
-Record = Callable[[Turn], None]  # a turn's usage, to be stored
+Record = Callable[[QueryUsage], None]  # a turn's usage, to be stored
 
 
 @dataclass
@@ -239,14 +239,14 @@ def stale_result(client: ClaudeSDKClient) -> bool:
 
 def _turn(
     session: AgentSession, seq: int | None, result: ResultMessage | None, started: float
-) -> Turn:
+) -> QueryUsage:
     usage = (result.usage if result else None) or {}
     cost = 0.0
     if result is not None and result.total_cost_usd is not None:
         cost = max(0.0, result.total_cost_usd - session.cost_base)  # the CLI's is cumulative
         session.cost_base = result.total_cost_usd
         session.cost += cost
-    return Turn(
+    return QueryUsage(
         agent=session.name,
         session_id=session.session_id,
         nuntius_seq=seq,
@@ -261,7 +261,7 @@ def _turn(
     )
 
 
-async def store_turns(praetorium: Praetorium, turns: list[Turn], agent: str) -> None:
+async def store_turns(praetorium: Praetorium, turns: list[QueryUsage], agent: str) -> None:
     """Store the usage ``ask`` handed over (and empty the list); a failure is logged."""
     while turns:
         turn = turns.pop(0)

@@ -41,6 +41,7 @@ from legio.store.files import (
     megabytes,
     safe_name,
 )
+from legio.toolkit import Result, guarded, result, schema, string, tool_error
 
 logger = logging.getLogger(__name__)
 
@@ -152,26 +153,22 @@ def send_file_tool(outbox: Outbox, agent: str, guard: PathGuard) -> SdkMcpTool[A
         "send_file",
         "Send a file from your workspace to Caesar (images arrive as photos, anything else as "
         "a document), after your answer. Write the file first; up to 50 MB.",
-        {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string", "description": "the file, e.g. 'report.pdf'"},
-                "caption": {"type": "string", "description": "a short caption (optional)"},
+        schema(
+            {
+                "path": string("the file, e.g. 'report.pdf'"),
+                "caption": string("a short caption (optional)"),
             },
-            "required": ["path"],
-            "additionalProperties": False,
-        },
+            required=["path"],
+        ),
     )
-    async def send_file(args: dict[str, Any]) -> dict[str, Any]:
+    @guarded(AttachmentError)
+    async def send_file(args: dict[str, Any]) -> Result:
         raw = str(args.get("path", ""))
         try:
             checked = await asyncio.to_thread(take_outgoing, raw, guard, outbox.files)
-        except AttachmentError as e:
-            return {"content": [{"type": "text", "text": f"Error: {e}"}], "is_error": True}
         except OSError as e:
             logger.warning("%s: send_file %r failed: %s", agent, raw, e)
-            text = f"Error: {raw} could not be read ({e.strerror or e})"
-            return {"content": [{"type": "text", "text": text}], "is_error": True}
+            return tool_error(f"{raw} could not be read ({e.strerror or e})")
         caption = str(args.get("caption") or "")[:CAPTION_MAX]
         file = dataclasses.replace(checked, caption=caption)
         count = outbox.put(agent, file)
@@ -179,7 +176,7 @@ def send_file_tool(outbox: Outbox, agent: str, guard: PathGuard) -> SdkMcpTool[A
             f"Queued {file.name} ({megabytes(file.size)}): Caesar receives it after your "
             f"answer ({count} file{'s' if count > 1 else ''} queued in this turn)."
         )
-        return {"content": [{"type": "text", "text": text}]}
+        return result(text)
 
     return send_file
 

@@ -22,7 +22,7 @@ from legio.request import Watch
 from legio.sessions.client import AgentSession, close
 from legio.sessions.spec import AgentSpec
 from legio.store.praetorium import Praetorium
-from legio.store.records import Turn
+from legio.store.records import QueryUsage
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class AgentSlot:
     session: AgentSession | None = None
     watch: Watch | None = None  # the request's watch while it runs a turn (its approvals)
     compaction_failure: str | None = None
-    unrecorded: list[Turn] = field(default_factory=list)  # usage not stored yet
+    unrecorded: list[QueryUsage] = field(default_factory=list)  # usage not stored yet
 
     async def close(self, why: str) -> None:
         """Disconnect the live session, if any (its checkpoint stays)."""

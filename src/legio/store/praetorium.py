@@ -76,7 +76,7 @@ class Nuntius:
 
 
 @dataclass(frozen=True)
-class Request:
+class AnsweredNuntius:
     """A nuntius with who has answered it and whether Caesar was told it went unanswered."""
 
     nuntius: Nuntius
@@ -398,7 +398,7 @@ class Praetorium:
         )
         return {row["sender"] for row in rows}
 
-    async def requests_from(self, *senders: str, limit: int) -> list[Request]:
+    async def requests_from(self, *senders: str, limit: int) -> list[AnsweredNuntius]:
         """The latest ``limit`` nuntii sent by any of ``senders``, oldest first, each with
         the set of its repliers and whether an interruption was noted for it: one query."""
         limit = max(0, limit)
@@ -417,7 +417,7 @@ class Praetorium:
             (*[p for sender in senders for p in (sender, limit)], limit),
         )
         return [
-            Request(_nuntius(r), frozenset(json.loads(r["repliers"])), bool(r["noted"]))
+            AnsweredNuntius(_nuntius(r), frozenset(json.loads(r["repliers"])), bool(r["noted"]))
             for r in rows
         ]
 

@@ -34,7 +34,7 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
-class Turn:
+class QueryUsage:
     """The usage the SDK reported for one agent query."""
 
     agent: str
@@ -201,7 +201,7 @@ class AgentRecords:
 
     # ---------------------------------------------------------- usage
 
-    async def record_turn(self, turn: Turn) -> None:
+    async def record_turn(self, turn: QueryUsage) -> None:
         """Store the usage of one agent query."""
         await self._db.execute(
             "INSERT INTO turns (agent, session_id, nuntius_seq, input_tokens, output_tokens, "

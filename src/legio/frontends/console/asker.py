@@ -20,6 +20,7 @@ from typing import Any
 
 from legio.app import ApprovalRequest, Decision, QuestionRequest, shorten_middle
 from legio.frontends.admin import is_command
+from legio.frontends.numbers import digits
 
 KEYS = {"o": "once", "y": "once", "s": "session", "a": "always", "d": "deny", "n": "deny"}
 KEYS["x"] = "stop"
@@ -61,10 +62,9 @@ def question_lines(agent: str, item: dict[str, Any]) -> tuple[str, list[str]]:
 
 
 def chosen(text: str, labels: list[str]) -> str:
-    numbers = [p.strip() for p in text.split(",")]
-    if text and all(p.isdigit() and 1 <= int(p) <= len(labels) for p in numbers):
-        return ", ".join(labels[int(p) - 1] for p in numbers)
-    return text
+    numbers = [digits(p.strip()) for p in text.split(",")]
+    picked = [labels[n - 1] for n in numbers if n is not None and 1 <= n <= len(labels)]
+    return ", ".join(picked) if text and len(picked) == len(numbers) else text
 
 
 class PromptAsker:

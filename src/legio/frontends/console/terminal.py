@@ -86,6 +86,7 @@ async def run_console(
 
     app = await app_factory()
     admin = Admin(app)
+    inbox = app.inbox  # /attach's files
     board = Board()
 
     def show(text: str) -> None:
@@ -137,7 +138,7 @@ async def run_console(
                     show(parsed)
                     return
                 try:
-                    attachments = [await app.attach_local(parsed[0])]
+                    attachments = [await inbox.attach_local(parsed[0])]
                 except AttachmentError as e:
                     show(f"⚠️ {e}")
                     return

@@ -1,6 +1,6 @@
 """Who the Telegram bot obeys: Caesar, in his private chat (and the groups he opted in).
 
-``Gate.admits(update)`` decides for every update before any handler runs:
+``Admission.admits(update)`` decides for every update before any handler runs:
 
 - the sender must be one of ``telegram.caesar_ids`` (else: dropped, logged once per user);
 - the chat must be Caesar's private chat, or a group listed in ``telegram.allowed_chats``
@@ -65,7 +65,7 @@ class BoundedSet:
         return len(self._items)
 
 
-class Gate:
+class Admission:
     """The decision for each update; see the module docstring."""
 
     def __init__(

@@ -44,6 +44,7 @@ from legio.app import (
     shorten_middle,
     visible,
 )
+from legio.frontends.numbers import digits
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.views import stop_text
 
@@ -201,10 +202,11 @@ class TelegramAsker:
                 await self.bot.edit_message_reply_markup(chat_id, message_id, reply_markup=done)
 
     async def _tap_approval(self, query: CallbackQuery, parts: list[str]) -> None:
-        if len(parts) != 4 or not parts[1].isdigit():
+        request_id = digits(parts[1]) if len(parts) == 4 else None
+        if request_id is None:
             await query.answer("Unknown button.")
             return
-        request_id, nonce, code = int(parts[1]), parts[2], parts[3]
+        nonce, code = parts[2], parts[3]
         pending = self._approvals.get(request_id)
         if pending is None:
             if request_id in self._decided:
@@ -301,16 +303,15 @@ class TelegramAsker:
             )
 
     async def _tap_question(self, query: CallbackQuery, parts: list[str]) -> None:
-        question = (
-            self._questions.get(int(parts[1])) if len(parts) == 5 and parts[1].isdigit() else None
-        )
+        number = digits(parts[1]) if len(parts) == 5 else None
+        question = self._questions.get(number) if number is not None else None
         if question is None:
             await query.answer("This question is no longer open.")
             return
-        if parts[2] != question.nonce or not parts[3].isdigit():
+        index = digits(parts[3])
+        if parts[2] != question.nonce or index is None:
             await query.answer("Unknown button.")
             return
-        index = int(parts[3])
         items = question.request.questions
         if index >= len(items) or index in question.answers:
             await query.answer(
@@ -321,8 +322,8 @@ class TelegramAsker:
         picked = question.picked.setdefault(index, [])
         if parts[4] == "d":
             question.answers[index] = ", ".join(picked) if picked else "(nothing chosen)"
-        elif parts[4].isdigit() and int(parts[4]) < len(options):
-            label = options[int(parts[4])]
+        elif (choice := digits(parts[4])) is not None and choice < len(options):
+            label = options[choice]
             if items[index].get("multiSelect"):
                 picked.remove(label) if label in picked else picked.append(label)
             else:

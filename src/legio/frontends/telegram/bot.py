@@ -51,7 +51,7 @@ from telegram.ext import (
 from legio.app import Job, JobRun, LegioApp, Reply
 from legio.config import Config
 from legio.frontends.admin import BY_NAME, COMMANDS, Admin, parse_retry
-from legio.frontends.telegram.admission import Gate, addressed_elsewhere, forwarded_from
+from legio.frontends.telegram.admission import Admission, addressed_elsewhere, forwarded_from
 from legio.frontends.telegram.asking import TelegramAsker
 from legio.frontends.telegram.cockpitview import send_button, set_menu
 from legio.frontends.telegram.conversation import Conversation
@@ -106,7 +106,7 @@ class LegioBot:
         self.caesar_ids = frozenset(config.telegram.caesar_ids)
         self._app: LegioApp | None = None
         self._admin: Admin | None = None
-        self.doors = Gate(config.telegram.caesar_ids, config.telegram.allowed_chats)
+        self.admission = Admission(config.telegram.caesar_ids, config.telegram.allowed_chats)
         self.in_flight = 0
         self.idle = asyncio.Event()
         self.idle.set()
@@ -169,7 +169,7 @@ class LegioBot:
         except TelegramError as e:
             logger.warning("could not set the command menu: %s", e)
         try:
-            await resume_pending(application.bot, self._app)  # files a restart cut off
+            await resume_pending(application.bot, self._app.inbox)  # files a restart cut off
         except Exception:
             logger.exception("could not finish the downloads a restart interrupted")
         await self.tell_interruptions(application.bot)
@@ -194,7 +194,7 @@ class LegioBot:
         """Tell Caesar, once, about requests the last run never answered."""
         for nuntius, agents in await self.app.notice_interruptions():
             chat = chat_of(nuntius.origin)
-            served = chat in self.caesar_ids or chat in self.doors.allowed_chats
+            served = chat in self.caesar_ids or chat in self.admission.allowed_chats
             chats = [chat] if chat is not None and served else sorted(self.caesar_ids)
             for chat_id in chats:
                 try:
@@ -221,7 +221,7 @@ class LegioBot:
 
     async def gate(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Drop every update but Caesar's in his chats (``legio.frontends.telegram.admission``)."""
-        if not self.doors.admits(update):
+        if not self.admission.admits(update):
             if isinstance(update, Update) and update.callback_query is not None:
                 with contextlib.suppress(TelegramError):  # a tap on Caesar's buttons
                     await update.callback_query.answer("Not yours.")
@@ -296,7 +296,7 @@ class LegioBot:
         self.in_flight += 1  # a shutdown waits for a download, then cancels it
         self.idle.clear()
         try:
-            accepted = await accept(message, self.app)  # recorded at once: nothing is lost
+            accepted = await accept(message, self.app.inbox)  # recorded at once: nothing is lost
             if isinstance(accepted, str):
                 await send_with_retries(context.bot, message.chat_id, accepted)
                 accepted = None
@@ -305,7 +305,7 @@ class LegioBot:
             if not files:
                 return  # an album's later part, refused, or delivered twice
             first = parts[0][0]
-            fetched = await fetch(context.bot, files, self.app, self.downloads)
+            fetched = await fetch(context.bot, files, self.app.inbox, self.downloads)
             if fetched is None:
                 return  # cancelled by a shutdown: resumed at the next start
             received, refusals = fetched
@@ -316,7 +316,7 @@ class LegioBot:
             text = "\n".join(m.caption for m, _ in parts if m.caption)  # an album's captions
             lane, pointer = await self.talk.where(first)
             with in_lane(lane):
-                text = await hear(context.bot, self.app, first.chat_id, received, text)  # 🎤
+                text = await hear(context.bot, self.app.inbox, first.chat_id, received, text)  # 🎤
                 await self._work(
                     context.bot,
                     first.chat_id,
@@ -541,12 +541,14 @@ async def serve(
                 timeout=poll_timeout, drop_pending_updates=False, allowed_updates=Update.ALL_TYPES
             )
             logger.info("Legio is listening (Telegram long polling)")
-            bot.app.listening("Telegram long polling")  # systemd: READY=1
+            operations = bot.app.operations
+            operations.listening("Telegram long polling")  # systemd: READY=1
             await stop.wait()
         finally:
             logger.info("Legio is stopping")
             if bot._app is not None:
-                bot.app.stopping()
+                operations = bot.app.operations
+                operations.stopping()
             if application.updater is not None and application.updater.running:
                 await application.updater.stop()
             if bot._app is not None:

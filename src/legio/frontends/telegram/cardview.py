@@ -28,9 +28,11 @@ from telegram import (
 from telegram.error import BadRequest, TelegramError
 
 from legio.app import CheckRecord, LegioApp, Target
+from legio.doors.workdoor import WorkDoor
 from legio.errors import ForgeError, ProjectError, PushRejected
 from legio.frontends.checkviews import check_badge, check_report
 from legio.frontends.forgelines import published_text
+from legio.frontends.numbers import digits
 from legio.frontends.telegram.diffs import send_card_diff
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.telegram.sending import plain_pages, send_document, send_with_retries
@@ -108,8 +110,13 @@ class CardDesk:
     def app(self) -> LegioApp:
         return self._app()
 
+    @property
+    def room(self) -> WorkDoor:
+        """The door's work room: cards, checks, Publish, Drop."""
+        return self._app().work
+
     async def _check(self, card: WorkCard) -> CheckRecord | None:
-        return await self.app.check(card.check_id) if card.check_id is not None else None
+        return await self.room.check(card.check_id) if card.check_id is not None else None
 
     def _remember(self, card_id: int, message: Message) -> None:
         self.shown.setdefault(card_id, []).append(_Shown(message.chat_id, message.message_id))
@@ -158,9 +165,8 @@ class CardDesk:
     async def on_tap(self, query: CallbackQuery) -> None:
         """A card's button, tapped by Caesar."""
         parts = (query.data or "").split(":")
-        card = (
-            await self.app.card(int(parts[2])) if len(parts) == 3 and parts[2].isdigit() else None
-        )
+        number = digits(parts[2]) if len(parts) == 3 else None
+        card = await self.room.card(number) if number is not None else None
         if card is None:
             await query.answer("This card is gone.")
             return
@@ -189,7 +195,7 @@ class CardDesk:
         elif action == "diff":
             await query.answer("Drawing the diff…")
             with in_lane(lane):
-                await send_card_diff(message.get_bot(), message.chat_id, self.app, card.id)
+                await send_card_diff(message.get_bot(), message.chat_id, self.room, card.id)
         elif action == "checks":
             await query.answer()
             with in_lane(lane):
@@ -219,7 +225,7 @@ class CardDesk:
             return
         for piece in plain_pages(check_report(check)):
             await send_with_retries(bot, chat_id, piece)
-        log = self.app.check_log(check.id)
+        log = self.room.check_log(check.id)
         if log is not None and not check.running:
             try:
                 content = await asyncio.to_thread(log.read_bytes)
@@ -236,11 +242,11 @@ class CardDesk:
         bot, chat_id = message.get_bot(), message.chat_id
         check = await self._check(card)
         try:
-            done = await self.app.publish(
+            done = await self.room.publish(
                 card.agent,
                 card.project,
                 force=force,
-                summary=await self.app.card_summary(card.id),
+                summary=await self.room.card_summary(card.id),
                 check=check_badge(check) if check else "",
                 commit=card.tip,  # what this card showed, never newer unseen commits
             )
@@ -277,7 +283,7 @@ class CardDesk:
         self, query: CallbackQuery, message: Message, card: WorkCard, lane: Lane
     ) -> None:
         """🛠 Fix: an ordinary request to the card's agent, in its lane, with the failure."""
-        request = await self.app.fix_request(card.id)
+        request = await self.room.fix_request(card.id)
         if request is None or self.work is None:
             await query.answer("Its check did not fail: nothing to fix.")
             return
@@ -292,7 +298,7 @@ class CardDesk:
 
     async def _drop(self, query: CallbackQuery, message: Message, card: WorkCard) -> None:
         try:
-            left = await self.app.drop_copy(Target(card.agent, card.project))
+            left = await self.room.drop_copy(Target(card.agent, card.project))
         except ProjectError as e:
             await query.answer()
             await send_with_retries(message.get_bot(), message.chat_id, f"Not dropped: {e}")

@@ -30,6 +30,8 @@ from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
 from legio.app import LegioApp, Pointer, Reply, Topic
+from legio.doors.talkdoor import ConversationDoor
+from legio.doors.workdoor import WorkDoor
 from legio.frontends.telegram.cardview import CardDesk
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.telegram.sending import (
@@ -76,6 +78,15 @@ class Conversation:
     def app(self) -> LegioApp:
         return self._app()
 
+    @property
+    def facts(self) -> ConversationDoor:
+        """The door's room for what Telegram's messages carry, topics and edits."""
+        return self._app().conversation
+
+    @property
+    def room(self) -> WorkDoor:
+        return self._app().work
+
     # ---------------------------------------------------------- answers, recorded
 
     async def deliver(self, bot: Bot, chat_id: int, reply: Reply, reply_to: int | None) -> None:
@@ -83,12 +94,12 @@ class Conversation:
         text = reply_text(reply, agent_header(self.app, reply.agent, reply.project))
         sent = await send_markdown(bot, chat_id, text, reply_to)
         if reply.seq is not None and sent:
-            await self.app.carried(reply.seq, chat_id, sent)
+            await self.facts.carried(reply.seq, chat_id, sent)
 
     async def deliver_files(self, bot: Bot, chat_id: int, reply: Reply) -> None:
         sent = await send_files(bot, chat_id, reply.agent, reply.files)
         if reply.seq is not None and sent:
-            await self.app.carried(reply.seq, chat_id, sent)
+            await self.facts.carried(reply.seq, chat_id, sent)
 
     async def dispatched(self, agent: str, text: str) -> None:
         """A centurio's answer to the Legatus's dispatch, shown silently in its own topic
@@ -132,9 +143,9 @@ class Conversation:
         ):
             return None  # in a topic, Telegram makes every message a "reply" to its start
         chat = message.chat_id
-        seq = await self.app.seq_of_message(chat, target.message_id)
+        seq = await self.facts.seq_of_message(chat, target.message_id)
         if seq is None:  # Caesar's own earlier message: its nuntius came from it
-            seq = await self.app.seq_of_origin(origin_of(chat, target.message_id))
+            seq = await self.facts.seq_of_origin(origin_of(chat, target.message_id))
         if seq is not None:
             return Pointer(seq=seq, quote=quote)
         words = target.text or target.caption or ""
@@ -173,13 +184,13 @@ class Conversation:
         thread = message.message_thread_id if message.is_topic_message else None
         if thread is None:
             return Lane(message.chat_id)
-        project = await self.app.project_of_topic(message.chat_id, thread)
+        project = await self.facts.project_of_topic(message.chat_id, thread)
         start = message.reply_to_message  # in a topic: its creation, with its name
         made = start.forum_topic_created if start is not None else None
         name = made.name if made is not None else None
         if not private:
             return Lane(message.chat_id, thread, None, project, name)
-        topics = await self.app.topics(message.chat_id)
+        topics = await self.facts.topics(message.chat_id)
         agent = next((t.agent for t in topics if t.thread_id == thread), None)
         return Lane(message.chat_id, thread, agent, project, agent or name)
 
@@ -191,22 +202,22 @@ class Conversation:
             return
         words = message.text.split()[1:]
         thread = message.message_thread_id if message.is_topic_message else None
-        names = self.app.project_names()
+        names = self.room.project_names()
         listing = ", ".join(f"#{n}" for n in names) or "none ([projects.<name>] in legio.toml)"
         if thread is None:
             text = f"/project works inside a topic: its requests are then on a project ({listing})."
         elif not words:
-            bound = await self.app.project_of_topic(message.chat_id, thread)
+            bound = await self.facts.project_of_topic(message.chat_id, thread)
             text = (
                 f"This topic is on #{bound}."
                 if bound
                 else f"This topic is on no project ({listing})."
             )
         elif words[0].lower() in ("off", "none"):
-            await self.app.bind_project(message.chat_id, thread, None)
+            await self.facts.bind_project(message.chat_id, thread, None)
             text = "This topic is on no project now."
         elif (name := words[0].lstrip("#").lower()) in names:
-            await self.app.bind_project(message.chat_id, thread, name)
+            await self.facts.bind_project(message.chat_id, thread, name)
             text = (
                 f"Every request in this topic is on #{name} now (a #name in a message still wins)."
             )
@@ -220,7 +231,7 @@ class Conversation:
         if not self.topics_on or agent == LEGATUS or chat_id not in self.caesar_ids:
             return Lane(chat_id)
         await self.setup_topics(bot, [chat_id])
-        for topic in await self.app.topics(chat_id):
+        for topic in await self.facts.topics(chat_id):
             if topic.agent == agent:
                 return Lane(chat_id, topic.thread_id, agent)
         return Lane(chat_id)
@@ -232,7 +243,7 @@ class Conversation:
         async with self._topic_lock:
             roster = self.app.roster()
             for chat_id in chats or sorted(self.caesar_ids):
-                have = {t.agent for t in await self.app.topics(chat_id)}
+                have = {t.agent for t in await self.facts.topics(chat_id)}
                 for name in roster.names:
                     if name not in have:
                         await self._make_topic(bot, chat_id, name)
@@ -244,7 +255,7 @@ class Conversation:
             logger.warning("could not make %s's topic in chat %s: %s", name, chat_id, e)
             return
         thread = topic.message_thread_id
-        await self.app.set_topic(Topic(chat_id, name, thread, name))
+        await self.facts.set_topic(Topic(chat_id, name, thread, name))
         prompt = self.app.roster().centuriones.get(name)
         description = f" — {prompt.description}" if prompt and prompt.description else ""
         intro = TOPIC_INTRO.format(name=name, description=description)
@@ -259,7 +270,7 @@ class Conversation:
         again when next needed) and say so, once per topic."""
         if lane.thread_id is None:
             return
-        await self.app.forget_topic(lane.chat_id, lane.thread_id)
+        await self.facts.forget_topic(lane.chat_id, lane.thread_id)
         key = (lane.chat_id, lane.thread_id)
         if key in self._told_lost:
             return

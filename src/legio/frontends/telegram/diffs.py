@@ -21,7 +21,7 @@ from typing import Any
 from telegram import Bot, InputMediaPhoto
 from telegram.error import BadRequest, TelegramError
 
-from legio.app import LegioApp
+from legio.doors.workdoor import WorkDoor
 from legio.frontends.telegram.sending import (
     file_retrying,
     plain_pages,
@@ -129,9 +129,9 @@ async def diff_page(bot: Bot, chat_id: int, name: str, content: bytes) -> None:
 # ---------------------------------------------------------- a card's Diff
 
 
-async def send_card_diff(bot: Bot, chat_id: int, app: LegioApp, card_id: int) -> None:
+async def send_card_diff(bot: Bot, chat_id: int, work: WorkDoor, card_id: int) -> None:
     """What card ``card_id``'s turn changed, for its Diff button."""
-    found = await app.card_diff(card_id)
+    found = await work.card_diff(card_id)
     if found is None:
         await send_with_retries(bot, chat_id, "This card is gone.")
         return

@@ -22,7 +22,8 @@ from typing import Any
 from telegram import Bot, Message
 from telegram.error import TelegramError
 
-from legio.app import Fetch, LegioApp, PendingFile, guess_mime, kind_of, safe_name
+from legio.app import Fetch, PendingFile, guess_mime, kind_of, safe_name
+from legio.doors.inboxdoor import InboxDoor
 from legio.errors import AttachmentError, DownloadLater
 from legio.frontends.telegram.admission import forwarded_from
 from legio.frontends.telegram.sending import chat_of, is_transient, origin_of, send_with_retries
@@ -149,7 +150,7 @@ def file_origin(message: Message) -> tuple[str, int]:
     return f"telegram:{message.chat_id}:album-{message.media_group_id}", message.message_id
 
 
-async def accept(message: Message, app: LegioApp) -> PendingFile | str | None:
+async def accept(message: Message, inbox: InboxDoor) -> PendingFile | str | None:
     """Record the file of Caesar's ``message`` as it arrives, before its download (a
     restart finishes it): a ``PendingFile`` to fetch, a one-line refusal, or None if its
     request is already stored."""
@@ -170,18 +171,18 @@ async def accept(message: Message, app: LegioApp) -> PendingFile | str | None:
         forwarded_from=forwarded_from(message),
     )
     try:
-        return await app.accept_file(pending)
+        return await inbox.accept_file(pending)
     except AttachmentError as e:
         return f"⚠️ {e}"
 
 
 async def fetch(
-    bot: Bot, files: list[PendingFile], app: LegioApp, downloads: set[asyncio.Task[Any]]
+    bot: Bot, files: list[PendingFile], inbox: InboxDoor, downloads: set[asyncio.Task[Any]]
 ) -> tuple[list[PendingFile], list[str]] | None:
     """Download the accepted files of one request, as a task in ``downloads`` (which a
     shutdown cancels): those complete in the castra (for ``handle_message``) and a line
     per file Telegram would not hand over; None if cancelled (resumed at the next start)."""
-    task = asyncio.create_task(app.fetch_files(files, fetcher(bot)))
+    task = asyncio.create_task(inbox.fetch_files(files, fetcher(bot)))
     downloads.add(task)
     try:
         await asyncio.wait([task])
@@ -193,10 +194,10 @@ async def fetch(
     return taken, [f"⚠️ {line}" for line in refused]
 
 
-async def resume_pending(bot: Bot, app: LegioApp) -> None:
+async def resume_pending(bot: Bot, inbox: InboxDoor) -> None:
     """Finish the downloads a restart cut off (their requests are then interrupted ones);
     tell Caesar, in the chat it came from, of a file Telegram no longer hands over."""
-    for origin, line in await app.resume_downloads(fetcher(bot)):
+    for origin, line in await inbox.resume_downloads(fetcher(bot)):
         chat = chat_of(origin)
         if chat is not None:
             with contextlib.suppress(TelegramError):

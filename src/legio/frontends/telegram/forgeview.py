@@ -45,6 +45,7 @@ class ForgeView:
     ) -> None:
         self.bot = bot
         self.app = app
+        self.room = app.work  # its events' requests (legio.doors.workdoor)
         self.chat_id = chat_id
         self.lane_for = lane_for
         self.work = work
@@ -62,7 +63,7 @@ class ForgeView:
             return
         markup = None
         label = BUTTONS.get(event.kind)
-        auto = event.kind == "changes_requested" and self.app.forge_follows_reviews()
+        auto = event.kind == "changes_requested" and self.room.forge_follows_reviews()
         if label is not None and not auto:
             key = str(next(self._ids))
             self.events[key] = event
@@ -85,7 +86,7 @@ class ForgeView:
                 task.add_done_callback(self.running.discard)
 
     async def _address(self, chat_id: int, event: ForgeEvent) -> None:
-        request = self.app.forge_request(event)
+        request = self.room.forge_request(event)
         with in_lane(await self.lane_for(self.bot, chat_id, event.agent)):
             await self.work(
                 self.bot, chat_id, 0, lambda watch: self.app.handle_message(request, watch)
@@ -103,7 +104,7 @@ class ForgeView:
         with contextlib.suppress(TelegramError):
             await query.edit_message_reply_markup(None)  # one tap, one request
         lane = await self.lane_for(self.bot, chat_id, event.agent)
-        request = self.app.forge_request(event)
+        request = self.room.forge_request(event)
         with in_lane(lane):
             await self.work(
                 self.bot,

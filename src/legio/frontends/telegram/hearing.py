@@ -16,7 +16,8 @@ import logging
 from telegram import Bot, Message
 from telegram.error import TelegramError
 
-from legio.app import LegioApp, PendingFile
+from legio.app import PendingFile
+from legio.doors.inboxdoor import InboxDoor
 from legio.errors import VoiceError
 from legio.frontends.telegram.sending import send_with_retries
 
@@ -26,11 +27,13 @@ LONG_NOTE_BYTES = 160_000  # about 40 s of Telegram's Opus: worth a progress lin
 NOTHING_HEARD = "🎤 (no words heard; the note is delivered as a file)"
 
 
-async def hear(bot: Bot, app: LegioApp, chat_id: int, files: list[PendingFile], text: str) -> str:
+async def hear(
+    bot: Bot, inbox: InboxDoor, chat_id: int, files: list[PendingFile], text: str
+) -> str:
     """The request's text with the transcripts of its spoken files after it."""
     words: list[str] = []
     for file in files:
-        if not app.hears(file):
+        if not inbox.hears(file):
             continue
         shown: Message | None = None
         if file.size >= LONG_NOTE_BYTES:
@@ -45,7 +48,7 @@ async def hear(bot: Bot, app: LegioApp, chat_id: int, files: list[PendingFile], 
                     await shown.edit_text(f"🎤 Transcribing your voice note... {fraction:.0%}")
 
         try:
-            transcript = await app.transcribe(file, progress)
+            transcript = await inbox.transcribe(file, progress)
         except VoiceError as e:
             logger.warning("voice note %s not transcribed: %s", file.name, e)
             line = f"🎤 {e}; it is delivered as a file."

@@ -5,7 +5,7 @@
 request the agent is on (``TelegramAsker.lanes``; else Caesar's private chats) with two
 buttons. **Stop** ends the agent's turn like the status message's ⏹ Stop
 (``LegioApp.stop``); **Keep waiting** lets it be for another period
-(``LegioApp.keep_waiting``). Either way the buttons go and the message says what was done.
+(``OperationsDoor.keep_waiting``). Either way the buttons go and the message says what was done.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class StuckView:
         self.bot = bot
         self.chat_ids = chat_ids
         self.app = app
+        self.operations = app.operations  # Keep waiting
         self.lanes = lanes  # each agent's request's topic (TelegramAsker.lanes)
 
     async def show(self, stuck: Stuck) -> None:
@@ -89,7 +90,7 @@ class StuckView:
         if parts[1] == "stop":
             stopped = await self.app.stop([agent], receipt)
             line = stop_text(stopped, agent)
-        elif self.app.keep_waiting(agent):
+        elif self.operations.keep_waiting(agent):
             line = f"Waiting on for {agent}."
         else:
             line = f"{agent} has finished that turn."

@@ -38,6 +38,10 @@ class Source:
 
     def __init__(self, app: LegioApp, live: Live | None = None) -> None:
         self.app = app
+        # the door's rooms this needs (tests/test_structure.py: no app.<room>.<method>)
+        self.work = app.work
+        self.operations = app.operations
+        self.views = app.cockpit
         self.live = live or Live()
         self.approvals = Approvals(self.live)
         self._detach: list[Callable[[], Any]] = []
@@ -58,7 +62,7 @@ class Source:
         self._detach.clear()
 
     def answer_on_socket(self, request: str, answer: Any) -> None:
-        self.app.answer_on_socket(request, answer)
+        self.operations.answer_on_socket(request, answer)
 
     # ---------------------------------------------------------- Now
 
@@ -66,7 +70,7 @@ class Source:
         return self.app.agents()
 
     async def status(self) -> dict[str, Any]:
-        return await self.app.status_report()
+        return await self.operations.status_report()
 
     async def stop(self, agent: str) -> list[Stopped]:
         return await self.app.stop([agent])
@@ -80,39 +84,39 @@ class Source:
     # ---------------------------------------------------------- Work
 
     async def cards(self, limit: int = 50) -> list[WorkCard]:
-        return await self.app.recent_cards(limit)
+        return await self.views.recent_cards(limit)
 
     async def card(self, card_id: int) -> WorkCard | None:
-        return await self.app.card(card_id)
+        return await self.work.card(card_id)
 
     async def card_diff(self, card_id: int) -> CardDiff | None:
-        return await self.app.card_diff(card_id)
+        return await self.work.card_diff(card_id)
 
     async def check(self, run_id: int) -> CheckRecord | None:
-        return await self.app.check(run_id)
+        return await self.work.check(run_id)
 
     def check_log(self, run_id: int) -> Path | None:
-        return self.app.check_log(run_id)
+        return self.work.check_log(run_id)
 
     async def publish(self, card: WorkCard, *, force: bool = False) -> Published:
         """🚀 Publish as the card's button does: exactly the card's commit, its summary,
         its check's line (``PushRejected``, ``ForgeError``, ``ProjectError``)."""
         check = await self.check(card.check_id) if card.check_id is not None else None
-        return await self.app.publish(
+        return await self.work.publish(
             card.agent,
             card.project,
             force=force,
-            summary=await self.app.card_summary(card.id),
+            summary=await self.work.card_summary(card.id),
             check=check_badge(check) if check else "",
             commit=card.tip,
         )
 
     async def drop(self, card: WorkCard) -> int | None:
         """🗑 Drop the card's copy (its branch published first; ``ProjectError``)."""
-        return await self.app.drop_copy(Target(card.agent, card.project))
+        return await self.work.drop_copy(Target(card.agent, card.project))
 
     async def pulls(self) -> list[PullRecord]:
-        return await self.app.open_pulls()
+        return await self.views.open_pulls()
 
     # ---------------------------------------------------------- History, Memoria
 
@@ -126,7 +130,7 @@ class Source:
         return await self.app.files_of(seqs)
 
     async def memoria(self, layer: str, centurio: str | None = None) -> Listing:
-        return await self.app.memoria_listing(layer, centurio)
+        return await self.views.memoria_listing(layer, centurio)
 
     def centuriones(self) -> list[str]:
         return list(self.app.roster().names)
