@@ -56,7 +56,10 @@ if not Path(CHROMIUM).exists():
         )
     pytest.skip("no chromium on this machine: apt-get install chromium", allow_module_level=True)
 
-playwright_api = pytest.importorskip("playwright.async_api")
+if os.environ.get("CI") == "true":
+    import playwright.async_api as playwright_api  # CI fails loudly without it
+else:
+    playwright_api = pytest.importorskip("playwright.async_api")
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
