@@ -286,13 +286,18 @@ async def test_history_searches_like_search_and_filters(cockpit: Running) -> Non
 
 
 async def test_spend_and_health(cockpit: Running) -> None:
+    from datetime import UTC, datetime
+
+    await cockpit.app.handle_message("@vorenus USAGE 200000 0 0 5000\nREPLY costly")
     http, _ = await signed_in(cockpit)
     async with http:
         async with http.get(f"{cockpit.url}/health") as r:
             page = await r.text()
         assert "is running" in page and "vorenus" in page
         async with http.get(f"{cockpit.url}/spend") as r:
-            assert r.status == 200
+            page = await r.text()
+    assert 'aria-label="cost by day"' in page and 'aria-label="cost by project"' in page
+    assert datetime.now(UTC).strftime("%Y-%m-%d") in page and "(no project)" in page
 
 
 async def test_a_cards_page_drops_its_copy_and_says_why_it_cannot_publish(

@@ -6,6 +6,7 @@ asks for: the newest work cards, the pull requests Legio follows, the memoria re
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 from legio.engine import Engine
 from legio.errors import MemoriaError
@@ -27,6 +28,11 @@ class CockpitDoor:
     async def open_pulls(self) -> list[PullRecord]:
         """The pull requests Legio opened that are still open (and followed)."""
         return await PullStore(self.engine.praetorium).following()
+
+    async def spend_by_day(self, days: int = 14) -> list[tuple[str, str, float]]:
+        """(UTC day, project or "", cost) over the last ``days`` days."""
+        since = datetime.now(UTC) - timedelta(days=days)
+        return await self.engine.praetorium.records.spend_by_day(since)
 
     async def memoria_listing(self, layer: str, centurio: str | None = None) -> Listing:
         """``edicta``, ``acta`` or a centurio's ``commentarii``, read in a worker thread

@@ -366,24 +366,35 @@ async def cancel_job(request: web.Request) -> web.Response:
 
 
 async def spend(request: web.Request) -> web.Response:
-    report = await door(request).usage()
-    if report is None:
-        return render(request, "spend.html", report=None, today=[], week=[], chart="", left=None)
+    source = door(request)
+    report = await source.usage()
+    by_day: dict[str, float] = defaultdict(float)
+    by_project: dict[str, float] = defaultdict(float)
+    for day, project, cost in await source.spend_by_day(14):
+        by_day[day] += cost
+        by_project[project or "(no project)"] += cost
     today: dict[str, float] = defaultdict(float)
     week: dict[str, float] = defaultdict(float)
-    for row in report.today:
-        today[row.agent] += row.cost_usd
-    for row in report.week:
-        week[row.agent] += row.cost_usd
-    spent = sum(today.values())
-    left = max(0.0, report.daily_usd - spent - report.reserved) if report.daily_usd else None
+    left = None
+    if report is not None:
+        for row in report.today:
+            today[row.agent] += row.cost_usd
+        for row in report.week:
+            week[row.agent] += row.cost_usd
+        spent = sum(today.values())
+        if report.daily_usd:
+            left = max(0.0, report.daily_usd - spent - report.reserved)
+    ranked = sorted(week.items(), key=lambda kv: -kv[1])
+    projects = sorted(by_project.items(), key=lambda kv: -kv[1])
     return render(
         request,
         "spend.html",
         report=report,
         today=sorted(today.items(), key=lambda kv: -kv[1]),
-        week=sorted(week.items(), key=lambda kv: -kv[1]),
-        chart=bars(sorted(week.items(), key=lambda kv: -kv[1])),
+        week=ranked,
+        chart=bars(ranked),
+        days=bars(sorted(by_day.items()), label="cost by day"),
+        projects=bars(projects, label="cost by project"),
         left=left,
     )
 

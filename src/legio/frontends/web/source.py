@@ -151,3 +151,6 @@ class Source:
 
     async def usage(self) -> UsageReport | None:
         return await self.app.usage()
+
+    async def spend_by_day(self, days: int = 14) -> list[tuple[str, str, float]]:
+        return await self.views.spend_by_day(days)
