@@ -337,3 +337,23 @@ async def test_history_shows_a_messages_files_by_name(cockpit: Running, tmp_path
     async with http, http.get(f"{cockpit.url}/history", params={"agent": "vorenus"}) as r:
         page = await r.text()
     assert "📎 &lt;plan&gt;.txt" in page
+
+
+async def test_an_open_feed_ends_with_its_session(
+    cockpit: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from legio.frontends.web import server
+
+    monkeypatch.setattr(server, "HEARTBEAT_S", 0.05)
+    http, _ = await signed_in(cockpit)
+    async with http:
+        session_id = next(c.value for c in http.cookie_jar if c.key == COOKIE)
+        async with http.get(f"{cockpit.url}/events") as r:
+            assert (await r.content.readline()).startswith(b": still here")  # kept alive
+            await r.content.readline()
+            cockpit.cockpit.sessions.end(session_id)  # ended (idle, too old, signed out)
+            async with asyncio.timeout(10):
+                rest = await r.content.read()
+        assert b"event:" not in rest
+        async with http.head(f"{cockpit.url}/") as r:
+            assert r.status == 401  # the page's script then shows the sign-in page

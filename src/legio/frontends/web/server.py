@@ -282,7 +282,9 @@ class Cockpit:
                 try:
                     item = await asyncio.wait_for(sub.queue.get(), HEARTBEAT_S)
                 except TimeoutError:
-                    await response.write(b": still here\n\n")
+                    if self.session_of(request) is None:
+                        return response  # its session ended: the page signs in again
+                    await response.write(b": still here\n\n")  # keeps the session alive
                     continue
                 if item[0] > sent:
                     await response.write(frame(*item))

@@ -137,7 +137,12 @@
         handle(JSON.parse(event.data || "{}"));
       });
     }
-    source.onerror = () => { source.close(); setTimeout(connect, 2000); };
+    source.onerror = () => {
+      source.close();
+      fetch(location.pathname, {method: "HEAD", credentials: "same-origin"})
+        .then((r) => { if (r.status === 401) location.reload(); else setTimeout(connect, 2000); })
+        .catch(() => setTimeout(connect, 5000)); // Legio away (a restart): try again
+    };
   }
   connect();
   document.body.dataset.live = "connected";
