@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -357,3 +358,27 @@ async def test_an_open_feed_ends_with_its_session(
         assert b"event:" not in rest
         async with http.head(f"{cockpit.url}/") as r:
             assert r.status == 401  # the page's script then shows the sign-in page
+
+
+async def test_legio_cockpit_prints_a_link_that_works_once(
+    cockpit: Running, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from legio.cli import main
+
+    await cockpit.app.operations.start_operations()
+    config = str(cockpit.app.engine.config.path)
+    assert await asyncio.to_thread(main, ["cockpit", "-c", config]) == 0
+    printed = capsys.readouterr().out
+    assert "within 5 minutes; it works once" in printed
+    token = printed.split("#login=")[1].split()[0]
+    async with client() as http, http.post(f"{cockpit.url}/auth", json={"link": token}) as r:
+        assert r.status == 204
+
+
+def test_legio_cockpit_says_how_to_turn_it_on(
+    write_config: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from legio.cli import main
+
+    assert main(["cockpit", "-c", str(write_config(""))]) == 1
+    assert "The cockpit is off: set [web] listen" in capsys.readouterr().err
