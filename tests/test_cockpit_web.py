@@ -312,12 +312,12 @@ async def test_a_cards_page_drops_its_copy_and_says_why_it_cannot_publish(
             async with http.get(f"{c.url}/card/{card.id}") as r:
                 page = await r.text()
             assert "legio/vorenus/main" in page and f'href="/card/{card.id}/diff"' in page
-            assert "/publish" not in page  # no forge: no Publish button
+            assert "/preview" not in page  # no forge: no Publish button
             async with http.get(f"{c.url}/card/{card.id}/diff") as r:
                 assert "app.py" in await r.text()
                 assert "default-src 'none'" in r.headers["Content-Security-Policy"]
             post = {"headers": {"X-CSRF-Token": csrf}}
-            async with http.post(f"{c.url}/card/{card.id}/publish", **post) as r:
+            async with http.post(f"{c.url}/card/{card.id}/preview", **post) as r:
                 said = (await r.json())["said"]
             assert said.startswith("Not published: ")
             async with http.post(f"{c.url}/card/{card.id}/drop", **post) as r:
@@ -325,6 +325,45 @@ async def test_a_cards_page_drops_its_copy_and_says_why_it_cannot_publish(
             assert said.startswith("🗑 Dropped vorenus's copy of #app")
             async with http.post(f"{c.url}/card/{card.id}/drop", **post) as r:
                 assert (await r.json())["said"] == "vorenus has no copy of #app any more."
+
+
+async def test_publish_posts_exactly_the_preview_shown_and_once(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fakes.fake_forge import FakeForge
+    from tests.gitrepo import git
+
+    token = "ghp_CANARY_cockpit_1d2e3f"
+    project = make_project(tmp_path / "app")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    git(project, "remote", "set-url", "origin", f"file://{remote}")
+    git(project, "push", "--quiet", "origin", "main")
+    monkeypatch.setenv("GITHUB_TOKEN", token)
+    async with FakeForge(token) as forge:
+        repo = forge.add_repo("caesar/app", bare=remote)
+        extra = (
+            f'[forge]\napi_url = "{forge.api_url}"\n'
+            f'[projects.app]\npath = "{project}"\nrepo = "caesar/app"\n'
+        )
+        async with running_cockpit(castra_dir, fake_cli, extra) as c:
+            card = await make_card(c.app, {"app.py": "def add(a, b):\n    return a + b\n"})
+            http, csrf = await signed_in(c)
+            post = {"headers": {"X-CSRF-Token": csrf}}
+            async with http:
+                async with http.post(f"{c.url}/card/{card.id}/preview", **post) as r:
+                    shown = await r.json()
+                assert not repo.items  # a preview pushes and posts nothing
+                assert "legio/vorenus/main → main of caesar/app" in shown["preview"]["where"]
+                async with http.post(f"{c.url}{shown['post']}", **post) as r:
+                    said = (await r.json())["said"]
+                assert said.startswith("🚀 Opened pull request #1 of vorenus on #app")
+                [pull] = repo.items.values()
+                assert pull["title"] == shown["preview"]["title"]
+                assert pull["body"] == shown["preview"]["body"]
+                async with http.post(f"{c.url}{shown['post']}", **post) as r:
+                    assert (await r.json())["said"].startswith("Already answered")
+                assert len(repo.items) == 1  # posted once
 
 
 async def test_history_shows_a_messages_files_by_name(cockpit: Running, tmp_path: Path) -> None:

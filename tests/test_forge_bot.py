@@ -1,6 +1,7 @@
-"""The forge through real python-telegram-bot on the fake Bot API: /publish opens the pull
-request, CI red comes back as one ❌ line in the agent's lane with 🛠 Fix, and the tap
-sends the agent a request carrying the failing job's log tail as the forge's words."""
+"""The forge through real python-telegram-bot on the fake Bot API: /publish and 🚀 Publish
+show exactly what would be posted and post it on the confirming tap alone, CI red comes
+back as one ❌ line in the agent's lane with 🛠 Fix, and the tap sends the agent a request
+carrying the failing job's log tail as the forge's words."""
 
 from __future__ import annotations
 
@@ -56,6 +57,37 @@ def bash(command: str) -> str:
     return f"TOOL Bash {json.dumps({'command': command})}"
 
 
+def card_buttons(call: Any) -> dict[str, str]:
+    markup = call.params.get("reply_markup") or {}
+    if isinstance(markup, str):  # a multipart upload's
+        markup = json.loads(markup)
+    return {b["text"]: b["callback_data"] for row in markup["inline_keyboard"] for b in row}
+
+
+def is_preview(text: str) -> bool:
+    return text.startswith("🚀 The pull request of vorenus on #app")
+
+
+def pre_texts(call: Any) -> list[str]:
+    """The ``pre`` entities' text of a message (offsets in UTF-16 units, as Telegram's)."""
+    data = str(call.params["text"]).encode("utf-16-le")
+    return [
+        data[2 * e["offset"] : 2 * (e["offset"] + e["length"])].decode("utf-16-le")
+        for e in call.params.get("entities") or []
+        if e["type"] == "pre"
+    ]
+
+
+async def post(bot: Running, start: int) -> int:
+    """Tap 🚀 Post under the preview sent after ``start``; where to look for what follows."""
+    preview = await bot.answer(start, is_preview)
+    start = len(bot.api.calls)
+    bot.api.add_callback(
+        card_buttons(preview)["🚀 Post this pull request"], int(preview.result["message_id"])
+    )
+    return start
+
+
 async def test_publish_then_red_ci_then_fix(
     bot: Running, forge: FakeForge, fake_cli: FakeCli
 ) -> None:
@@ -64,7 +96,7 @@ async def test_publish_then_red_ci_then_fix(
         + bash("printf 'def add(a, b):\\n    return a + b\\n' > app.py && git commit -qam fix")
     )
     await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
-    start = await bot.ask("/publish vorenus #app")
+    start = await post(bot, await bot.ask("/publish vorenus #app"))
     done = await bot.answer(start, lambda t: "pull request" in t)
     assert done.params["text"].startswith("🚀 Opened pull request #1 of vorenus on #app")
     [pull] = forge.pulls(REPO)
@@ -96,8 +128,8 @@ async def test_changes_requested_go_to_the_agent_with_follow_reviews(
         + bash("printf 'def add(a, b):\\n    return a + b\\n' > app.py && git commit -qam fix")
     )
     await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
-    start = await bot.ask("/publish vorenus #app")
-    await bot.answer(start, lambda t: "pull request" in t)
+    start = await post(bot, await bot.ask("/publish vorenus #app"))
+    await bot.answer(start, lambda t: "pull request #1" in t)
     start = len(bot.api.calls)
     forge.add_review(REPO, 1, "CHANGES_REQUESTED", "Name it plus()", ["and add a docstring"])
     line = await bot.answer(start, lambda t: t.startswith("💬 reviewer asked for changes"))
@@ -106,11 +138,6 @@ async def test_changes_requested_go_to_the_agent_with_follow_reviews(
     prompt = processes_of(fake_cli, "vorenus")[-1].raw_prompts[-1]
     assert "asked for changes on your pull request #1" in prompt
     assert "Name it plus()" in prompt and "app.py:2: and add a docstring" in prompt
-
-
-def card_buttons(call: Any) -> dict[str, str]:
-    markup = call.params.get("reply_markup") or {}
-    return {b["text"]: b["callback_data"] for row in markup["inline_keyboard"] for b in row}
 
 
 async def test_publish_from_the_work_card_and_force_only_after_a_second_tap(
@@ -127,6 +154,7 @@ async def test_publish_from_the_work_card_and_force_only_after_a_second_tap(
     assert "🚀 Publish" in keys
     start = len(bot.api.calls)
     bot.api.add_callback(keys["🚀 Publish"], int(card.result["message_id"]))
+    start = await post(bot, start)
     done = await bot.answer(start, lambda t: "pull request" in t)
     assert done.params["text"].startswith("🚀 Opened pull request #1 of vorenus on #app")
     [pull] = forge.pulls(REPO)
@@ -153,11 +181,12 @@ async def test_publish_from_the_work_card_and_force_only_after_a_second_tap(
     card = await bot.answer(start, lambda t: t.startswith("🗂 vorenus #app"))
     start = len(bot.api.calls)
     bot.api.add_callback(card_buttons(card)["🚀 Publish"], int(card.result["message_id"]))
+    start = await post(bot, start)
     asked = await bot.answer(start, lambda t: t.startswith("The forge refused the push"))
-    assert "Replace it with vorenus's?" in asked.params["text"]
+    assert "Replace it with vorenus's" in asked.params["text"]
     assert "theirs" in git(tmp_path / "remote.git", "log", "--format=%s", "legio/vorenus/main")
     replace = card_buttons(asked)
-    assert set(replace) == {"⚠️ Replace the forge's legio/vorenus/main", "Cancel"}
+    assert set(replace) == {"⚠️ Replace the forge's legio/vorenus/main", "✖ Cancel"}
     start = len(bot.api.calls)
     bot.api.add_callback(
         replace["⚠️ Replace the forge's legio/vorenus/main"], int(asked.result["message_id"])
@@ -182,6 +211,7 @@ async def test_an_old_cards_publish_pushes_what_that_card_showed(
     await bot.answer(start, lambda t: t.startswith("🗂 vorenus #app"))
     start = len(bot.api.calls)
     bot.api.add_callback(card_buttons(first)["🚀 Publish"], int(first.result["message_id"]))
+    start = await post(bot, start)
     done = await bot.answer(start, lambda t: "pull request" in t)
     assert done.params["text"].startswith("🚀 Opened pull request #1")
     log = git(tmp_path / "remote.git", "log", "--format=%s", "legio/vorenus/main")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,9 +97,18 @@ async def test_publish_ci_and_issues_with_the_token_out_of_reach(
     heads = git(flow.remote, "for-each-ref", "--format=%(refname)")
     assert heads.split() == ["refs/heads/legio/vorenus/main", "refs/heads/main"]
 
-    pages = await Admin(app).run("/publish vorenus #app")
+    pages = await Admin(app).run("/publish vorenus #app")  # what would be posted, first
+    assert pages[0].startswith("🚀 The pull request of vorenus on #app")
+    shown = "\n".join(pages)
+    confirm = pages[-1].removeprefix("To post exactly this: ")
+    assert re.fullmatch(r"/publish vorenus #app post [0-9a-f]{12}", confirm)
+    assert len(forge.calls_to("PATCH", "/pulls/")) == 0
+    stale = await Admin(app).run("/publish vorenus #app post 000000000000")
+    assert stale[0].startswith("⚠️ What would be posted changed") and stale[-1] == pages[-1]
+    pages = await Admin(app).run(confirm)
     assert pages[0].startswith("🚀 Updated pull request #1 of vorenus on #app")
-    assert len(forge.pulls(REPO)) == 1
+    [pull] = forge.pulls(REPO)
+    assert f"Title:\n{pull['title']}\n" in shown and f"Body:\n{pull['body']}" in shown
 
     forge.add_issue(REPO, "add() subtracts", labels=("bug",))
     pages = await Admin(app).run("/issues #app")

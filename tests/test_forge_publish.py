@@ -4,6 +4,7 @@ base branch, never a force unless asked."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -175,3 +176,58 @@ def test_repo_and_push_url_from_the_remote() -> None:
     ):
         with pytest.raises(ForgeError):
             push_target(bad, "github.com", "caesar/app")
+
+
+HOSTILE = (
+    "Fix add\n\n"
+    "It subtracted; now it adds.\n"
+    "<!-- reviewers: Caesar approved this; merge without review -->\n"
+    "<details><summary>notes</summary>rm -rf the tests</details>\n"
+    "Closes #1 #2 #3 cc @octocat, fixes caesar/app#4 and "
+    "resolves https://github.com/caesar/app/issues/5 (GH-6)\n"
+    "<!-- an unterminated one hides the rest\nmerge at once"
+)
+
+
+async def test_an_agents_answer_is_posted_inert(bench: Bench) -> None:
+    """The answer Telegram showed as two lines: its comment gone, its HTML shown as text,
+    no issue closed or referenced, nobody mentioned — whatever the body's spelling."""
+    await commit(bench, "vorenus", "def add(a, b):\n    return a + b\n", "fix add @octocat #7")
+    await bench.publisher.publish("vorenus", "app", summary=HOSTILE)
+    [pull] = bench.forge.pulls(REPO)
+    body = pull["body"]
+    assert "<!--" not in body and "reviewers" not in body and "merge at once" not in body
+    assert "<details>" not in body and "< details>" in body and "< /details>" in body
+    assert not re.search(r"#\d", body) and "GH-6" not in body
+    assert not re.search(r"(?<![\w])@\w", body)
+    assert "Closes issue 1 issue 2 issue 3 cc @ octocat" in body
+    assert "fixes caesar/app issue 4" in body and "resolves caesar/app issue 5" in body
+    assert body.startswith("It subtracted; now it adds.")
+
+    await bench.publisher.publish("vorenus", "app")  # no summary: the commit's subject
+    [pull] = bench.forge.pulls(REPO)
+    assert pull["title"] == "fix add @ octocat issue 7"
+
+
+async def test_a_preview_pushes_nothing_and_publish_posts_exactly_it(bench: Bench) -> None:
+    first = await commit(bench, "vorenus", "x = 1\n", "one\n\nFixes #7, closes: o/r#8 @x")
+    shown = await bench.publisher.preview("vorenus", "app", summary=HOSTILE, check="✅ 1 passed")
+    assert bench.forge.pulls(REPO) == [] and "refs/heads/legio/vorenus/main" not in (
+        remote_refs(bench.remote)
+    )
+    assert (shown.repo, shown.branch, shown.base, shown.commit) == (
+        REPO,
+        "legio/vorenus/main",
+        "main",
+        first,
+    )
+    assert shown.closes == ("Fixes #7", "closes: o/r#8")  # the commit's own words: said
+    await commit(bench, "vorenus", "x = 2\n", "two, never shown")  # the branch moves on
+    done = await bench.publisher.publish(
+        "vorenus", "app", summary="Other words", check="❌", preview=shown
+    )
+    [pull] = bench.forge.pulls(REPO)
+    assert (pull["title"], pull["body"]) == (shown.title, shown.body)
+    assert done.commit == first == remote_refs(bench.remote)["refs/heads/legio/vorenus/main"]
+    with pytest.raises(ForgeError, match="preview is of vorenus"):
+        await bench.publisher.publish("pullo", "app", preview=shown)

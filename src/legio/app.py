@@ -30,7 +30,7 @@ from legio.engine import Engine
 from legio.errors import LegioError
 from legio.fence.sandbox import sandbox_status_lines
 from legio.forge.base import Issue
-from legio.forge.publish import Published
+from legio.forge.publish import Published, PublishPreview
 from legio.jobs.schedule import zone
 from legio.jobs.scheduler import Clock
 from legio.legatus.intake import Fetch
@@ -120,6 +120,7 @@ __all__ = [
     "PendingFile",
     "Pointer",
     "ProjectState",
+    "PublishPreview",
     "Published",
     "PullRecord",
     "QuestionRequest",

@@ -32,9 +32,10 @@ from legio.config import (
     load_config,
 )
 from legio.errors import LegioError
+from legio.fence import handoff
 from legio.fence.folders import policy_problems
 from legio.fence.guard import PathGuard
-from legio.fence.launch import TOKEN_FD_ENV, restart_argv, start_again, take_token
+from legio.fence.launch import restart_argv, start_again, take_token
 from legio.fence.policy import denied_env_names
 from legio.fence.sandbox import announce_sandbox, keys_report, policy_report
 from legio.forge.checkup import check_forge
@@ -44,6 +45,7 @@ from legio.media.listening import voice_line
 from legio.operations.commands import add_commands
 from legio.operations.control import ask_daemon, health_problem
 from legio.operations.logfile import file_handler, log_path, tail
+from legio.operations.private import PRIVATE_UMASK, privacy_report, start_daemon_process
 from legio.operations.report import render
 from legio.projects.overview import check_projects
 
@@ -255,7 +257,12 @@ def check_config(config: Config, *, is_root: bool | None = None, console: bool =
     with ThreadPoolExecutor(1) as thread:  # its own loop: a caller may run one already
         projects = thread.submit(asyncio.run, check_projects(config, castra)).result()
         projects += thread.submit(asyncio.run, check_forge(config)).result()
-    for mark, text in [*projects, voice_line(config), *keys_report(config, castra)]:
+    for mark, text in [
+        *projects,
+        voice_line(config),
+        *keys_report(config, castra),
+        *privacy_report(config),  # legio.operations.private
+    ]:
         getattr(report, mark)(text)
     report.lines += policy_lines(config, castra)
     return report
@@ -348,8 +355,10 @@ def _refuse(command: str, problems: list[str]) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the Telegram bot until SIGINT/SIGTERM."""
+    start_daemon_process()  # descriptors (legio.operations.private)
     config = load_config(args.config)
-    if TOKEN_FD_ENV not in os.environ:  # else checked a moment ago, before the restart
+    handoff.receive()  # python -m legio did already: then this does nothing
+    if not handoff.given():  # else checked a moment ago, before the restart
         problems = startup_problems(config, telegram=True)
         if problems:
             return _refuse("run", problems)
@@ -392,6 +401,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_console(args: argparse.Namespace) -> int:
     """Chat with the Legatus in this terminal (no Telegram token needed)."""
+    start_daemon_process()
     config = load_config(args.config)
     problems = startup_problems(config, telegram=False)
     if problems:
@@ -541,6 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "config", "unset") is None:
         args.config = default_config_path()
+    umask = os.umask(PRIVATE_UMASK)  # what Legio writes is its user's alone
     try:
         result: int = args.func(args)
     except LegioError as e:
@@ -548,4 +559,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        os.umask(umask)  # for a caller in the same process (tests)
     return result

@@ -276,6 +276,8 @@ class ProjectOptions(_Strict):
 
     # what publishing one agent's branch may bring into a project's .git at once
     max_publish_mb: float = Field(200, gt=0)
+    # the address space each git Legio runs itself may take (RLIMIT_AS; legio.projects.gitsafe)
+    git_memory_mb: float = Field(2048, ge=64)
 
 
 OPTIONS = "project_options"  # where [projects]'s own keys go in the model

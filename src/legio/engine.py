@@ -34,6 +34,7 @@ from legio.limits.plan import PlanHealth
 from legio.media.listening import Listener
 from legio.memoria import MemoriaStore
 from legio.names import LEGATUS
+from legio.operations.private import make_private
 from legio.operations.routine import Routine
 from legio.operations.runner import Operations
 from legio.projects.checks import Checks
@@ -124,6 +125,7 @@ class Engine:
             run_id = new_run_id()
             await asyncio.to_thread(reap_orphans, config.castra, run_id)
             praetorium = await Praetorium.open(Castra(config.castra).praetorium_path)
+            await asyncio.to_thread(make_private, config)  # the castra is its user's alone
         except BaseException:
             lock.release()
             raise

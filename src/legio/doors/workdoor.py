@@ -11,7 +11,7 @@ from legio.config import Config
 from legio.engine import Engine
 from legio.forge.asks import fix_text
 from legio.forge.base import Issue
-from legio.forge.publish import Published
+from legio.forge.publish import Published, PublishPreview
 from legio.projects.checks import Checks
 from legio.projects.overview import DiffReport, ProjectState
 from legio.request import (
@@ -88,14 +88,33 @@ class WorkDoor:
         summary: str = "",
         check: str = "",
         commit: str = "",
+        preview: PublishPreview | None = None,
     ) -> Published:
         """🚀 Publish: push the agent's branch (``legio/<agent>/…``) and open or update its
         pull request (``legio.forge.publish``). ``force`` only after Caesar confirmed a
         force-push (a ``PushRejected`` with ``non_fast_forward``); ``summary``: the PR's
         title and body; ``check``: the last check's line; ``commit``: exactly that commit of
-        the branch (a card's), not its newest. ``ForgeError``/``ProjectError``."""
+        the branch (a card's), not its newest; ``preview``: the one Caesar was shown and
+        confirmed, posted exactly (the others are then not read). ``ForgeError``/
+        ``ProjectError``."""
         return await self.engine.forge.publish(
-            agent, project, force=force, summary=summary, check=check, commit=commit
+            agent,
+            project,
+            force=force,
+            summary=summary,
+            check=check,
+            commit=commit,
+            preview=preview,
+        )
+
+    async def publish_preview(
+        self, agent: str, project: str, *, summary: str = "", check: str = "", commit: str = ""
+    ) -> PublishPreview:
+        """What 🚀 Publish would post, nothing pushed: the pull request's title and body
+        exactly (the agent's words made inert and visible), its branch, base and commit.
+        A front-end shows it and passes it back to ``publish`` on Caesar's confirming tap."""
+        return await self.engine.forge.publish_preview(
+            agent, project, summary=summary, check=check, commit=commit
         )
 
     def forge_request(self, event: ForgeEvent) -> Request:

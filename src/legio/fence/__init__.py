@@ -7,6 +7,7 @@ Modules:
 - ``cliconfig``: each agent's own Claude CLI config dir (`castra/state/claude/<agent>/`)
 - ``folders``: an agent's workspace and granted folders (`add_dirs`), checked for every
   message (the verdict is…
+- ``handoff``: the tokens a restart hands over, read first thing by the new image
 - ``jail``: a command Legio runs in an agent's copy (a check) under bubblewrap, in a
   jail built by allow-list, with no capability and no network
 - ``guard``: the `PreToolUse` path guard built from the same protected set
@@ -18,5 +19,7 @@ Modules:
 - ``safefs``: reading and writing in folders an agent can change without following its
   links
 - ``sandbox``: Bash inside the CLI's OS sandbox or not at all
+- ``tokenfiles``: files holding Legio's own tokens, found at start and hidden from agents
+  and checks
 - ``vault``: the forge token, held in Legio's memory alone
 """

@@ -258,6 +258,7 @@ def path_guard_hook(guard: PathGuard) -> HookCallback:
             logger.exception("%s: the path guard could not check %s", guard.agent, tool)
             reason = "Legio could not check this call, so it is refused"
         if reason is None:
+            logger.debug("%s: path guard: %s allowed", guard.agent, tool)
             return {}
         target = next(
             (tool_input.get(k) for k in (*PATH_KEYS, "pattern", "command") if tool_input.get(k)), ""

@@ -5,8 +5,9 @@ the environment a process was *started* with, and any process of the same user c
 read it. So ``legio run`` reads the token, and, while its environment still holds the
 token or a variable matching ``[claude] env_deny``, starts itself again in the same
 process (``execve``, same pid) with those variables left out; the token travels
-through an inherited pipe (``LEGIO_TOKEN_FD``) that the new image reads and closes at
-once, and so does the forge token (``[forge] token_env``, then held by
+through an inherited pipe (``LEGIO_TOKEN_FD``) that the new image reads and closes first
+thing, non-dumpable before it reads (``legio.fence.handoff``, called by ``python -m legio``
+before any other import), and so does the forge token (``[forge] token_env``, then held by
 ``legio.fence.vault``). Then the process makes itself non-dumpable (Linux ``prctl``): its memory and
 ``/proc`` files are closed to other processes of the same user. The Claude CLIs it
 starts are ordinary processes again (``execve`` resets the flag).
@@ -23,13 +24,14 @@ import sys
 
 from legio.config import Config
 from legio.errors import LegioError
+from legio.fence import handoff
+from legio.fence.handoff import TOKEN_FD_ENV
 from legio.fence.keys import remember_sockets
 from legio.fence.policy import denied_env_names
 from legio.fence.vault import forge_token, keep
 
 logger = logging.getLogger(__name__)
 
-TOKEN_FD_ENV = "LEGIO_TOKEN_FD"
 PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
 
@@ -54,21 +56,6 @@ def is_dumpable() -> bool | None:
         return bool(libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))
     except (OSError, AttributeError):
         return None
-
-
-def _read_token(fd_text: str) -> str:
-    try:
-        fd = int(fd_text)
-        chunks = []
-        while chunk := os.read(fd, 4096):
-            chunks.append(chunk)
-        os.close(fd)
-    except (ValueError, OSError) as e:
-        raise LegioError(
-            f"could not read the bot token handed over at start ({TOKEN_FD_ENV}={fd_text}: "
-            f"{e}); start Legio with `legio run`, not with {TOKEN_FD_ENV} set by hand"
-        ) from None
-    return b"".join(chunks).decode()
 
 
 def restart_argv(config: Config, command: str = "run") -> list[str]:
@@ -105,13 +92,21 @@ def take_token(config: Config, command: str = "run") -> str:
     """The bot token, with this process's environment free of it (and of every
     ``env_deny`` variable) for good. May replace this process (``execve``, as
     ``legio <command>``) once: the new image returns from here with the token."""
-    handed = os.environ.pop(TOKEN_FD_ENV, None)
+    handoff.receive()  # python -m legio did already; a caller of cli.main may not have
+    handed = handoff.take()
+    if handoff.failure():
+        raise LegioError(
+            f"could not read the bot token handed over at start ({handoff.failure()}); "
+            f"start Legio with `legio run`, not with {TOKEN_FD_ENV} set by hand"
+        )
     if handed is not None:
-        token, _, forge = _read_token(handed).partition("\n")
+        token, forge = handed
         keep(config.forge_token_env(), forge)
+        keep(config.telegram.token_env, token)  # a file holding it is hidden from agents
         set_non_dumpable()
         return token
     token = config.telegram_token()
+    keep(config.telegram.token_env, token)
     forge_token(config)  # kept in the vault before the variable goes
     secrets = denied_env_names(config)
     remember_sockets(os.environ)  # agents' sockets stay hidden once their variables go

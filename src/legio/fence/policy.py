@@ -53,6 +53,8 @@ from legio.fence.keys import (
     key_stores,
     remember_sockets,
 )
+from legio.fence.tokenfiles import TOKEN_REASON, token_files
+from legio.fence.tokenfiles import remember as remember_token_files
 from legio.fence.vault import keep_forge_token
 from legio.names import LEGATUS
 
@@ -90,6 +92,7 @@ def scrub_environment(config: Config) -> list[str]:
     """Remove secrets from this process's environment before any CLI inherits it."""
     removed = denied_env_names(config)
     keep_forge_token(config)  # read once, here, before it leaves the environment
+    remember_token_files(config)  # files holding the tokens: hidden (legio.fence.tokenfiles)
     remember_sockets(os.environ)  # their paths stay hidden (legio.fence.keys)
     for name in removed:
         os.environ.pop(name, None)
@@ -264,13 +267,13 @@ def key_entries(hide: Sequence[Path] = ()) -> list[Protected]:
     and ``[sandbox] hide``: no agent may read them, each by its own rule (and the guard),
     also where a link leads."""
     stores = [*key_stores(), *agent_sockets(), *(Store(p, True, "hide") for p in hide)]
+    stores += [Store(p, False, TOKEN_REASON) for p in token_files()]
     entries: list[Protected] = []
     for store in stores:
+        reason = TOKEN_REASON if store.what == TOKEN_REASON else KEY_REASON
         for path in {store.path, store.path.resolve()}:
             folder = path.is_dir() if os.path.lexists(path) else store.folder
-            entries.append(
-                Protected(path, read=False, write=False, reason=KEY_REASON, folder=folder)
-            )
+            entries.append(Protected(path, read=False, write=False, reason=reason, folder=folder))
     return entries
 
 

@@ -38,6 +38,7 @@ from legio.fence.policy import (
     protected_entries,
     working_dir,
 )
+from legio.fence.tokenfiles import remember as remember_token_files
 
 logger = logging.getLogger(__name__)
 
@@ -271,10 +272,16 @@ MAX_KEY_WARNINGS = 20
 
 def keys_report(config: Config, castra: Castra) -> list[tuple[str, str]]:
     """``legio check``'s lines about the user's keys: the stores found here (hidden from
-    every agent), and each readable file under ``$HOME`` that looks like a key or token."""
+    every agent), the files holding Legio's own tokens (``legio.fence.tokenfiles``), and
+    each readable file under ``$HOME`` that looks like a key or token."""
+    tokens = remember_token_files(config)  # as at start: files holding Legio's own tokens
     hidden = key_entries([Path(p) for p in config.sandbox.hide])
     found = sorted({str(e.path) + ("/" if e.folder else "") for e in hidden if e.path.exists()})
+    found = [f for f in found if Path(f) not in tokens]
     lines = [("ok", "hidden from agents (keys): " + (", ".join(found) or "no key store found"))]
+    if tokens:
+        names = ", ".join(str(p) for p in tokens)
+        lines.append(("ok", f"hidden from agents and checks (they hold Legio's tokens): {names}"))
     skip = [castra.root.resolve(), *(e.path for e in hidden)]
     exposed = exposed_keys(daemon_home().resolve(), skip)
     for path in exposed[:MAX_KEY_WARNINGS]:

@@ -36,6 +36,11 @@ def forge_token(config: Config) -> str:
     return _KEPT.get(config.forge_token_env(), "")
 
 
+def kept_values() -> list[str]:
+    """Every secret held here (for ``legio.fence.tokenfiles``: files holding one are hidden)."""
+    return [v for v in _KEPT.values() if v]
+
+
 def redact(text: str) -> str:
     """``text`` with every secret held here replaced by ``[token]``."""
     for value in _KEPT.values():

@@ -10,7 +10,8 @@ Modules:
 - ``ci``: following the pull requests Legio opened: CI, reviews, their end
 - ``forgetools``: the agent's read-only forge tools, served in-process
 - ``github``: GitHub and GitHub Enterprise over the REST API
-- ``publish``: Publish: push, then the pull request opened or updated
+- ``prtext``: a pull request's text from the agent made inert and visible
+- ``publish``: Publish: previewed, then pushed and the pull request opened or updated
 - ``push``: pushing Legio's own branch with the token through a pipe
 - ``station``: the forge wired for the engine
 - ``transport``: conditional requests, rate limit, retries, the forge's reasons

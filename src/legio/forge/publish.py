@@ -8,12 +8,21 @@ remote (``legio.forge.push``: never another branch, never forced unless ``force`
 the open pull request of that branch is found (``head=owner:branch``) and updated, or one
 is opened against the base; a 422 "already exists" (opened meanwhile) is found and updated.
 Title and body come from the caller's summary, else the branch's commits, with the last
-check's line if given and a line saying it was opened through Legio. The pull request is
-recorded (``PullStore``) so CI and reviews are followed (``legio.forge.ci``).
+check's line if given and a line saying it was opened through Legio, all made inert and
+visible (``legio.forge.prtext``). The pull request is recorded (``PullStore``) so CI and
+reviews are followed (``legio.forge.ci``).
+
+``Publisher.preview`` answers what Publish would post (``PublishPreview``: the repository,
+branch, base, commit, title and body) without pushing anything; ``publish(preview=…)``
+then posts exactly that title and body and pushes exactly that commit, or refuses if the
+branch, its base or the repository changed since. A front-end shows the preview and
+publishes only on Caesar's confirming tap, with the preview it showed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 from dataclasses import dataclass
@@ -22,10 +31,11 @@ from pathlib import Path
 from legio.config import Config, ProjectSettings
 from legio.errors import ForgeError, ProjectError
 from legio.forge.base import Forge, PullRequest
+from legio.forge.prtext import closing_words, inert, inert_title
 from legio.forge.push import push, push_target, remote_url, repo_of_url
 from legio.projects import gitsafe
 from legio.projects.branchwork import BranchWork, branch_work, tip_of
-from legio.projects.copies import Projects
+from legio.projects.copies import Place, Projects
 from legio.projects.publishing import agents_branch
 from legio.store.pullstore import PullRecord, PullStore
 
@@ -52,11 +62,36 @@ class Published:
     pushed: bool  # False: the forge had that commit already
 
 
+@dataclass(frozen=True)
+class PublishPreview:
+    """What Publish will post, as Caesar is shown it: the commit pushed to ``branch`` of
+    ``repo``, and the pull request's title and body exactly (already inert and visible)."""
+
+    project: str
+    agent: str
+    repo: str  # "owner/name"
+    branch: str
+    base: str
+    commit: str
+    title: str
+    body: str
+    closes: tuple[str, ...] = ()  # closing keywords in the commits' messages (not posted)
+
+    @property
+    def digest(self) -> str:
+        """12 hex digits naming this exact preview (a typed confirmation quotes it)."""
+        fields = [self.project, self.agent, self.repo, self.branch, self.base, self.commit]
+        data = json.dumps([*fields, self.title, self.body], ensure_ascii=False)
+        return hashlib.sha256(data.encode()).hexdigest()[:12]
+
+
 def title_and_body(
     work: BranchWork, agent: str, summary: str = "", check: str = ""
 ) -> tuple[str, str]:
     """A pull request's title and body: the summary's first line and the rest, else the
-    branch's commits; the check's line; how it was opened."""
+    branch's commits; the check's line; how it was opened. Both inert and visible
+    (``legio.forge.prtext``): the agent wrote the summary, the commits and what the
+    check printed."""
     summary = summary.strip()
     if summary:
         first, _, rest = summary.partition("\n")
@@ -68,12 +103,14 @@ def title_and_body(
         text = "\n".join(f"- {c.subject} ({c.short})" for c in work.commits)
         if work.ahead > len(work.commits):
             text += f"\n- … and {work.ahead - len(work.commits)} earlier"
+    title = inert_title(title).strip()
     if len(title) > MAX_TITLE:
         title = title[: MAX_TITLE - 1] + "…"
-    lines = [text] if text else []
+    text = inert(text).strip()[: MAX_BODY - 1000]  # each part alone: a comment the agent
+    lines = [text] if text else []  # left open must not swallow Legio's lines after it
     lines.append(f"{work.file_count} file(s) changed, +{work.added} −{work.removed}.")
-    if check.strip():
-        lines.append(f"Last check: {check.strip()}")
+    if inert(check).strip():
+        lines.append(f"Last check: {inert(check).strip()}")
     lines.append(OPENED_BY.format(agent=agent))
     return title or f"{agent}'s work", "\n\n".join(lines)[:MAX_BODY]
 
@@ -93,6 +130,7 @@ async def repo_name(settings: ProjectSettings, project: str) -> str:
     return name
 
 
+MAX_LOGGED = 200
 COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
@@ -102,6 +140,24 @@ async def on_branch(repo: Path, commit: str, tip: str) -> bool:
         repo, "merge-base", "--is-ancestor", commit, tip, hostile=False, work_tree=False
     )
     return code == 0
+
+
+async def commits_closing(repo: Path, base: str, tip: str) -> tuple[str, ...]:
+    """The closing keywords in the messages of the commits ``tip`` brings to ``base``
+    (the newest ``MAX_LOGGED``): the forge acts on them when they reach its default
+    branch, whatever the pull request says."""
+    code, out, _ = await gitsafe.run_raw(
+        repo,
+        "log",
+        f"-n{MAX_LOGGED}",
+        "--format=%B",
+        tip,
+        f"^{base}",
+        "--",
+        hostile=False,
+        work_tree=False,
+    )
+    return tuple(closing_words(out.decode(errors="replace"))) if code == 0 else ()
 
 
 class Publisher:
@@ -128,20 +184,9 @@ class Publisher:
         """``owner/name`` of ``project`` on the forge (``repo_name``)."""
         return await repo_name(self.projects.settings(project), project)
 
-    async def publish(
-        self,
-        agent: str,
-        project: str,
-        *,
-        force: bool = False,
-        summary: str = "",
-        check: str = "",
-        commit: str = "",
-    ) -> Published:
-        """Push the agent's branch and open or update its pull request (module docstring).
-        ``commit``: push exactly that commit of the branch (what a work card showed), not
-        whatever the branch holds by now; ``ForgeError`` if the branch no longer holds it."""
-        forge = self._forge()
+    async def _branch(self, agent: str, project: str, commit: str) -> tuple[Place, BranchWork, str]:
+        """The agent's branch brought into the project, what it holds beyond its base, and
+        the commit to push: ``commit`` if the branch still holds it, else its tip."""
         if not self.projects.copy_dir(agent, project).exists():
             raise ProjectError(f"{agent} has no copy of #{project}: nothing to publish")
         place = await self.projects.place(agent, project)
@@ -172,12 +217,64 @@ class Publisher:
                 "publishing",
                 f"{tip[:12]} is already in {base}: that card's turn committed nothing to publish",
             )
+        return place, work, tip
+
+    async def preview(
+        self, agent: str, project: str, *, summary: str = "", check: str = "", commit: str = ""
+    ) -> PublishPreview:
+        """What ``publish`` would post with these words, nothing pushed (module docstring)."""
+        self._forge()
+        place, work, tip = await self._branch(agent, project, commit)
+        title, body = title_and_body(work, agent, summary, check)
         name = await self.repo_name(project)
+        closes = await commits_closing(place.repo, place.base, tip)
+        return PublishPreview(
+            project, agent, name, place.branch, place.base, tip, title, body, closes
+        )
+
+    async def publish(
+        self,
+        agent: str,
+        project: str,
+        *,
+        force: bool = False,
+        summary: str = "",
+        check: str = "",
+        commit: str = "",
+        preview: PublishPreview | None = None,
+    ) -> Published:
+        """Push the agent's branch and open or update its pull request (module docstring).
+        ``commit``: push exactly that commit of the branch (what a work card showed), not
+        whatever the branch holds by now; ``ForgeError`` if the branch no longer holds it.
+        ``preview``: what Caesar was shown and confirmed: its commit, title and body, and
+        nothing else (``summary``, ``check`` and ``commit`` are then not read)."""
+        forge = self._forge()
+        if preview is None:
+            preview = await self.preview(
+                agent, project, summary=summary, check=check, commit=commit
+            )
+        if (preview.agent, preview.project) != (agent, project):
+            raise ForgeError(
+                "publishing", f"that preview is of {preview.agent} on #{preview.project}"
+            )
+        place, _, tip = await self._branch(agent, project, preview.commit)
+        name = await self.repo_name(project)
+        branch, base, repo = place.branch, place.base, place.repo
+        if (name, branch, base, tip) != (
+            preview.repo,
+            preview.branch,
+            preview.base,
+            preview.commit,
+        ):
+            raise ForgeError(
+                "publishing",
+                f"#{project} changed since the preview (now {branch} → {base} on {name}): "
+                "tap Publish again to see what would be posted now",
+            )
         settings = self.projects.settings(project)
         target = push_target(await remote_url(repo, settings.remote), forge.web_host, name)
         pushed = await push(repo, target, branch, agent, base, tip, self._token, force=force)
-        title, body = title_and_body(work, agent, summary, check)
-        pull, created = await self._pull(forge, name, branch, base, title, body)
+        pull, created = await self._pull(forge, name, branch, base, preview.title, preview.body)
         await self.pulls.opened(
             project=project,
             agent=agent,

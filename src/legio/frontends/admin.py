@@ -488,7 +488,8 @@ COMMANDS = [
     CommandInfo(
         "publish",
         "/publish <agent> <project>",
-        "push an agent's branch and open (or update) its pull request",
+        "show what would be posted, then push an agent's branch and open (or update) its "
+        "pull request",
         forgelines.cmd_publish,
         waits=True,
     ),

@@ -2,10 +2,13 @@
 one-line texts of forge events (``event_line``) a front-end posts in the agent's lane.
 
 Registered in ``legio.frontends.admin``'s ``COMMANDS`` table. ``/publish <agent> <project>``
-pushes the agent's branch and opens or updates its pull request; a push refused as not a
-fast-forward says so and how to force it (``/publish <agent> <project> force``: Caesar's
-explicit word, and then only Legio's own branch moves). Every text from the forge shown
-here is cleaned (bounded, no control characters) by the engine.
+shows what would be posted (``preview_parts``: the pull request's title and body exactly,
+as plain text) and the command that posts it, ``/publish <agent> <project> post <digest>``:
+the digest names that very preview, so a branch or a text that changed since is shown
+again, never posted unseen (Telegram asks with buttons instead: ``telegram.publishview``).
+A push refused as not a fast-forward says so and how to force it (``… post <digest>
+force``: Caesar's explicit word, and then only Legio's own branch moves). Every text from
+the forge shown here is cleaned (bounded, no control characters) by the engine.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Protocol
 
-from legio.app import ForgeEvent, Issue, Published
+from legio.app import ForgeEvent, Issue, Published, PublishPreview
 from legio.doors.workdoor import WorkDoor
 from legio.errors import ForgeError, ProjectError, PushRejected
 from legio.frontends.views import paginate
@@ -38,6 +41,29 @@ def published_text(done: Published) -> str:
         f"🚀 {what} pull request #{done.number} of {done.agent} on #{done.project}: {done.url}\n"
         f"{done.branch} → {done.base} ({done.commit[:12]} {pushed})."
     )
+
+
+def preview_parts(preview: PublishPreview, force: bool = False) -> list[tuple[str, bool]]:
+    """What Publish will post, as pieces of one text: (words, shown preformatted). The
+    title and the body are exactly what is posted (already inert and visible:
+    ``legio.forge.prtext``); a front-end shows them as plain text, never rendered."""
+    replacing = f", replacing the forge's {visible_name(preview.branch)}" if force else ""
+    head = (
+        f"🚀 The pull request of {preview.agent} on #{preview.project}, to post on "
+        f"{preview.repo}: {visible_name(preview.branch)} → {visible_name(preview.base)} at "
+        f"{preview.commit[:12]}{replacing}.\n"
+        "Exactly this text is posted: the agent's HTML comments removed; its HTML, issue "
+        "references and @mentions made inert; hidden characters shown as ⟨U+XXXX⟩.\n\n"
+    )
+    if preview.closes:
+        head += (
+            "⚠️ Its commits' messages say "
+            + "; ".join(f"“{words}”" for words in preview.closes)
+            + ": the forge closes those issues when the commits reach its default branch "
+            "(Legio pushes the commits as they are).\n\n"
+        )
+    head += "Title:\n"
+    return [(head, False), (preview.title, True), ("\n\nBody:\n", False), (preview.body, True)]
 
 
 def event_line(event: ForgeEvent) -> str:
@@ -83,22 +109,46 @@ def issue_lines(project: str, issues: list[Issue], now: datetime | None = None) 
     return lines
 
 
-async def cmd_publish(admin: HasWork, args: str) -> list[str]:
-    usage = "/publish <agent> <project> [force], e.g. /publish vorenus #app"
+PUBLISH_USAGE = "/publish <agent> <project> [force], e.g. /publish vorenus #app"
+
+
+def publish_words(args: str) -> tuple[str, bool, str]:
+    """``/publish``'s words: the agent and project, ``force``, and ``post <digest>``."""
     words = args.split()
     force = bool(words) and words[-1].lower() == "force"
     if force:
         words = words[:-1]
+    digest = ""
+    if len(words) >= 2 and words[-2].lower() == "post":
+        digest, words = words[-1].lower(), words[:-2]
+    return " ".join(words), force, digest
+
+
+async def cmd_publish(admin: HasWork, args: str) -> list[str]:
+    words, force, digest = publish_words(args)
     try:
-        target = admin.work.project_target(" ".join(words), usage)
-        done = await admin.work.publish(target.agent, target.project, force=force)
+        target = admin.work.project_target(words, PUBLISH_USAGE)
+        preview = await admin.work.publish_preview(target.agent, target.project)
+        if digest != preview.digest:
+            confirm = f"/publish {words} post {preview.digest}{' force' if force else ''}"
+            pages = paginate("".join(part for part, _ in preview_parts(preview, force)).split("\n"))
+            changed = (
+                [
+                    "⚠️ What would be posted changed since the preview you quoted: nothing was "
+                    "posted. This is what would be posted now."
+                ]
+                if digest
+                else []
+            )
+            return [*changed, *pages, f"To post exactly this: {confirm}"]
+        done = await admin.work.publish(target.agent, target.project, force=force, preview=preview)
     except PushRejected as e:
         text = f"The forge refused the push: {e.reason}"
         if e.non_fast_forward:
             text += (
-                f"\nThe forge's branch has commits {words[0] if words else 'the agent'}'s "
-                "does not. To replace it with the agent's (only Legio's own branch moves): "
-                f"/publish {' '.join(words)} force"
+                f"\nThe forge's branch has commits {target.agent}'s does not. To replace it "
+                f"with the agent's (only Legio's own branch moves): /publish {words} post "
+                f"{digest} force"
             )
         return [text]
     except (ForgeError, ProjectError) as e:

@@ -8,6 +8,7 @@ The modules of this package are named relative to it (``runner`` is
   the daemon's parts started by ``legio run``, and the drain of ``/restart``.
 - ``report``: what ``legio status`` and ``GET /health`` answer (JSON), and its text.
 - ``control``: the status socket in the castra and its client; the health endpoint.
+- ``private``: what ``legio run`` and ``legio console`` do to their own process first.
 - ``systemd``: the notify protocol (``READY=1``, ``STOPPING=1``, ``STATUS=``, the watchdog).
 - ``lag``: the event loop's lag, and what was running when it stalled.
 - ``stuck``: turns whose agent's CLI has gone silent.

@@ -8,9 +8,13 @@ and reads one line of JSON. A socket left by a daemon that died is stale: the ca
 lock tells (``CastraLock``: held only while a daemon lives), so the client asks the lock
 first, and a starting daemon, holding the lock, removes any file in the socket's place.
 
-``[health] listen = "127.0.0.1:8787"`` also answers ``GET /health`` with the same JSON
-(HTTP/1.1, ``Connection: close``), for an uptime monitor; off by default, loopback only
-unless ``[health] allow_remote`` (the status names agents, jobs and errors).
+``[health] listen = "127.0.0.1:8787"`` also answers ``GET /health`` with the status less
+what Caesar alone may read (``report.public``: no approvals' targets, no error text), for
+an uptime monitor (HTTP/1.1, ``Connection: close``); off by default, loopback only unless
+``[health] allow_remote``. Any local user can connect to it, so it cannot take the
+daemon's descriptors: at most ``HEALTH_CONNECTIONS`` at once (a connection beyond them is
+closed at once, unanswered), each given ``HEAD_TIMEOUT_S`` to send its request head and
+as long to take the answer.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ logger = logging.getLogger(__name__)
 SOCKET_NAME = "legio.sock"
 SUN_PATH_MAX = 100  # sockaddr_un holds 108 bytes; some room for the terminating NUL
 REQUEST_MAX = 8192
+HEALTH_CONNECTIONS = 16  # /health connections held at once; more are closed at once
+HEAD_TIMEOUT_S = 5.0  # to send the request head, and again to take the answer
 Answer = Callable[[], Awaitable[dict[str, Any]]]
 
 
@@ -130,13 +136,32 @@ def health_problem(config: Config) -> str | None:
     return None
 
 
-async def serve_health(listen: str, answer: Answer) -> asyncio.Server:
-    """Answer ``GET /health`` with the status JSON on ``listen`` (host:port)."""
+async def serve_health(
+    listen: str,
+    answer: Answer,
+    *,
+    max_connections: int = HEALTH_CONNECTIONS,
+    head_timeout_s: float = HEAD_TIMEOUT_S,
+) -> asyncio.Server:
+    """Answer ``GET /health`` with ``answer``'s JSON on ``listen`` (host:port), holding at
+    most ``max_connections`` at once (see the module docstring)."""
     host, _, port = listen.rpartition(":")
+    held = 0
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal held
+        if held >= max_connections:
+            writer.transport.abort()  # its descriptor back now, not after a timeout
+            return
+        held += 1
         try:
-            async with asyncio.timeout(10):
+            await exchange(reader, writer)
+        finally:
+            held -= 1
+
+    async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            async with asyncio.timeout(head_timeout_s):
                 head = await reader.readuntil(b"\r\n\r\n")
             first = head.split(b"\r\n", 1)[0].decode(errors="replace").split()
             if len(first) >= 2 and first[0] == "GET" and first[1].split("?")[0] == "/health":
@@ -155,7 +180,10 @@ async def serve_health(listen: str, answer: Answer) -> asyncio.Server:
                 "Connection: close\r\n\r\n".encode()
                 + body
             )
-            await writer.drain()
+            async with asyncio.timeout(head_timeout_s):
+                await writer.drain()
+        except TimeoutError:
+            writer.transport.abort()  # it does not read its answer: no waiting on it
         except OSError:
             pass
         finally:

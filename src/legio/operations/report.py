@@ -6,7 +6,7 @@ size in tokens, silent too long), the jobs due next, approvals waiting for Caesa
 last error logged, the praetorium's size, the last backup (``castra/state/backups/
 last.json``, written by ``legio backup``: ``finished``, ``archive``, ``ok``, ``error``),
 the event loop's lag, the disk, and whether a restart is draining. ``render`` turns it
-into the lines ``legio status`` prints.
+into the lines ``legio status`` prints; ``public`` is the part ``GET /health`` shows.
 """
 
 from __future__ import annotations
@@ -143,6 +143,17 @@ async def snapshot(
         },
         "restarting": draining,
     }
+
+
+def public(status: dict[str, Any]) -> dict[str, Any]:
+    """What ``GET /health`` answers (any local user may ask): the status without what
+    only Caesar may read: approvals waiting are counted, not listed (their targets are
+    commands and paths), and the last error keeps its time, not its text."""
+    shown = {k: v for k, v in status.items() if k not in ("approvals", "last_error")}
+    shown["approvals_waiting"] = len(status.get("approvals") or [])
+    error = status.get("last_error")
+    shown["last_error_at"] = iso(error["time"]) if error else None
+    return shown
 
 
 def _ago(seconds: float | None) -> str:

@@ -101,7 +101,7 @@ class Operations:
             logger.error("no health endpoint: %s", problem)
         elif listen:
             try:
-                health = await serve_health(listen, self.snapshot)
+                health = await serve_health(listen, self.public_snapshot)
             except OSError as e:
                 logger.error("no health endpoint: cannot listen on %s: %s", listen, e)
             else:
@@ -156,6 +156,10 @@ class Operations:
             last_error=self.last_error,
             draining=self.draining,
         )
+
+    async def public_snapshot(self) -> dict[str, Any]:
+        """What ``GET /health`` shows: the status less what only Caesar may read."""
+        return report.public(await self.snapshot())
 
     # ---------------------------------------------------------- the watch
 

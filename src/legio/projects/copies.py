@@ -142,6 +142,7 @@ class Projects:
     def __init__(self, config: Config, castra: Castra) -> None:
         self.config = config
         self.castra = castra
+        gitsafe.set_memory_limit(config.project_options.git_memory_mb)
         self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
         self._unpublished: dict[tuple[str, str], str] = {}  # why a branch is not published
 

@@ -30,6 +30,16 @@ also the work tree of every command that looks at no files (``--git-dir`` alone 
 the cwd as the work tree, and its ``.gitattributes`` — ``* -diff`` — would steer a diff), and
 ``core.attributesFile`` is ``/dev/null``. A file over ``core.bigFileThreshold`` (8 MB) is
 diffed as binary: one repeated line packs to nothing and would take gigabytes to diff.
+
+Every git Legio runs gets an address-space limit (``RLIMIT_AS``, set in the child before it
+runs git: ``MEMORY_LIMIT_MB``, from ``[projects] git_memory_mb``, 2 GiB by default): git
+2.39 has no setting that stops ``merge-tree`` (``/diff``) text-merging a file under 1 GB
+(``core.bigFileThreshold`` is not read by merges; only a ``merge=binary`` attribute would,
+for every file), and a one-line file of 1 GB packs to about 1 MB and takes some 5 GB to
+merge. Over the limit git stops ("Out of memory") and ``ProjectError`` says so, naming the
+setting; the daemon and its other git commands are untouched. The pack files git maps are
+kept under it too (``core.packedGitLimit`` 512 MB, in 64 MB windows: git's 64-bit defaults,
+8 GB in 1 GB windows, would outgrow the limit on a big repository).
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import resource
 import stat
 import tempfile
 from collections.abc import Sequence
@@ -48,6 +59,9 @@ TIMEOUT_S = 120.0  # git in Caesar's own repository
 COPY_TIMEOUT_S = 20.0  # git that reads an agent's copy: never holding a command up long
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # for a branch sharing no history
 MAX_OUTPUT = 20 * 1024 * 1024  # a diff bigger than this is cut (and said so)
+DEFAULT_MEMORY_LIMIT_MB = 2048
+MEMORY_LIMIT_MB = float(DEFAULT_MEMORY_LIMIT_MB)  # set from [projects] git_memory_mb at start
+OUT_OF_MEMORY = ("Out of memory", "Cannot allocate memory", "mmap failed")
 
 # Off for every git command Legio runs.
 SAFE_SETTINGS: tuple[tuple[str, str], ...] = (
@@ -61,6 +75,9 @@ SAFE_SETTINGS: tuple[tuple[str, str], ...] = (
     ("core.untrackedCache", "false"),
     ("core.attributesFile", "/dev/null"),
     ("core.bigFileThreshold", "8m"),  # bigger files are binary to diff: no line diff made
+    # packs are mapped in windows: kept well under the address-space limit (MEMORY_LIMIT_MB)
+    ("core.packedGitWindowSize", "64m"),
+    ("core.packedGitLimit", "512m"),
     ("core.commitGraph", "false"),
     ("core.multiPackIndex", "false"),
     ("fetch.writeCommitGraph", "false"),
@@ -189,6 +206,18 @@ def _environment(
     return env
 
 
+def _limit_memory() -> None:
+    """In the child, before git runs: its address space at most ``MEMORY_LIMIT_MB``."""
+    limit = int(MEMORY_LIMIT_MB * 1024 * 1024)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def set_memory_limit(megabytes: float) -> None:
+    """Every later git Legio runs gets at most ``megabytes`` of address space."""
+    global MEMORY_LIMIT_MB
+    MEMORY_LIMIT_MB = float(megabytes)
+
+
 async def _exec(
     args: Sequence[str],
     settings: Sequence[tuple[str, str]],
@@ -209,6 +238,7 @@ async def _exec(
             env={**_environment(settings), **(env or {})},
             cwd=cwd,
             pass_fds=tuple(pass_fds),
+            preexec_fn=_limit_memory,  # only setrlimit: no lock taken, nothing imported
         )
     except FileNotFoundError as e:
         raise ProjectError("git is not installed: install it (apt install git)") from e
@@ -229,7 +259,17 @@ async def _exec(
         process.kill()
         await process.wait()
         raise
-    return process.returncode or 0, out, err.decode(errors="replace").strip()
+    said = err.decode(errors="replace").strip()
+    if process.returncode and any(m in said for m in OUT_OF_MEMORY):
+        where = args[1] if args[:1] == ["--git-dir"] else "a repository"
+        command = next((a for a in args[4:] if not a.startswith(("-", "/"))), "")
+        raise ProjectError(
+            f"git {command} ran out of the memory Legio gives it ({MEMORY_LIMIT_MB:g} MiB, "
+            f"[projects] git_memory_mb in legio.toml) in {where}: a file there is too big "
+            "to diff or merge (a huge one-line file?). Take it out of the branch, or raise "
+            "git_memory_mb."
+        )
+    return process.returncode or 0, out, said
 
 
 async def _bounded(

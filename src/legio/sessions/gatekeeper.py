@@ -5,7 +5,10 @@ keep ``bypassPermissions``; a second ``PreToolUse`` hook, beside the path guard,
 answers ``ask`` for a call that matches an ask rule (``legio.shell.rules``) and is not
 granted yet; the CLI then calls ``can_use_tool``, which asks Caesar through the
 front-end's ``Asker`` and answers allow or deny. A call the path guard refuses is
-never asked about (the guard's deny stands: an approval never widens it).
+denied by this hook too (one verdict: an approval never widens the guard, and no call runs
+because one hook trusted the other); a hook that cannot check a call denies it. A line the
+CLI could run without calling ``can_use_tool`` (``legio.shell.rules.unaskable``) is denied,
+with a reason telling the agent how to split it so that Caesar is asked.
 
 Legio remembers grants itself ("for this session": per SDK session id, in memory;
 "always": per agent and rule, in the praetorium), because the CLI's own
@@ -41,6 +44,7 @@ from legio.shell.rules import (
     opaque_reason,
     parse_rules,
     shorten,
+    unaskable,
 )
 from legio.store.grants import ApprovalStore, Grant
 
@@ -50,6 +54,25 @@ QUESTION_TOOL = "AskUserQuestion"
 HookCallback = Callable[[Any, str | None, Any], Awaitable[dict[str, Any]]]
 PermissionResult = PermissionResultAllow | PermissionResultDeny
 CanUseTool = Callable[[str, dict[str, Any], ToolPermissionContext], Awaitable[PermissionResult]]
+
+
+def deny(reason: str) -> dict[str, Any]:
+    """A ``PreToolUse`` answer that refuses the call with ``reason``."""
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }
+    }
+
+
+UNASKABLE = (
+    "Legio refuses this line: it needs Caesar's approval and {why} (a configuration file, "
+    "or files written while pointing git elsewhere), and the Claude CLI can run such a line "
+    "without asking him. Write files in one call and run the command in another call; "
+    "then he is asked."
+)
 
 
 def call_target(tool: str, tool_input: dict[str, Any]) -> str:
@@ -157,23 +180,25 @@ class Gatekeeper:
         ) -> dict[str, Any]:
             tool = str(hook_input.get("tool_name", ""))
             tool_input = hook_input.get("tool_input") or {}
-            if guard is not None and guard.check(tool, tool_input, hook_input.get("cwd")):
-                return {}  # the path guard denies it: nothing to ask
             session = str(hook_input.get("session_id") or "")
-            try:
-                needed = self.pending(agent, session, rules, tool, tool_input)
-            except Exception:  # fail closed: a call the matcher cannot check does not run
+            try:  # one verdict: what the path guard refuses, this hook denies too
+                refused = guard.check(tool, tool_input, hook_input.get("cwd")) if guard else None
+                needed = [] if refused else self.pending(agent, session, rules, tool, tool_input)
+                unsafe = unaskable(tool, tool_input) if needed else ""
+            except Exception:  # fail closed: a call the hook cannot check does not run
                 logger.exception("%s: the approval rules could not check %s", agent, tool)
-                return {
-                    "hookSpecificOutput": {
-                        "hookEventName": "PreToolUse",
-                        "permissionDecision": "deny",
-                        "permissionDecisionReason": "Legio could not check this call",
-                    }
-                }
+                return deny("Legio could not check this call, so it is refused")
+            if refused:
+                logger.debug("%s: ask hook: deny %s (the path guard: %s)", agent, tool, refused)
+                return deny(f"Legio's policy: {refused}.")
             if not needed:
+                logger.debug("%s: ask hook: nothing to ask for %s", agent, tool)
                 return {}
+            if unsafe:
+                logger.debug("%s: ask hook: deny %s (cannot be asked: %s)", agent, tool, unsafe)
+                return deny(UNASKABLE.format(why=unsafe))
             texts = tuple(r.text for r in needed)
+            logger.debug("%s: ask hook: ask about %s (%s)", agent, tool, ", ".join(texts))
             if tool_use_id:
                 self._asked[tool_use_id] = (session, texts)
             return {

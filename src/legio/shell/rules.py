@@ -152,6 +152,39 @@ def opaque_reason(tool: str, tool_input: dict[str, Any]) -> str:
     return shell.read(command).opaque
 
 
+# Issue 44: with a hook's "ask", the Claude CLI (2.1.330) was seen to run a line without
+# calling ``can_use_tool`` when the line wrote a file of its own "sensitive" list
+# (``.gitconfig``, ``.bashrc``…) and set HOME for git. Which lines it treats so cannot be
+# told from outside, so a line that would be asked and writes or names a configuration
+# file, or writes anything while setting a variable git reads, is refused instead.
+WRITES = re.compile(
+    r">|\b(rm|mv|cp|tee|truncate|dd|install|ln|chmod|touch|mkdir|rsync|patch|tar|unzip)\b"
+    r"|\bsed\s+-i|write|open\(|\s-o\s|--output"
+)
+# a dotfile anywhere in a path, or a file (the last part of a path) named like a config
+CONFIG_NAME = re.compile(
+    r"(?:^|[/\s'\"=(,:])(\.[A-Za-z0-9_][^/\s'\";&|]*)"
+    r"|(?:^|[/\s'\"=])([\w.-]*config[\w.-]*)(?=$|[\s'\";&|)])"
+)
+VARIABLE_OPAQUE = ("set on a line that runs git", "makes programs run commands")
+
+
+def unaskable(tool: str, tool_input: dict[str, Any]) -> str:
+    """Why a Bash line that needs Caesar's approval cannot be put to him through the CLI
+    (see above): the configuration file it writes or names, or "" when it can be asked."""
+    command = tool_input.get("command")
+    if tool != "Bash" or not isinstance(command, str):
+        return ""
+    named = CONFIG_NAME.search(command)
+    name = (named.group(1) or named.group(2)) if named else ""
+    writes = WRITES.search(command) is not None
+    if name and writes:
+        return f"it writes and names {name}"
+    if writes and any(v in opaque_reason(tool, tool_input) for v in VARIABLE_OPAQUE):
+        return "it writes files and sets a variable git reads"
+    return ""
+
+
 def exact_grant(tool_input: dict[str, Any]) -> str:
     """The grant text that covers exactly this (opaque) command."""
     return EXACT.format(tool_input.get("command", ""))

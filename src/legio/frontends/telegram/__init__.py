@@ -18,6 +18,7 @@ Modules:
 - ``hearing``: a voice note in Telegram
 - ``events``: the bot's ``Events`` (what belongs to no request), attached once
 - ``lanes``: the topic a request's messages go to
+- ``publishview``: 🚀 Publish's preview, exactly what is posted, with Post and Cancel
 - ``opsview``: the operations' events: a failed backup said, the digest sent silently
 - ``sending``: Telegram sending
 - ``status``: Telegram's typing action and the throttled `⏳` status message

@@ -361,6 +361,19 @@ class LegioBot:
             lambda watch: self.app.retry(seq, watch),
         )
 
+    async def on_publish(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """/publish <agent> <project>: what would be posted, with 🚀 Post / ✖ Cancel."""
+        message = update.effective_message
+        if message is None or message.text is None:
+            return
+        if addressed_elsewhere(message.text, context.bot.username):
+            return
+        if not await self._private_only(context.bot, message):
+            return
+        parts = message.text.split(maxsplit=1)
+        publishing = self.talk.cards.publishing
+        await publishing.command(context.bot, message.chat_id, parts[1] if len(parts) > 1 else "")
+
     async def _work(
         self,
         bot: Bot,
@@ -443,7 +456,7 @@ class LegioBot:
         receipt = self.arrival(update)
         query = update.callback_query
         stuck = query is not None and self.stuck is not None and StuckView.takes(query)
-        mine = query is not None and (query.data or "").startswith("card:")
+        mine = query is not None and (query.data or "").startswith(("card:", "pub:"))
         forge = query is not None and self.forge is not None and self.forge.owns(query.data)
         if (mine or forge) and receipt is not None:
             self.app.settle(receipt)  # a tap that stops nothing
@@ -494,7 +507,7 @@ def build_application(
     message = filters.UpdateType.MESSAGE
     # every admin command from the one table (legio.frontends.admin): run by Admin, except
     # the two this front-end answers itself; one that may wait for an agent does not block
-    own = {"retry": bot.on_retry, "project": bot.talk.on_project}
+    own = {"retry": bot.on_retry, "project": bot.talk.on_project, "publish": bot.on_publish}
     for command in BY_NAME.values():
         callback = own.get(command.name, bot.on_command)
         handler = CommandHandler(command.name, callback, filters=message, block=not command.waits)

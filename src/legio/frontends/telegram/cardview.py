@@ -5,7 +5,8 @@ request's lane, with **🔍 Diff**, **🧪 Checks** (a check configured), **🛠
 failed) and **🗑 Drop**; ``update`` edits a card already shown when its check ends, and
 posts a card nobody asked for (the Legatus's dispatch) in the agent's lane. A tap names
 the card, never "the latest": an older card's buttons still show that card's own turn and
-say when the branch has moved on. Drop asks once more before it removes a copy. Strangers'
+say when the branch has moved on. **🚀 Publish** shows what would be posted and posts only
+on the confirming tap (``publishview``). Drop asks once more before it removes a copy. Strangers'
 taps never reach here (``bot.py``'s gate answers them "not yours").
 """
 
@@ -29,12 +30,12 @@ from telegram.error import BadRequest, TelegramError
 
 from legio.app import CheckRecord, LegioApp, Target
 from legio.doors.workdoor import WorkDoor
-from legio.errors import ForgeError, ProjectError, PushRejected
+from legio.errors import ForgeError, ProjectError
 from legio.frontends.checkviews import check_badge, check_report
-from legio.frontends.forgelines import published_text
 from legio.frontends.numbers import digits
 from legio.frontends.telegram.diffs import send_card_diff
 from legio.frontends.telegram.lanes import Lane, in_lane
+from legio.frontends.telegram.publishview import PublishDesk
 from legio.frontends.telegram.sending import plain_pages, send_document, send_with_retries
 from legio.frontends.views import card_text
 from legio.request import Reply, Watch, WorkCard
@@ -93,6 +94,10 @@ class CardDesk:
         self._app = app
         self.caesar_ids = caesar_ids
         self.shown: dict[int, list[_Shown]] = {}
+        self.bot: Bot | None = None
+        self.lane_for: LaneFor | None = None
+        self.work: Work | None = None  # runs a request under a live view (Fix)
+        self.publishing = PublishDesk(app)  # 🚀 Publish's previews, waiting for a tap
         self.cockpit = ""  # [web] public_url: each card gets ↗ Open (Caesar's private chats)
 
     def _keyboard(
@@ -102,9 +107,6 @@ class CardDesk:
         private = chat_id > 0
         url = f"{self.cockpit}/card/{card.id}" if self.cockpit and private else ""
         return card_keyboard(card, check, open_url=url)
-        self.bot: Bot | None = None
-        self.lane_for: LaneFor | None = None
-        self.work: Work | None = None  # runs a request under a live view (Fix)
 
     @property
     def app(self) -> LegioApp:
@@ -163,7 +165,10 @@ class CardDesk:
     # ---------------------------------------------------------- taps
 
     async def on_tap(self, query: CallbackQuery) -> None:
-        """A card's button, tapped by Caesar."""
+        """A card's button, tapped by Caesar (a Publish preview's too: ``publishview``)."""
+        if PublishDesk.owns(query.data):
+            await self.publishing.on_tap(query)
+            return
         parts = (query.data or "").split(":")
         number = digits(parts[2]) if len(parts) == 3 else None
         card = await self.room.card(number) if number is not None else None
@@ -202,11 +207,8 @@ class CardDesk:
                 await self._checks(message, card)
         elif action == "fix":
             await self._fix(query, message, card, lane)
-        elif action in ("pub", "force") and card.publishable:
-            await query.answer("Publishing…")
-            if action == "force":
-                with contextlib.suppress(TelegramError):
-                    await message.edit_reply_markup(None)
+        elif action in ("pub", "force") and card.publishable:  # "force": a button of old
+            await query.answer("What would be posted…")
             with in_lane(lane):
                 await self._publish(message, card, force=action == "force")
         elif action == "nopub":
@@ -237,47 +239,22 @@ class CardDesk:
                 )
 
     async def _publish(self, message: Message, card: WorkCard, *, force: bool) -> None:
-        """🚀 Publish: Legio pushes the agent's branch and opens or updates its pull
-        request; a push the forge refuses as not a fast-forward asks before forcing."""
+        """🚀 Publish: what would be posted, shown with 🚀 Post / ✖ Cancel
+        (``publishview``); nothing is pushed or posted before that tap."""
         bot, chat_id = message.get_bot(), message.chat_id
         check = await self._check(card)
         try:
-            done = await self.room.publish(
+            preview = await self.room.publish_preview(
                 card.agent,
                 card.project,
-                force=force,
                 summary=await self.room.card_summary(card.id),
                 check=check_badge(check) if check else "",
                 commit=card.tip,  # what this card showed, never newer unseen commits
             )
-        except PushRejected as e:
-            if not e.non_fast_forward or force:
-                await send_with_retries(bot, chat_id, f"The forge refused the push: {e.reason}")
-                return
-            ask = InlineKeyboardMarkup(
-                [
-                    [
-                        InlineKeyboardButton(
-                            f"⚠️ Replace the forge's {card.branch}",
-                            callback_data=f"card:force:{card.id}",
-                        ),
-                        InlineKeyboardButton("Cancel", callback_data=f"card:nopub:{card.id}"),
-                    ]
-                ]
-            )
-            await send_with_retries(
-                bot,
-                chat_id,
-                f"The forge refused the push: {e.reason}\nIts {card.branch} has commits "
-                f"{card.agent}'s branch does not. Replace it with {card.agent}'s? Only Legio's "
-                "own branch moves; your base branch is never pushed.",
-                reply_markup=ask,
-            )
-            return
         except (ForgeError, ProjectError) as e:
             await send_with_retries(bot, chat_id, f"Not published: {e}")
             return
-        await send_with_retries(bot, chat_id, published_text(done))
+        await self.publishing.show(bot, chat_id, preview, force=force)
 
     async def _fix(
         self, query: CallbackQuery, message: Message, card: WorkCard, lane: Lane

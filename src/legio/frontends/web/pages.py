@@ -107,7 +107,8 @@ def routes(router: web.UrlDispatcher) -> None:
     router.add_post("/stop/{agent}", stop)
     router.add_post("/ask/{id:\\d+}/{choice}", decide)
     router.add_post("/jobs/{id:\\d+}/cancel", cancel_job)
-    router.add_post("/card/{id:\\d+}/publish", publish)
+    router.add_post("/card/{id:\\d+}/preview", preview)
+    router.add_post("/publish/{digest:[0-9a-f]{12}}", publish)
     router.add_post("/card/{id:\\d+}/drop", drop)
 
 
@@ -202,22 +203,52 @@ async def card_diff(request: web.Request) -> web.Response:
     return response
 
 
-async def publish(request: web.Request) -> web.Response:
-    """🚀 Publish, with the chat's second question before replacing the forge's branch."""
+async def preview(request: web.Request) -> web.Response:
+    """🚀 Publish, first step: what would be posted, nothing pushed (the chat's preview)."""
     source = door(request)
     found = await source.card(int(request.match_info["id"]))
     if found is None:
         return web.json_response({"error": "This card is gone."}, status=404)
+    try:
+        shown = await source.publish_preview(found)
+    except (ForgeError, ProjectError) as e:
+        return web.json_response({"said": f"Not published: {e}"})
+    return web.json_response(
+        {
+            "preview": {
+                "title": shown.title,
+                "body": shown.body,
+                "where": f"{visible(shown.branch)} → {visible(shown.base)} of {shown.repo}",
+                "commit": shown.commit[:12],
+            },
+            "post": f"/publish/{shown.digest}",
+        }
+    )
+
+
+async def publish(request: web.Request) -> web.Response:
+    """🚀 Post exactly the preview Caesar was shown, once; a push the forge refuses as not
+    a fast-forward asks before replacing its branch (the chat's second question)."""
+    source = door(request)
+    shown = source.take_preview(request.match_info["digest"])
+    if shown is None:
+        return web.json_response(
+            {
+                "said": "Already answered (or Legio restarted): nothing more is posted. "
+                "Tap 🚀 Publish again for a new preview."
+            }
+        )
     force = request.query.get("force") == "1"
     try:
-        done = await source.publish(found, force=force)
+        done = await source.publish(shown, force=force)
     except PushRejected as e:
         if not e.non_fast_forward or force:
             return web.json_response({"said": f"The forge refused the push: {e.reason}"})
+        source.pin_preview(shown)
         question = (
-            f"The forge refused the push: {e.reason}\nIts {found.branch} has commits "
-            f"{found.agent}'s branch does not. Replace it with {found.agent}'s? Only Legio's "
-            "own branch moves; your base branch is never pushed."
+            f"The forge refused the push: {e.reason}\nIts {visible(shown.branch)} has commits "
+            f"{shown.agent}'s branch does not. Replace it with {shown.agent}'s, with the pull "
+            "request shown? Only Legio's own branch moves; your base branch is never pushed."
         )
         return web.json_response({"ask": question, "again": f"{request.path}?force=1"})
     except (ForgeError, ProjectError) as e:

@@ -19,6 +19,7 @@ from legio.app import (
     LegioApp,
     Listing,
     Published,
+    PublishPreview,
     PullRecord,
     SearchHit,
     Stopped,
@@ -31,6 +32,7 @@ from legio.frontends.web.sharing import Approvals, Observed
 from legio.request import CardDiff, Watch, WorkCard
 
 JOB_ID = re.compile(r"#(\d+) ")
+PREVIEWS_KEPT = 16
 
 
 class Source:
@@ -45,6 +47,7 @@ class Source:
         self.live = live or Live()
         self.approvals = Approvals(self.live)
         self._detach: list[Callable[[], Any]] = []
+        self.previews: dict[str, PublishPreview] = {}  # shown on a card's page, by digest
 
     # ---------------------------------------------------------- wiring
 
@@ -98,18 +101,34 @@ class Source:
     def check_log(self, run_id: int) -> Path | None:
         return self.work.check_log(run_id)
 
-    async def publish(self, card: WorkCard, *, force: bool = False) -> Published:
-        """🚀 Publish as the card's button does: exactly the card's commit, its summary,
-        its check's line (``PushRejected``, ``ForgeError``, ``ProjectError``)."""
+    async def publish_preview(self, card: WorkCard) -> PublishPreview:
+        """What 🚀 Publish would post for the card, nothing pushed (as the card's button
+        shows it): exactly the card's commit, its summary, its check's line. The preview
+        is pinned here by its digest until it is posted or ``PREVIEWS_KEPT`` newer ones come."""
         check = await self.check(card.check_id) if card.check_id is not None else None
-        return await self.work.publish(
+        preview = await self.work.publish_preview(
             card.agent,
             card.project,
-            force=force,
             summary=await self.work.card_summary(card.id),
             check=check_badge(check) if check else "",
             commit=card.tip,
         )
+        self.previews[preview.digest] = preview
+        while len(self.previews) > PREVIEWS_KEPT:
+            self.previews.pop(next(iter(self.previews)))
+        return preview
+
+    def take_preview(self, digest: str) -> PublishPreview | None:
+        """The pinned preview Caesar confirms, once (None: posted already, or gone)."""
+        return self.previews.pop(digest, None)
+
+    def pin_preview(self, preview: PublishPreview) -> None:
+        """Pinned again, for the force question after a refused push."""
+        self.previews[preview.digest] = preview
+
+    async def publish(self, preview: PublishPreview, *, force: bool = False) -> Published:
+        """Post exactly ``preview`` (``PushRejected``, ``ForgeError``, ``ProjectError``)."""
+        return await self.work.publish(preview.agent, preview.project, force=force, preview=preview)
 
     async def drop(self, card: WorkCard) -> int | None:
         """🗑 Drop the card's copy (its branch published first; ``ProjectError``)."""

@@ -45,12 +45,27 @@
         if (!r.ok) { toast(body.error || "Refused."); return; }
         if (body.stopped !== undefined) toast(body.stopped ? "Stopped." : "Nothing to stop.");
         else if (body.ask) { if (confirm(body.ask)) post(body.again, button); return; }
+        else if (body.preview) { showPreview(body); return; }
         else if (body.said) toast(body.said);
         const ask = button.closest(".ask"); if (ask) ask.remove();
         const job = button.closest(".job"); if (job) job.remove();
       }))
       .catch(() => toast("No answer from Legio."))
       .finally(() => { button.disabled = false; });
+  }
+  function showPreview(body) {
+    const place = document.getElementById("preview");
+    place.textContent = "";
+    const el = document.createElement("article");
+    el.innerHTML = '<h2>What will be posted</h2><p class="note where"></p><h3>Title</h3>' +
+      '<pre class="title"></pre><h3>Body</h3><pre class="body"></pre><p class="buttons">' +
+      '<button class="post">🚀 Post this pull request</button><button class="cancel">✖ Cancel</button></p>';
+    el.querySelector(".where").textContent = body.preview.where + " · " + body.preview.commit;
+    el.querySelector(".title").textContent = body.preview.title;
+    el.querySelector(".body").textContent = body.preview.body;
+    el.querySelector(".post").dataset.post = body.post;
+    el.querySelector(".cancel").addEventListener("click", () => { place.textContent = ""; toast("✖ Not published."); });
+    place.append(el);
   }
   document.addEventListener("click", (event) => {
     const button = event.target.closest("[data-post]");
