@@ -6,6 +6,7 @@ feed with its catch-up, Stop, an approval decided on the page, a card's diff."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -421,3 +422,26 @@ def test_legio_cockpit_says_how_to_turn_it_on(
 
     assert main(["cockpit", "-c", str(write_config(""))]) == 1
     assert "The cockpit is off: set [web] listen" in capsys.readouterr().err
+
+
+async def test_connections_beyond_the_bound_are_closed_at_once(
+    cockpit: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any local user can connect: idle connections cannot take the daemon's descriptors."""
+    from legio.frontends.web import server
+
+    monkeypatch.setattr(server, "MAX_CONNECTIONS", 2)
+    host, port = cockpit.url.removeprefix("http://").rsplit(":", 1)
+    held = [await asyncio.open_connection(host, int(port)) for _ in range(2)]
+    await asyncio.sleep(0.1)  # both accepted and held, idle
+    reader, writer = await asyncio.open_connection(host, int(port))
+    async with asyncio.timeout(5):
+        with contextlib.suppress(ConnectionResetError):  # closed at once, unanswered
+            assert await reader.read() == b""
+    writer.close()
+    for _, w in held:
+        w.close()
+        await w.wait_closed()
+    await asyncio.sleep(0.1)
+    async with client() as http, http.get(f"{cockpit.url}/") as r:
+        assert r.status == 401  # served again once they went

@@ -44,6 +44,8 @@ CSP = (
 DIFF_CSP = f"default-src 'none'; style-src 'unsafe-inline'; frame-ancestors {FRAMERS}"
 HEARTBEAT_S = 15.0
 OPEN = frozenset({"/auth", "/logout"})
+MAX_CONNECTIONS = 64  # held at once; one beyond them is closed at once, unanswered
+KEEPALIVE_S = 15.0  # an idle kept-alive connection is closed after this
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -111,21 +113,35 @@ class Cockpit:
         self.web.router.add_static("/static/", STATIC, append_version=False)
         pages.routes(self.web.router)
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.Server | None = None
 
     # ---------------------------------------------------------- life
 
     async def start(self) -> tuple[str, int]:
-        """Listen on ``[web] listen``; the address bound (port 0 picks one)."""
+        """Listen on ``[web] listen``; the address bound (port 0 picks one). At most
+        ``MAX_CONNECTIONS`` at once (any local user can connect: one beyond them is closed
+        at once, so the daemon's descriptors are never the cockpit's to spend); an idle
+        kept-alive connection is closed after ``KEEPALIVE_S``."""
         host, _, port = self.config.web.listen.rpartition(":")
         self._runner = web.AppRunner(
-            self.web, access_log=None, handle_signals=False, shutdown_timeout=1.0
+            self.web,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=1.0,
+            keepalive_timeout=KEEPALIVE_S,
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host.strip("[]"), int(port))
-        await site.start()
-        server = site._server
-        assert isinstance(server, asyncio.base_events.Server)
-        bound = server.sockets[0].getsockname()[:2]
+        handler = self._runner.server
+        assert handler is not None
+
+        def protocol() -> asyncio.BaseProtocol:
+            if len(handler.connections) >= MAX_CONNECTIONS:
+                return Turned()
+            return handler()
+
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(protocol, host.strip("[]"), int(port))
+        bound = self._server.sockets[0].getsockname()[:2]
         self.bound = (str(bound[0]), int(bound[1]))
         self.hosts = self.allowed_hosts()
         self.source.answer_on_socket("cockpit", self.mint_link)
@@ -134,8 +150,11 @@ class Cockpit:
 
     async def close(self) -> None:
         self.source.detach()
+        if self._server is not None:
+            self._server.close()
+            self._server = None
         if self._runner is not None:
-            await self._runner.cleanup()
+            await self._runner.cleanup()  # its connections ended, then the app's
             self._runner = None
 
     def allowed_hosts(self) -> set[str]:
@@ -295,6 +314,14 @@ class Cockpit:
             live.unsubscribe(sub)
             with contextlib.suppress(Exception):
                 await response.write_eof()
+
+
+class Turned(asyncio.Protocol):
+    """A connection beyond ``MAX_CONNECTIONS``: closed at once, its descriptor given back."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.abort()
 
 
 def frame(event_id: int, event: str, data: str) -> bytes:
