@@ -11,12 +11,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from legio.app import ApprovalRequest, Decision, LegioApp, QuestionRequest
+from legio.app import LegioApp
 from legio.frontends.web.auth import sign_init_data
 from legio.frontends.web.server import Cockpit
 from legio.frontends.web.source import Source
 from legio.projects.turnwork import mark
-from legio.request import WorkCard
+from legio.request import ApprovalRequest, Decision, QuestionRequest, WorkCard
 from tests.conftest import FakeCli
 from tests.gitrepo import git
 from tests.legion import fake_cli_config

@@ -11,12 +11,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from legio.app import Asker, ForgeEvent, LegioApp
+from legio.app import LegioApp
 from legio.audience import Quiet
 from legio.config import Config, load_config
 from legio.frontends.views import agent_header, reply_text
 from legio.memoria import MemoriaStore
-from legio.request import Reply
+from legio.request import Asker, ForgeEvent, Reply
 from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.manager import SessionManager
 from legio.store.grants import ApprovalStore

@@ -95,7 +95,7 @@ async def test_backup_while_messages_flow_restores_row_by_row(
     assert len(posted) > 1
 
     target = tmp_path / "restored"
-    report = restore(result.archive, target)
+    report = restore(result.archive, target, config)
     restored_db = target / "castra" / "praetorium.db"
     for table in TABLES:
         original = rows(castra_dir / "praetorium.db", table, upto=None)
@@ -184,7 +184,7 @@ async def test_keep_prunes_oldest_and_nonempty_target_is_refused(
     with pytest.raises(BackupError, match="cancelled"):
         make_backup(config, folder, cancel=stop)
     assert sorted(folder.iterdir()) == sorted([*made, folder / ".backup.lock"])
-    assert prune(folder, 2) == made[:2]
+    assert prune(folder, 2).removed == made[:2]
     assert archives(folder) == made[2:]
     full = tmp_path / "full"
     full.mkdir()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ async def settled(bot: Running, card: Call, mark: str) -> Call:
     (a quick check may end before the card is sent; else the card says ``⏳ running``)."""
     if mark in str(card.params["text"]):
         return card
-    assert str(card.params["text"]).endswith("⏳ running")
+    assert re.search(r"⏳ running on [0-9a-f]{7}$", str(card.params["text"]))
     assert "🛠 Fix" not in buttons(card)
     card_id = int(card.result["message_id"])
     return await bot.api.wait_for_call(
@@ -183,6 +184,8 @@ async def test_a_card_shows_its_check_and_fix_asks_the_agent(
         card_id = int(card.result["message_id"])
         failed = await settled(bot, card, "❌")
         assert "❌ failed (exit code 1)" in failed.params["text"]
+        tip = git(project, "rev-parse", "legio/vorenus/main").strip()
+        assert str(failed.params["text"]).endswith(f" on {tip[:7]}")  # the commit checked
         keys = {
             b["text"]: b["callback_data"]
             for row in failed.params["reply_markup"]["inline_keyboard"]

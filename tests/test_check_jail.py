@@ -101,7 +101,7 @@ async def test_a_secret_that_appears_while_a_check_runs_stays_out_of_it(
     b = await bench(
         f"touch started; while [ ! -f go ]; do sleep 0.05; done; {reads} ls -a {home}; exit 1"
     )
-    run = await b.checks.start("vorenus", "app", b.copy, "c0ffee")
+    run = await b.checks.start("vorenus", "app", b.copy, "c0ffee", uncommitted=True)
     while not (b.copy / "started").exists():
         assert run.running, run.record
         await asyncio.sleep(0.05)

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from legio.frontends.checkviews import check_badge, check_duration, check_part, check_report
+from legio.frontends.checkviews import check_part, check_report
+from legio.projects.checkwords import check_badge, check_duration
 from legio.store.checkstore import CheckRecord
 
 START = datetime(2026, 11, 25, 8, 0, tzinfo=UTC)
@@ -43,7 +44,20 @@ COUNT = {"passed": 212, "failed": 0, "skipped": 0, "total": 212, "unit": "tests"
             "❌ 3 failed of 212 · 41 s",
         ),
         ({"state": "failed", "exit_code": 2, "duration_s": 38}, "❌ failed (exit code 2) · 38 s"),
-        ({**COUNT, "state": "failed", "exit_code": 2}, "❌ exit code 2, 212 passed · 41 s"),
+        # issue 44: a count that contradicts the exit code is not shown, the exit is
+        ({**COUNT, "state": "failed", "exit_code": 2}, "❌ exit code 2 · 41 s"),
+        (
+            {**COUNT, "state": "failed", "passed": 3, "total": 3, "exit_code": 1},
+            "❌ exit code 1 · 41 s",
+        ),
+        (
+            {**COUNT, "passed": 5000, "failed": 1, "total": 5001},
+            "✅ exit code 0 (its output counted failures: see its last lines) · 41 s",
+        ),
+        (
+            {"passed": 2, "failed": 1, "total": 3, "unit": "packages"},
+            "✅ exit code 0 (its output counted failures: see its last lines) · 41 s",
+        ),
         (
             {"passed": 2, "failed": 1, "total": 3, "unit": "packages", "state": "failed"},
             "❌ 1 of 3 packages failed · 41 s",

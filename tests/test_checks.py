@@ -25,6 +25,7 @@ from legio.fence.jail import JailSupport, jail_support
 from legio.frontends.views import projects_lines
 from legio.projects.checkoutput import MAX_LOG_BYTES, TAIL_LINES
 from legio.projects.checks import Checks
+from legio.projects.checkwords import check_badge
 from legio.projects.copies import Place, Projects
 from legio.projects.overview import check_projects, overview
 from legio.store.checkstore import CheckRecord, CheckStore
@@ -82,7 +83,7 @@ class Bench:
         return self.place.copy
 
     async def run(self) -> CheckRecord:
-        run = await self.checks.start("vorenus", "app", self.copy, "c0ffee")
+        run = await self.checks.start("vorenus", "app", self.copy, "c0ffee", uncommitted=True)
         return await run.wait()
 
 
@@ -96,11 +97,13 @@ async def bench(castra_dir: Path, tmp_path: Path) -> AsyncIterator[BenchFactory]
     opened: list[Bench] = []
     project = make_project(tmp_path / "app")
 
-    async def make(command: str, timeout: float = 15, **options: object) -> Bench:
+    async def make(
+        command: str, timeout: float = 15, sandbox: str = "", **options: object
+    ) -> Bench:
         toml = tmp_path / "legio.toml"
         toml.write_text(
             f'[projects.app]\npath = "{project}"\ncheck = """{command}"""\n'
-            f'check_timeout = {timeout}\n[sandbox]\ncheck_read = ["{PY_HOME}"]\n'
+            f'check_timeout = {timeout}\n[sandbox]\ncheck_read = ["{PY_HOME}"]\n{sandbox}'
         )
         config = load_config(toml)
         castra = Castra(config.castra)
@@ -136,7 +139,7 @@ async def test_a_passing_check_is_recorded_with_its_count(bench: BenchFactory) -
         seen.append(record)
 
     b.checks.follow(told)
-    run = await b.checks.start("vorenus", "app", b.copy, "c0ffee")
+    run = await b.checks.start("vorenus", "app", b.copy, "c0ffee", uncommitted=True)
     assert run.record.state == "running" and run.commit == "c0ffee"
     assert (await b.checks.last("vorenus", "app")) == run.record  # running, as it stands
     record = await run.wait()
@@ -283,10 +286,10 @@ async def test_a_check_has_no_network(bench: BenchFactory) -> None:
 async def test_a_newer_check_cancels_the_older_one(bench: BenchFactory) -> None:
     marker = "4712.0815"
     b = await bench(f"test -f fast || (echo slow started; sleep {marker})")
-    first = await b.checks.start("vorenus", "app", b.copy, "aaaa")
+    first = await b.checks.start("vorenus", "app", b.copy, "aaaa", uncommitted=True)
     assert first.running
     (b.copy / "fast").write_text("")
-    second = await b.checks.start("vorenus", "app", b.copy, "bbbb")
+    second = await b.checks.start("vorenus", "app", b.copy, "bbbb", uncommitted=True)
     older = await first.wait()
     assert older.state == "cancelled"
     assert older.detail == f"superseded by check #{second.id} (a newer turn)"
@@ -300,7 +303,7 @@ async def test_a_newer_check_cancels_the_older_one(bench: BenchFactory) -> None:
 async def test_closing_stops_every_running_check(bench: BenchFactory) -> None:
     marker = "4713.0815"
     b = await bench(f"sleep {marker}")
-    run = await b.checks.start("vorenus", "app", b.copy, "aaaa")
+    run = await b.checks.start("vorenus", "app", b.copy, "aaaa", uncommitted=True)
     await b.checks.close()
     record = await run.wait()
     assert record.state == "cancelled" and record.detail == "Legio shut down while it ran"
@@ -345,11 +348,11 @@ async def test_start_refuses_a_project_without_check_or_another_copy(
 ) -> None:
     b = await bench("true")
     with pytest.raises(ProjectError, match="is not vorenus's copy"):
-        await b.checks.start("vorenus", "app", tmp_path, "aaaa")
+        await b.checks.start("vorenus", "app", tmp_path, "aaaa", uncommitted=True)
     b.checks.projects.config.projects["app"] = ProjectSettings(path=b.project)
     assert not b.checks.configured("app")
     with pytest.raises(ProjectError, match='add check = "make test"'):
-        await b.checks.start("vorenus", "app", b.copy, "aaaa")
+        await b.checks.start("vorenus", "app", b.copy, "aaaa", uncommitted=True)
 
 
 @pytest.fixture
@@ -396,15 +399,20 @@ async def test_projects_shows_each_copys_last_check_and_nothing_without_one(
     b = await bench(f"{PY} fake_pytest.py")
     projects = b.checks.projects
     lines = await check_projects(projects.config, projects.castra)
-    said = f"project #app: check `{PY} fake_pytest.py` (in each copy, sandboxed, no network"
-    assert ("ok", said + ", killed after 15 min)") in lines
+    said = f"project #app: check `{PY} fake_pytest.py` (on a clean tree of the commit, "
+    assert ("ok", said + "sandboxed, no network, killed after 15 min)") in lines
+    [limits] = [text for _, text in lines if "its check's limits by " in text]
+    assert "1024 processes" in limits or "processes not limited" in limits
     [before] = await overview(projects, b.checks)
     assert before.check == f"{PY} fake_pytest.py"
     assert projects_lines([before])[1].endswith(", check: not run yet")
     (b.copy / "fake_pytest.py").write_text(PYTEST_LIKE)
+    git(b.copy, "add", "fake_pytest.py", caesar=False)
+    git(b.copy, "commit", "--quiet", "-m", "a fake pytest", caesar=False)
+    await projects.publish(b.place)
     head = git(b.copy, "rev-parse", "HEAD").strip()
     record = await (await b.checks.start("vorenus", "app", b.copy)).wait()
-    assert record.commit == head  # the copy's HEAD when none is named
+    assert record.commit == head and not record.uncommitted  # the copy's HEAD, committed
     [state] = await overview(projects, b.checks)
     assert state.copies[0].check == record
     line = projects_lines([state])[1]
@@ -428,7 +436,7 @@ async def test_the_engine_marks_cut_off_runs_at_start_and_stops_running_ones_at_
     try:
         place = await app.engine.sessions.projects.place("vorenus", "app")
         cut = await app.engine.checks.store.begin("pullo", "app", "make", "aaaa", 60, now())
-        run = await app.engine.checks.start("vorenus", "app", place.copy, "bbbb")
+        run = await app.engine.checks.start("vorenus", "app", place.copy, "bbbb", uncommitted=True)
     finally:
         await app.close()
     stopped = await run.wait()
@@ -446,7 +454,7 @@ async def test_the_engine_marks_cut_off_runs_at_start_and_stops_running_ones_at_
 async def test_dropping_a_copy_stops_its_check(bench: BenchFactory) -> None:
     marker = "4715.0815"
     b = await bench(f"sleep {marker}")
-    run = await b.checks.start("vorenus", "app", b.copy, "aaaa")
+    run = await b.checks.start("vorenus", "app", b.copy, "aaaa", uncommitted=True)
     assert await b.checks.cancel("pullo", "app", "no such run") is None
     stopped = await b.checks.cancel("vorenus", "app", "its copy was dropped")
     assert stopped is not None and stopped.state == "cancelled"
@@ -465,7 +473,7 @@ async def test_a_sandbox_that_cannot_start_is_an_error_not_a_failed_check(
     broken.chmod(0o755)
     b = await bench("true", support=lambda: JailSupport(True, str(broken)))
     record = await b.run()
-    assert record.state == "error"
+    assert record.state == "error", (record.tail, record.detail)
     assert record.detail == (
         "the sandbox could not start (bwrap: Can't mount tmpfs on /newroot/x: No such file): "
         "the check did not run"
@@ -473,3 +481,25 @@ async def test_a_sandbox_that_cannot_start_is_an_error_not_a_failed_check(
     gone_bwrap = await bench("true", support=lambda: JailSupport(True, str(tmp_path / "none")))
     record = await gone_bwrap.run()
     assert record.state == "error" and (record.detail or "").startswith("the check could not run")
+
+
+@pytest.mark.parametrize(
+    ("printed", "code", "badge"),
+    [
+        # issue 44: a cargo line and a pytest line were summed into "✅ 1 failed of 5,001"
+        (
+            "test result: ok. 5000 passed; 0 failed; 0 ignored; 0 measured\\n1 failed in 0.1s",
+            0,
+            "✅ exit code 0 (its output counted failures: see its last lines)",
+        ),
+        ("3 passed in 0.1s", 1, "❌ exit code 1"),  # was "❌ exit code 1, 3 passed"
+        ("3 failed, 2 passed in 0.1s", 1, "❌ 3 failed of 5"),
+        ("5 passed in 0.1s", 0, "✅ 5 passed"),
+    ],
+)
+async def test_the_badge_never_has_a_count_that_contradicts_the_exit(
+    bench: BenchFactory, printed: str, code: int, badge: str
+) -> None:
+    b = await bench(f"printf '{printed}\\n'; exit {code}")
+    record = await b.run()
+    assert check_badge(record).startswith(badge + " · "), check_badge(record)

@@ -21,8 +21,7 @@ from urllib.parse import quote
 import pytest
 import pytest_asyncio
 
-from legio.app import Status
-from legio.request import Callbacks, Request, Watch
+from legio.request import Callbacks, Request, Status, Watch
 from tests.cockpitbench import (
     Running,
     Unanswered,

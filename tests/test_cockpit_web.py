@@ -14,10 +14,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from legio.app import ApprovalRequest
 from legio.config import Config
 from legio.frontends.web.server import COOKIE, web_problem
-from legio.request import Callbacks, Reply
+from legio.request import ApprovalRequest, Callbacks, Reply
 from tests.cockpitbench import (
     Running,
     Unanswered,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from legio.app import LegioApp, Pointer
+from legio.app import LegioApp
 from legio.frontends.admin import Admin
-from legio.request import Request
+from legio.request import Pointer, Request
 from tests.conftest import FakeCli
 from tests.legion import processes_of
 

@@ -228,3 +228,44 @@ async def test_issues_during_a_long_rate_limit_answer_until_when_and_never_freez
     assert re.search(r"the forge's rate limit: until \d\d:\d\d", answer.params["text"])
     start = await bot.ask("/help")  # the bot answers the rest meanwhile
     await bot.answer(start, lambda t: "/publish" in t, wait_s=20)
+
+
+async def test_a_commit_hidden_by_skip_worktree_is_checked_and_published_as_failing(
+    castra_dir: Path,
+    fake_cli: FakeCli,
+    tmp_path: Path,
+    forge: FakeForge,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 44, item 2, through the daemon: the agent commits code that fails Caesar's
+    check, marks the file ``skip-worktree`` and puts the passing content back. The card's
+    check ran on that commit (❌, naming it), and Publish posts that result for it."""
+    from tests.test_cards_bot import card_after, settled
+
+    project = make_project(tmp_path / "app")
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    git(project, "remote", "set-url", "origin", str(remote))
+    git(project, "push", "--quiet", "origin", "main")
+    forge.add_repo(REPO, bare=remote)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    extra = (
+        f'[forge]\napi_url = "{forge.api_url}"\n'
+        f'[projects.app]\npath = "{project}"\nrepo = "{REPO}"\ncheck = "python3 test_app.py"\n'
+    )
+    attack = (
+        "printf 'def add(a, b):\\n    return a * b + 1\\n' > app.py && git commit -qam refactor"
+        " && git update-index --skip-worktree app.py"
+        " && printf 'def add(a, b):\\n    return a + b\\n' > app.py"
+    )
+    async with running_bot(castra_dir, fake_cli, extra) as running:
+        card = await card_after(running, f"@vorenus #app refactor add\n{bash(attack)}")
+        tip = git(project, "rev-parse", "legio/vorenus/main").strip()
+        failed = await settled(running, card, "❌")
+        assert str(failed.params["text"]).endswith(f" on {tip[:7]}")
+        start = len(running.api.calls)
+        running.api.add_callback(card_buttons(failed)["🚀 Publish"], int(card.result["message_id"]))
+        start = await post(running, start)  # what would be posted, then Post
+        await running.answer(start, lambda t: "pull request" in t)
+        [pull] = forge.pulls(REPO)
+        assert f"Last check, of {tip[:7]}: ❌" in pull["body"] and "✅" not in pull["body"]

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from legio.app import ApprovalRequest, Decision, ForgeEvent, LegioApp
+from legio.app import LegioApp
 from legio.frontends.admin import Admin
 from legio.legatus.scheduling import job_runner
-from legio.request import Callbacks, Choice, WorkCard
+from legio.request import ApprovalRequest, Callbacks, Choice, Decision, ForgeEvent, WorkCard
 from tests.conftest import FakeCli
 from tests.fakes.fake_forge import FakeForge
 from tests.gitrepo import git, make_project
@@ -92,7 +92,7 @@ async def test_publish_ci_and_issues_with_the_token_out_of_reach(
     [card] = cards
     assert card.publishable
 
-    done = await app.work.publish("vorenus", "app", check="✅ make test")
+    done = await app.work.publish(await app.work.publish_preview(card.id))
     assert done.created and done.number == 1 and done.branch == "legio/vorenus/main"
     heads = git(flow.remote, "for-each-ref", "--format=%(refname)")
     assert heads.split() == ["refs/heads/legio/vorenus/main", "refs/heads/main"]

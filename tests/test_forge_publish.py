@@ -16,7 +16,7 @@ from legio.castra import Castra
 from legio.config import load_config
 from legio.errors import ForgeError, ProjectError, PushRejected
 from legio.forge.github import GitHub
-from legio.forge.publish import Publisher
+from legio.forge.publish import Published, Publisher, PullWords
 from legio.forge.push import PushRemote, push, push_target, repo_of_url
 from legio.projects.copies import Projects
 from legio.store.praetorium import Praetorium
@@ -81,12 +81,18 @@ def remote_refs(remote: Path) -> dict[str, str]:
     return dict(line.split() for line in out.splitlines())
 
 
+async def publish(bench: Bench, agent: str, *, force: bool = False, **words: str) -> Published:
+    """Publish as a tap does: what would be posted with these words, then exactly that."""
+    shown = await bench.publisher.preview(agent, "app", PullWords(**words))
+    return await bench.publisher.publish(shown, force=force)
+
+
 async def test_publish_pushes_the_agents_branch_and_opens_one_pull_request(
     bench: Bench,
 ) -> None:
     main_before = remote_refs(bench.remote)["refs/heads/main"]
     first = await commit(bench, "vorenus", "def add(a, b):\n    return a + b\n", "fix add")
-    done = await bench.publisher.publish("vorenus", "app", check="✅ make test passed")
+    done = await publish(bench, "vorenus", check="✅ make test passed", check_commit=first)
     refs = remote_refs(bench.remote)
     assert refs == {"refs/heads/main": main_before, "refs/heads/legio/vorenus/main": first}
     assert (done.created, done.pushed, done.commit, done.branch) == (
@@ -98,13 +104,13 @@ async def test_publish_pushes_the_agents_branch_and_opens_one_pull_request(
     pulls = bench.forge.pulls(REPO)
     assert len(pulls) == 1 and pulls[0]["title"] == "fix add"
     assert pulls[0]["base"]["ref"] == "main" and done.url == pulls[0]["html_url"]
-    assert "Last check: ✅ make test passed" in pulls[0]["body"]
+    assert f"Last check, of {first[:7]}: ✅ make test passed" in pulls[0]["body"]
     assert "Opened through Legio by vorenus" in pulls[0]["body"]
     record = await bench.pulls.of("app", "vorenus")
     assert record is not None and (record.number, record.head_sha) == (done.number, first)
 
     second = await commit(bench, "vorenus", "def add(a, b):\n    return b + a\n", "commute")
-    again = await bench.publisher.publish("vorenus", "app", summary="Fix add\n\nIt subtracted.")
+    again = await publish(bench, "vorenus", summary="Fix add\n\nIt subtracted.")
     assert (again.created, again.number, again.commit) == (False, done.number, second)
     pulls = bench.forge.pulls(REPO)
     assert len(pulls) == 1  # updated, no duplicate
@@ -118,7 +124,7 @@ async def test_a_rejected_push_is_said_in_gits_words_and_force_needs_asking(
     bench: Bench,
 ) -> None:
     await commit(bench, "vorenus", "x = 1\n", "one")
-    await bench.publisher.publish("vorenus", "app")
+    await publish(bench, "vorenus")
     # someone else moves the branch on the remote
     other = bench.project.parent / "other"
     git(bench.project.parent, "clone", "--quiet", str(bench.remote), str(other))
@@ -128,21 +134,21 @@ async def test_a_rejected_push_is_said_in_gits_words_and_force_needs_asking(
     git(other, "push", "--quiet", "origin", "legio/vorenus/main")
     ours = await commit(bench, "vorenus", "x = 2\n", "two")
     with pytest.raises(PushRejected) as caught:
-        await bench.publisher.publish("vorenus", "app")
+        await publish(bench, "vorenus")
     assert caught.value.non_fast_forward
     assert "rejected" in caught.value.reason and TOKEN not in str(caught.value)
     assert remote_refs(bench.remote)["refs/heads/legio/vorenus/main"] != ours
-    forced = await bench.publisher.publish("vorenus", "app", force=True)
+    forced = await publish(bench, "vorenus", force=True)
     assert forced.commit == ours and not forced.created
     assert remote_refs(bench.remote)["refs/heads/legio/vorenus/main"] == ours
 
 
 async def test_nothing_to_publish_and_no_copy(bench: Bench) -> None:
     with pytest.raises(ProjectError, match="no copy"):
-        await bench.publisher.publish("vorenus", "app")
+        await publish(bench, "vorenus")
     await bench.projects.place("vorenus", "app")
     with pytest.raises(ForgeError, match="nothing to publish"):
-        await bench.publisher.publish("vorenus", "app")
+        await publish(bench, "vorenus")
     assert bench.forge.pulls(REPO) == []
 
 
@@ -157,7 +163,7 @@ async def test_a_refused_pull_request_is_said_with_the_forges_reason(bench: Benc
     await commit(bench, "vorenus", "x = 3\n", "three")
     bench.forge.fail("/pulls", 403, times=5, body='{"message": "Resource not accessible"}')
     with pytest.raises(ForgeError, match="Resource not accessible"):
-        await bench.publisher.publish("vorenus", "app")
+        await publish(bench, "vorenus")
 
 
 def test_repo_and_push_url_from_the_remote() -> None:
@@ -193,7 +199,7 @@ async def test_an_agents_answer_is_posted_inert(bench: Bench) -> None:
     """The answer Telegram showed as two lines: its comment gone, its HTML shown as text,
     no issue closed or referenced, nobody mentioned — whatever the body's spelling."""
     await commit(bench, "vorenus", "def add(a, b):\n    return a + b\n", "fix add @octocat #7")
-    await bench.publisher.publish("vorenus", "app", summary=HOSTILE)
+    await publish(bench, "vorenus", summary=HOSTILE)
     [pull] = bench.forge.pulls(REPO)
     body = pull["body"]
     assert "<!--" not in body and "reviewers" not in body and "merge at once" not in body
@@ -204,14 +210,16 @@ async def test_an_agents_answer_is_posted_inert(bench: Bench) -> None:
     assert "fixes caesar/app issue 4" in body and "resolves caesar/app issue 5" in body
     assert body.startswith("It subtracted; now it adds.")
 
-    await bench.publisher.publish("vorenus", "app")  # no summary: the commit's subject
+    await publish(bench, "vorenus")  # no summary: the commit's subject
     [pull] = bench.forge.pulls(REPO)
     assert pull["title"] == "fix add @ octocat issue 7"
 
 
 async def test_a_preview_pushes_nothing_and_publish_posts_exactly_it(bench: Bench) -> None:
     first = await commit(bench, "vorenus", "x = 1\n", "one\n\nFixes #7, closes: o/r#8 @x")
-    shown = await bench.publisher.preview("vorenus", "app", summary=HOSTILE, check="✅ 1 passed")
+    shown = await bench.publisher.preview(
+        "vorenus", "app", PullWords(summary=HOSTILE, check="✅ 1 passed")
+    )
     assert bench.forge.pulls(REPO) == [] and "refs/heads/legio/vorenus/main" not in (
         remote_refs(bench.remote)
     )
@@ -223,11 +231,29 @@ async def test_a_preview_pushes_nothing_and_publish_posts_exactly_it(bench: Benc
     )
     assert shown.closes == ("Fixes #7", "closes: o/r#8")  # the commit's own words: said
     await commit(bench, "vorenus", "x = 2\n", "two, never shown")  # the branch moves on
-    done = await bench.publisher.publish(
-        "vorenus", "app", summary="Other words", check="❌", preview=shown
-    )
+    done = await bench.publisher.publish(shown)
     [pull] = bench.forge.pulls(REPO)
     assert (pull["title"], pull["body"]) == (shown.title, shown.body)
     assert done.commit == first == remote_refs(bench.remote)["refs/heads/legio/vorenus/main"]
-    with pytest.raises(ForgeError, match="preview is of vorenus"):
-        await bench.publisher.publish("pullo", "app", preview=shown)
+
+
+async def test_the_pull_request_names_the_checked_commit_and_no_other_trees_result(
+    bench: Bench,
+) -> None:
+    """Issue 44: the check's line names the commit that was checked, and Publish never puts
+    the result of another tree (an older commit, the uncommitted work) in the pull request:
+    for a tip that was not checked it says so."""
+    older = await commit(bench, "vorenus", "def add(a, b):\n    return a + b\n", "fix add")
+    tip = await commit(bench, "vorenus", "def add(a, b):\n    return a * b\n", "refactor")
+    await publish(bench, "vorenus", check="✅ 1 passed", check_commit=older)
+    body = bench.forge.pulls(REPO)[0]["body"]
+    assert "✅" not in body and "1 passed" not in body
+    assert f"Last check: none of {tip[:7]}" in body
+
+    await publish(bench, "vorenus", check="✅ 1 passed")  # whose? unsaid
+    body = bench.forge.pulls(REPO)[0]["body"]
+    assert "✅" not in body and f"Last check: none of {tip[:7]}" in body
+
+    await publish(bench, "vorenus", check="❌ 1 failed of 1", check_commit=tip)
+    body = bench.forge.pulls(REPO)[0]["body"]
+    assert f"Last check, of {tip[:7]}: ❌ 1 failed of 1" in body

@@ -202,3 +202,21 @@ async def test_health_says_how_legio_is_not_what_waits_or_failed(
         assert "1234:ABCD" in status["last_error"]["message"]
     finally:
         await app.close()
+
+
+def test_health_says_whether_the_last_backup_went_well_not_where_or_why() -> None:
+    from legio.operations.report import public
+
+    status = {
+        "approvals": [],
+        "last_error": None,
+        "last_backup": {
+            "finished": "2026-11-28T03:00:00+00:00",
+            "ok": True,
+            "archive": "/srv/private/legio-backup-2026-11-28.tar.gz",
+            "prune_error": "could not remove /srv/private/old.tar.gz: Permission denied",
+        },
+    }
+    shown = public(status)
+    assert shown["last_backup"] == {"finished": "2026-11-28T03:00:00+00:00", "ok": False}
+    assert "/srv/private" not in json.dumps(shown)

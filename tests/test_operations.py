@@ -263,6 +263,7 @@ async def test_status_socket_and_health_endpoint_answer_the_same_json(
                     "archive": "/b/x.tar",
                     "ok": True,
                     "error": None,
+                    "prune_error": "could not remove /b/old.tar: Operation not permitted",
                 }
             )
         )
@@ -279,6 +280,7 @@ async def test_status_socket_and_health_endpoint_answer_the_same_json(
         assert status["praetorium"]["last_seq"] == 2
         text = "\n".join(render(status))
         assert "Last backup: 2026-11-25T03:00:00+00:00 → /b/x.tar" in text
+        assert "older archives not removed: could not remove /b/old.tar" in text
         assert "legatus: idle" in text
         assert app.engine.operations.health is not None
         host, port = app.engine.operations.health

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from legio.app import LegioApp, Reply
+from legio.app import LegioApp
 from legio.frontends.admin import Admin
 from legio.legatus.scheduling import job_runner
-from legio.request import Callbacks
+from legio.request import Callbacks, Reply
 from tests.conftest import FakeCli
 from tests.gitrepo import git, make_project
 from tests.legion import fake_cli_config, processes_of, rendered

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from legio.app import JobRun, LegioApp, Reply
+from legio.app import JobRun, LegioApp
 from legio.audience import Quiet
 from legio.castra import Castra
 from legio.config import Config
@@ -25,7 +25,7 @@ from legio.frontends.statusview import status_text
 from legio.frontends.views import interruption_notice, reply_text
 from legio.jobs.schedule import ScheduleError, check_cron, next_crons, parse_at
 from legio.jobs.scheduler import Scheduler, SystemClock
-from legio.request import Callbacks, Status
+from legio.request import Callbacks, Reply, Status
 from legio.store.jobstore import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.store.records import QueryUsage

@@ -3,13 +3,21 @@ output would carry them: colours, several runs, noise around)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from legio.projects import checkoutput, tally
 from legio.projects.checkoutput import TAIL_LINES, CheckOutput
 from legio.projects.checks import READ_CHUNK
-from legio.projects.tally import Tally, TallyReader
+from legio.projects.tally import READ, Tally, TallyReader
+
+sre_parse: Any = getattr(re, "_parser")  # noqa: B009 (the stdlib's own parser of patterns)
+sre_constants: Any = getattr(re, "_constants")  # noqa: B009
+POSSESSIVE = getattr(sre_constants, "POSSESSIVE_REPEAT", object())
 
 
 def read(output: str) -> Tally | None:
@@ -55,24 +63,11 @@ SAMPLES = [
         Tally(4, 0, 5, 1, "tests", "unittest"),
     ),
     (
-        "go test",
-        "ok  \tgithub.com/x/a\t0.012s\n--- FAIL: TestB (0.00s)\nFAIL\tgithub.com/x/b\t0.020s\n"
-        "ok  \tgithub.com/x/c\t(cached)\n?   \tgithub.com/x/d\t[no test files]\nFAIL\n",
-        Tally(2, 1, 3, 0, "packages", "go"),
-    ),
-    (
-        "go test -v",
-        "=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n"
-        "    --- PASS: TestB/sub (0.00s)\n"
-        "--- FAIL: TestB (0.00s)\n--- SKIP: TestC (0.00s)\nFAIL\nFAIL\tx\t0.1s\n",
-        Tally(1, 1, 3, 1, "tests", "go"),
-    ),
-    (
         "cargo test, two crates",
         "running 6 tests\ntest result: ok. 5 passed; 0 failed; 1 ignored; 0 measured; 0 filtered "
         "out; finished in 0.00s\n\ntest result: FAILED. 3 passed; 2 failed; 0 ignored; 0 measured;"
         " 0 filtered out; finished in 0.01s\n",
-        Tally(8, 2, 11, 1, "tests", "cargo"),
+        Tally(3, 2, 5, 0, "tests", "cargo"),  # its last summary: never a sum of lines
     ),
     (
         "jest",
@@ -91,7 +86,7 @@ SAMPLES = [
     (
         "pytest and jest in one make test",
         "2 passed in 0.10s\nTests:       1 failed, 4 passed, 5 total\n",
-        Tally(6, 1, 7, 0, "tests", "pytest+jest"),
+        Tally(4, 1, 5, 0, "tests", "jest"),  # one runner's: the last summary line
     ),
 ]
 
@@ -112,6 +107,10 @@ def test_each_runners_count_is_read(output: str, expected: Tally) -> None:
         "all good in 3.0s\n",  # a time, no count
         "Ran 3 tests in 0.1s\nsomething else\n",  # no OK / FAILED after it
         "x" * 100_000 + " 3 passed in 1.0s\n",  # the count past what is read of a line
+        # go prints no summary of its own: its per-package and per-test lines are not summed
+        "ok  \tgithub.com/x/a\t0.012s\n--- FAIL: TestB (0.00s)\nFAIL\tgithub.com/x/b\t0.020s\n",
+        "=== RUN   TestA\n--- PASS: TestA (0.00s)\n--- FAIL: TestB (0.00s)\nFAIL\n",
+        "passed in 1s" + " " * 385 + "x\n",  # the hostile line: no count, and read in a step
     ],
 )
 def test_output_without_a_count_gives_none(output: str) -> None:
@@ -137,10 +136,77 @@ def test_a_flood_of_blank_lines_leaves_the_count_and_the_tail_right(tmp_path: Pa
     for at in range(0, len(stream), READ_CHUNK):
         output.write(stream[at : at + READ_CHUNK])
     output.close()
-    assert output.tally.result() == Tally(12, 2, 14, 0, "tests", "unittest+pytest")
+    assert output.tally.result() == Tally(5, 2, 7, 0, "tests", "pytest")
     assert output.lines == stream.count(b"\n")
     lines = output.tail.split("\n")
     assert len(lines) == TAIL_LINES and lines[-11] == "last words"
     assert lines[-12].startswith("xxx") and lines[-12].endswith(" …")
     assert lines[-13] == "== 2 failed, 5 passed in 0.9s =="
     assert output.cut and (tmp_path / "check.log").stat().st_size < 1024 * 1024 + 1024
+
+
+def test_a_cargo_line_and_a_pytest_line_are_never_summed() -> None:
+    """Issue 44: a cargo summary and a pytest summary made "1 failed of 5,001"; the count
+    is one runner's last summary line, nothing added to it."""
+    output = (
+        "test result: ok. 5000 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n"
+        "1 failed in 0.10s\n"
+    )
+    assert read(output) == Tally(0, 1, 1, 0, "tests", "pytest")
+    assert read("3 passed in 0.1s\n3 passed in 0.1s\n") == Tally(3, 0, 3, 0, "tests", "pytest")
+
+
+def _unbounded_in_sequence(items: Any, nested: bool = False) -> Iterator[str]:
+    """Where a parsed pattern can backtrack more than linearly: two unbounded repeats in
+    one sequence, or one inside another."""
+    found = 0
+    for op, arg in items:
+        if op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, POSSESSIVE):
+            _low, high, sub = arg
+            if high == sre_constants.MAXREPEAT and op != POSSESSIVE:
+                found += 1
+                if nested:
+                    yield "a repeat inside a repeat"
+                yield from _unbounded_in_sequence(sub, True)
+            else:
+                yield from _unbounded_in_sequence(sub, nested)
+        elif op == sre_constants.BRANCH:
+            for branch in arg[1]:
+                yield from _unbounded_in_sequence(branch, nested)
+        elif op == sre_constants.SUBPATTERN:
+            yield from _unbounded_in_sequence(arg[-1], nested)
+    if found > 1:
+        yield "two repeats in a row"
+
+
+def test_the_reader_has_no_pattern_that_backtracks() -> None:
+    """Issue 44: ``passed in 1s`` + 385 spaces + ``x`` made the pytest pattern backtrack
+    (``\\s*=*\\s*$``: quadratic in the line, on the daemon's loop). Every pattern the
+    count reader and the output reader use has at most one unbounded repeat per sequence,
+    none nested: each is linear in its input."""
+    patterns = [
+        value
+        for module in (tally, checkoutput)
+        for value in vars(module).values()
+        if isinstance(value, re.Pattern)
+    ]
+    assert patterns
+    for pattern in patterns:
+        parsed = sre_parse.parse(pattern.pattern, pattern.flags)
+        assert list(_unbounded_in_sequence(parsed.data)) == [], pattern.pattern
+
+
+def test_hostile_lines_are_read_once_each(tmp_path: Path) -> None:
+    """The output as the daemon reads it: hostile lines cost one read each (bounded at
+    ``READ`` characters) and give no count; the real summary after them is still found."""
+    hostile = ("passed in 1s" + " " * 385 + "x\n").encode() * 2000
+    output = CheckOutput(tmp_path / "check.log", 1024 * 1024)
+    fed: list[int] = []
+    feed = output.tally.feed
+    output.tally.feed = lambda line: (fed.append(len(line)), feed(line))[1]  # type: ignore[method-assign]
+    stream = hostile + b"4 passed in 0.2s\n"
+    for at in range(0, len(stream), READ_CHUNK):
+        output.write(stream[at : at + READ_CHUNK])
+    output.close()
+    assert output.tally.result() == Tally(4, 0, 4, 0, "tests", "pytest")
+    assert len(fed) == 2001 and max(fed) <= 2 * READ

@@ -199,3 +199,28 @@ async def test_a_praetorium_of_every_schema_opens_with_its_rows(tmp_path: Path, 
             assert [j.name for j in await JobStore(p).active()] == ["daily report"]
         if made.get("approval_grants"):
             assert [g.rule for g in await ApprovalStore(p).grants()] == ["Bash(git push:*)"]
+
+
+@pytest.mark.parametrize("level", range(1, len(MIGRATIONS) + 1))
+async def test_a_restore_accepts_the_schema_of_every_level_and_its_upgrade(
+    tmp_path: Path, level: int
+) -> None:
+    """``legio restore`` compares a praetorium's schema with a fresh migration to its
+    version (issue #44): a genuine one, at any level or upgraded from it, is never refused."""
+    from legio.operations.restoreguard import schema_problems
+
+    path = tmp_path / "praetorium.db"
+    await build_at_level(path, level)
+    db = sqlite3.connect(path)
+    try:
+        assert schema_problems(db, level) == []
+        assert schema_problems(db, level - 1) != []  # the comparison can fail
+    finally:
+        db.close()
+    async with await Praetorium.open(path):
+        pass  # migrated to today's schema
+    db = sqlite3.connect(path)
+    try:
+        assert schema_problems(db, len(MIGRATIONS)) == []
+    finally:
+        db.close()

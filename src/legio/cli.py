@@ -42,6 +42,7 @@ from legio.forge.checkup import check_forge
 from legio.jobs.schedule import local_zone_name
 from legio.limits.plan import login_state
 from legio.media.listening import voice_line
+from legio.operations.backup import folder_verdict
 from legio.operations.commands import add_commands
 from legio.operations.control import ask_daemon, health_problem
 from legio.operations.logfile import file_handler, log_path, tail
@@ -245,6 +246,8 @@ def check_config(config: Config, *, is_root: bool | None = None, console: bool =
         report.ok(f"cockpit: http://{config.web.listen} ({where})")
         if config.web.public_url.startswith("http://"):
             report.warn("[web] public_url is http: Telegram opens only https Mini Apps")
+    mark, text = folder_verdict(config)  # the backup folder: nobody else may write there
+    getattr(report, mark)(text)
     login_ok, login = login_state(dict(os.environ))  # legio.limits.plan
     (report.ok if login_ok else report.warn)(login)
     asks = ", ".join(config.approvals.ask) or "nothing (approvals off)"

@@ -122,6 +122,10 @@ class SandboxConfig(_Strict):
     hide: list[str] = Field(default_factory=list)  # more paths no agent may read
     # more folders a project's check reads (a toolchain in a home folder: ~/.pyenv)
     check_read: list[str] = Field(default_factory=list)
+    # limits on each check (legio.fence.checklimits): processes, memory, its /tmp
+    check_processes: int = Field(1024, ge=16, le=1_000_000)
+    check_memory_mb: int = Field(4096, ge=32, le=1_048_576)
+    check_tmp_mb: int = Field(1024, ge=1, le=1_048_576)
 
     @field_validator("hide", "check_read")
     @classmethod
@@ -318,6 +322,8 @@ class BackupSettings(_Strict):
     keep: int = Field(7, ge=1, le=10_000)  # the newest archives kept; older ones removed
     dir: Path = Path("")  # "" = castra/state/backups/; relative to legio.toml's folder
     attachments: bool = False  # also copy castra/attachments/ (can be large)
+    # a folder other local users can write (or swap) is refused unless this is true
+    allow_shared_folder: bool = False
 
 
 class DigestSettings(_Strict):

@@ -9,10 +9,12 @@ from pathlib import Path
 
 from legio.config import Config
 from legio.engine import Engine
+from legio.errors import ProjectError
 from legio.forge.asks import fix_text
 from legio.forge.base import Issue
-from legio.forge.publish import Published, PublishPreview
+from legio.forge.publish import Published, PublishPreview, PullWords
 from legio.projects.checks import Checks
+from legio.projects.checkwords import check_badge
 from legio.projects.overview import DiffReport, ProjectState
 from legio.request import (
     CardDiff,
@@ -70,52 +72,41 @@ class WorkDoor:
         """A check run's whole log, while it is kept."""
         return self.checks.log_path(run_id)
 
-    async def card_summary(self, card_id: int) -> str:
-        """The answer of card ``card_id``'s turn: the agent's own summary of its work."""
-        return await self.sessions.cards.summary(card_id)
-
     async def fix_request(self, card_id: int) -> Request | None:
         """🛠 Fix: a request asking card ``card_id``'s agent to fix its failed check, on its
         project, with the failing output (bounded, escaped); None if there is nothing to fix."""
         return await self.sessions.cards.fix_request(card_id)
 
-    async def publish(
-        self,
-        agent: str,
-        project: str,
-        *,
-        force: bool = False,
-        summary: str = "",
-        check: str = "",
-        commit: str = "",
-        preview: PublishPreview | None = None,
-    ) -> Published:
-        """🚀 Publish: push the agent's branch (``legio/<agent>/…``) and open or update its
-        pull request (``legio.forge.publish``). ``force`` only after Caesar confirmed a
-        force-push (a ``PushRejected`` with ``non_fast_forward``); ``summary``: the PR's
-        title and body; ``check``: the last check's line; ``commit``: exactly that commit of
-        the branch (a card's), not its newest; ``preview``: the one Caesar was shown and
-        confirmed, posted exactly (the others are then not read). ``ForgeError``/
-        ``ProjectError``."""
-        return await self.engine.forge.publish(
-            agent,
-            project,
-            force=force,
-            summary=summary,
-            check=check,
-            commit=commit,
-            preview=preview,
+    async def publish_preview(self, card_id: int) -> PublishPreview:
+        """What 🚀 Publish of card ``card_id`` would post, nothing pushed: exactly the commit
+        that card showed (never newer unseen commits), the pull request's title and body
+        (the agent's answer to that turn, made inert and visible) and its check's line,
+        worded here and posted only when that check ran on that very commit.
+        ``ProjectError`` (no such card), ``ForgeError``."""
+        card = await self.sessions.cards.card(card_id)
+        if card is None:
+            raise ProjectError(f"there is no work card {card_id}")
+        check = await self.checks.get(card.check_id) if card.check_id is not None else None
+        words = PullWords(
+            summary=await self.sessions.cards.summary(card_id),
+            check=check_badge(check) if check is not None else "",
+            check_commit=check.commit if check is not None and not check.uncommitted else "",
+            commit=card.tip,
         )
+        return await self.engine.forge.preview(card.agent, card.project, words)
 
-    async def publish_preview(
-        self, agent: str, project: str, *, summary: str = "", check: str = "", commit: str = ""
-    ) -> PublishPreview:
-        """What 🚀 Publish would post, nothing pushed: the pull request's title and body
-        exactly (the agent's words made inert and visible), its branch, base and commit.
-        A front-end shows it and passes it back to ``publish`` on Caesar's confirming tap."""
-        return await self.engine.forge.publish_preview(
-            agent, project, summary=summary, check=check, commit=commit
-        )
+    async def branch_preview(self, agent: str, project: str) -> PublishPreview:
+        """What ``/publish <agent> #project`` would post: the agent's branch as it is now,
+        its commits' words (no card, so no answer and no check of its)."""
+        return await self.engine.forge.preview(agent, project, PullWords())
+
+    async def publish(self, preview: PublishPreview, force: bool = False) -> Published:
+        """🚀 Post: push exactly the previewed commit and open or update the pull request
+        with exactly the previewed title and body (what Caesar saw and confirmed); refused
+        if the branch, its base or the repository changed since. ``force`` only after
+        Caesar confirmed a force-push (a ``PushRejected`` with ``non_fast_forward``).
+        ``ForgeError``/``ProjectError``."""
+        return await self.engine.forge.publish(preview, force=force)
 
     def forge_request(self, event: ForgeEvent) -> Request:
         """🛠 Fix / 💬 Address: the request for the agent, in its lane, on the project (the

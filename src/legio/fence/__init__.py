@@ -10,6 +10,8 @@ Modules:
 - ``handoff``: the tokens a restart hands over, read first thing by the new image
 - ``jail``: a command Legio runs in an agent's copy (a check) under bubblewrap, in a
   jail built by allow-list, with no capability and no network
+- ``checklimits``: a check's processes, memory and ``/tmp`` limited (a systemd scope, a
+  cgroup of Legio's own, or rlimits), and ``legio check``'s words on how
 - ``guard``: the `PreToolUse` path guard built from the same protected set
 - ``keys``: the credential stores of the user running Legio (`~/.ssh/`, `~/.git-
   credentials`, `~/.config/gh/`,…

@@ -323,6 +323,9 @@ def jail_argv(
     read: Sequence[Path] = (),
     userns: bool = False,
     pins: Mapping[Path, int] | None = None,
+    tmp: Sequence[str] = ("--tmpfs", "/tmp", "--tmpfs", "/var/tmp"),
+    ulimits: str = "",
+    dev: Sequence[str] = (),
 ) -> list[str]:
     """``bwrap … -- /bin/sh -c LIMITS check command`` in ``copy`` (``limits``);
     ``writable``: the check's own folders (its ``TMPDIR``, cache, ``HOME``), made first;
@@ -333,7 +336,9 @@ def jail_argv(
     death takes every process in the sandbox. ``userns``: its own user namespace
     (``JailSupport.userns``). ``pins``: descriptors of the copy and its fence entries
     (``pinned``), bound instead of their paths (given: an entry without one is not
-    bound)."""
+    bound). ``tmp``: the options making ``/tmp`` and ``/var/tmp`` (sized:
+    ``legio.fence.checklimits``); ``ulimits``: more of the jail's ``ulimit`` line; ``dev``:
+    what follows ``--dev /dev`` (a sized ``/dev/shm``, ``/dev`` read-only)."""
     given, copy = copy, copy.resolve()
     system = [Path(n).resolve() for n in SYSTEM if not Path(n).is_symlink() and Path(n).is_dir()]
     extra = [Path(p).expanduser().resolve() for p in config.sandbox.check_read]
@@ -355,8 +360,8 @@ def jail_argv(
                 if not _inside(p, castra_root) or any(_inside(p, o) for o in open_)
             ),
         ]
-    argv = [bwrap, "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", *system_binds()]
-    argv += ["--dev", "/dev", "--proc", "/proc"]
+    argv = [bwrap, *tmp, *system_binds()]
+    argv += ["--dev", "/dev", *dev, "--proc", "/proc"]
     for folder in reads:  # after the private /tmp: a project may live in the host's /tmp
         argv += ["--ro-bind", str(folder), str(folder)]
     outer = [(p, k) for p, k in hidden if not any(_inside(p, o) for o in open_)]
@@ -394,22 +399,25 @@ def jail_argv(
         "--",
         "/bin/sh",
         "-c",
-        limits(),
+        limits(ulimits),
         "check",
         command,
     ]
     return argv
 
 
-def limits() -> str:
+def limits(more: str = "") -> str:
     """The shell line that lowers the check's limits (soft and hard: with no capability
     it cannot raise them again) then runs its command (``$1``): no file over
-    ``MAX_FILE_BYTES``, at most ``MAX_OPEN_FILES`` open files, no core dump. ``ulimit -f``
-    counts 512-byte blocks in every ``/bin/sh`` (dash, bash as ``sh``, busybox)."""
+    ``MAX_FILE_BYTES``, at most ``MAX_OPEN_FILES`` open files, no core dump, and ``more``
+    (memory, processes: ``legio.fence.checklimits``); one that cannot be set stops the
+    check before its command. ``ulimit -f`` counts 512-byte blocks in every ``/bin/sh``
+    (dash, bash as ``sh``, busybox)."""
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     files = MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else min(MAX_OPEN_FILES, hard)
     blocks = MAX_FILE_BYTES // 512
-    return f'ulimit -f {blocks} && ulimit -n {files} && ulimit -c 0 && exec /bin/sh -c "$1"'
+    more = f"{more} && " if more else ""
+    return f'ulimit -f {blocks} && ulimit -n {files} && ulimit -c 0 && {more}exec /bin/sh -c "$1"'
 
 
 def through_fd(argv: Sequence[str]) -> tuple[list[str], int]:

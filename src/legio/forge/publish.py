@@ -8,15 +8,17 @@ remote (``legio.forge.push``: never another branch, never forced unless ``force`
 the open pull request of that branch is found (``head=owner:branch``) and updated, or one
 is opened against the base; a 422 "already exists" (opened meanwhile) is found and updated.
 Title and body come from the caller's summary, else the branch's commits, with the last
-check's line if given and a line saying it was opened through Legio, all made inert and
-visible (``legio.forge.prtext``). The pull request is recorded (``PullStore``) so CI and
-reviews are followed (``legio.forge.ci``).
+check's line if given (naming the commit it checked; a check of any other commit or of
+uncommitted work is posted as no check of the pushed one) and a line saying it was opened
+through Legio, all made inert and visible (``legio.forge.prtext``). The pull request is
+recorded (``PullStore``) so CI and reviews are followed (``legio.forge.ci``).
 
 ``Publisher.preview`` answers what Publish would post (``PublishPreview``: the repository,
-branch, base, commit, title and body) without pushing anything; ``publish(preview=…)``
-then posts exactly that title and body and pushes exactly that commit, or refuses if the
-branch, its base or the repository changed since. A front-end shows the preview and
-publishes only on Caesar's confirming tap, with the preview it showed.
+branch, base, commit, title and body) without pushing anything; ``publish(preview)`` then
+posts exactly that title and body and pushes exactly that commit, or refuses if the
+branch, its base or the repository changed since; it returns the pull request it
+recorded. A front-end shows the preview and publishes only on Caesar's confirming tap,
+with the preview it showed.
 """
 
 from __future__ import annotations
@@ -60,6 +62,19 @@ class Published:
     created: bool  # a new pull request (False: the open one was updated)
     commit: str  # the branch's commit now on the forge
     pushed: bool  # False: the forge had that commit already
+    record: PullRecord | None = None  # as recorded, for the CI follower
+
+
+@dataclass(frozen=True)
+class PullWords:
+    """What a pull request says beside its commits: the agent's own ``summary`` of its work
+    (else its commits'), the last ``check``'s result and the commit it checked, and the
+    ``commit`` to publish (a card's: what Caesar saw, never newer unseen commits)."""
+
+    summary: str = ""
+    check: str = ""
+    check_commit: str = ""
+    commit: str = ""
 
 
 @dataclass(frozen=True)
@@ -83,6 +98,17 @@ class PublishPreview:
         fields = [self.project, self.agent, self.repo, self.branch, self.base, self.commit]
         data = json.dumps([*fields, self.title, self.body], ensure_ascii=False)
         return hashlib.sha256(data.encode()).hexdigest()[:12]
+
+
+def check_line(check: str, check_commit: str, tip: str) -> str:
+    """The pull request's check line for ``tip``: the check's result only when it ran on
+    exactly ``tip`` (``check_commit``), naming it; otherwise that ``tip`` had no check (a
+    result of another commit or of uncommitted work is never posted as this one's)."""
+    if not check.strip():
+        return ""
+    if check_commit and check_commit == tip:
+        return f"Last check, of {tip[:7]}: {check.strip()}"
+    return f"Last check: none of {tip[:7]} (the last check ran on other work)"
 
 
 def title_and_body(
@@ -109,8 +135,8 @@ def title_and_body(
     text = inert(text).strip()[: MAX_BODY - 1000]  # each part alone: a comment the agent
     lines = [text] if text else []  # left open must not swallow Legio's lines after it
     lines.append(f"{work.file_count} file(s) changed, +{work.added} −{work.removed}.")
-    if inert(check).strip():
-        lines.append(f"Last check: {inert(check).strip()}")
+    if inert(check).strip():  # "Last check, of c0ffee1: ✅ 212 passed" (``check_line``)
+        lines.append(inert(check).strip())
     lines.append(OPENED_BY.format(agent=agent))
     return title or f"{agent}'s work", "\n\n".join(lines)[:MAX_BODY]
 
@@ -219,44 +245,26 @@ class Publisher:
             )
         return place, work, tip
 
-    async def preview(
-        self, agent: str, project: str, *, summary: str = "", check: str = "", commit: str = ""
-    ) -> PublishPreview:
-        """What ``publish`` would post with these words, nothing pushed (module docstring)."""
+    async def preview(self, agent: str, project: str, words: PullWords) -> PublishPreview:
+        """What ``publish`` would post with these ``words``, nothing pushed (module
+        docstring): exactly ``words.commit`` of the agent's branch (else its tip)."""
         self._forge()
-        place, work, tip = await self._branch(agent, project, commit)
-        title, body = title_and_body(work, agent, summary, check)
+        place, work, tip = await self._branch(agent, project, words.commit)
+        line = check_line(words.check, words.check_commit, tip)
+        title, body = title_and_body(work, agent, words.summary, line)
         name = await self.repo_name(project)
         closes = await commits_closing(place.repo, place.base, tip)
         return PublishPreview(
             project, agent, name, place.branch, place.base, tip, title, body, closes
         )
 
-    async def publish(
-        self,
-        agent: str,
-        project: str,
-        *,
-        force: bool = False,
-        summary: str = "",
-        check: str = "",
-        commit: str = "",
-        preview: PublishPreview | None = None,
-    ) -> Published:
-        """Push the agent's branch and open or update its pull request (module docstring).
-        ``commit``: push exactly that commit of the branch (what a work card showed), not
-        whatever the branch holds by now; ``ForgeError`` if the branch no longer holds it.
-        ``preview``: what Caesar was shown and confirmed: its commit, title and body, and
-        nothing else (``summary``, ``check`` and ``commit`` are then not read)."""
+    async def publish(self, preview: PublishPreview, *, force: bool = False) -> Published:
+        """Push exactly the previewed commit and open or update the pull request with exactly
+        the previewed title and body (module docstring); ``ForgeError`` if the branch, its
+        base or the repository changed since the preview, or no longer holds its commit.
+        ``force`` only after Caesar confirmed a force-push (``PushRejected``)."""
         forge = self._forge()
-        if preview is None:
-            preview = await self.preview(
-                agent, project, summary=summary, check=check, commit=commit
-            )
-        if (preview.agent, preview.project) != (agent, project):
-            raise ForgeError(
-                "publishing", f"that preview is of {preview.agent} on #{preview.project}"
-            )
+        agent, project = preview.agent, preview.project
         place, _, tip = await self._branch(agent, project, preview.commit)
         name = await self.repo_name(project)
         branch, base, repo = place.branch, place.base, place.repo
@@ -275,7 +283,7 @@ class Publisher:
         target = push_target(await remote_url(repo, settings.remote), forge.web_host, name)
         pushed = await push(repo, target, branch, agent, base, tip, self._token, force=force)
         pull, created = await self._pull(forge, name, branch, base, preview.title, preview.body)
-        await self.pulls.opened(
+        record = await self.pulls.opened(
             project=project,
             agent=agent,
             repo=name,
@@ -295,7 +303,7 @@ class Publisher:
             "opened" if created else "updated",
         )
         return Published(
-            project, agent, name, branch, base, pull.number, pull.url, created, tip, pushed
+            project, agent, name, branch, base, pull.number, pull.url, created, tip, pushed, record
         )
 
     @staticmethod

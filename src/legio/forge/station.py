@@ -24,7 +24,7 @@ from legio.forge.base import Forge, Issue
 from legio.forge.ci import CiFollower
 from legio.forge.forgetools import Confirm, forge_tools
 from legio.forge.github import GitHub
-from legio.forge.publish import Published, Publisher, PublishPreview
+from legio.forge.publish import Published, Publisher, PublishPreview, PullWords
 from legio.forge.transport import caesar_waits
 from legio.projects.copies import Projects
 from legio.request import ForgeCallback
@@ -80,42 +80,20 @@ class ForgeStation:
             raise ForgeError("", NO_FORGE)
         return self.forge
 
-    async def publish(
-        self,
-        agent: str,
-        project: str,
-        *,
-        force: bool = False,
-        summary: str = "",
-        check: str = "",
-        commit: str = "",
-        preview: PublishPreview | None = None,
-    ) -> Published:
+    async def publish(self, preview: PublishPreview, *, force: bool = False) -> Published:
+        """Post exactly ``preview`` (``Publisher.publish``) and follow its pull request."""
         self.required()
         with caesar_waits():
-            done = await self.publisher.publish(
-                agent,
-                project,
-                force=force,
-                summary=summary,
-                check=check,
-                commit=commit,
-                preview=preview,
-            )
-        record = await self.pulls.of(project, agent)
-        if self.follower is not None and self._started and record is not None:
-            self.follower.follow(record)
+            done = await self.publisher.publish(preview, force=force)
+        if self.follower is not None and self._started and done.record is not None:
+            self.follower.follow(done.record)
         return done
 
-    async def publish_preview(
-        self, agent: str, project: str, *, summary: str = "", check: str = "", commit: str = ""
-    ) -> PublishPreview:
+    async def preview(self, agent: str, project: str, words: PullWords) -> PublishPreview:
         """What ``publish`` would post (``Publisher.preview``): nothing pushed."""
         self.required()
         with caesar_waits():
-            return await self.publisher.preview(
-                agent, project, summary=summary, check=check, commit=commit
-            )
+            return await self.publisher.preview(agent, project, words)
 
     async def follow(self, callback: ForgeCallback) -> Callable[[], None]:
         """Subscribe ``callback`` to forge events; the follower starts with the first."""

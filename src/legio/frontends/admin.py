@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from legio.app import FORMATS, Format, LegioApp, estimate_tokens
+from legio.app import LegioApp, estimate_tokens
 from legio.errors import (
     AgentError,
     AgentInterrupted,
@@ -42,6 +42,7 @@ from legio.frontends.views import (
     stop_text,
 )
 from legio.names import BROADCAST, LEGATUS
+from legio.operations.export import FORMATS, Format
 
 HISTORY_DEFAULT, HISTORY_MAX = 20, 200
 SEARCH_LIMIT = 10

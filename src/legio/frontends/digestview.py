@@ -7,7 +7,8 @@ ends use them; only their sending differs (Telegram sends the digest silently).
 
 from __future__ import annotations
 
-from legio.app import BackupFailed, Digest
+from legio.operations.digest import Digest
+from legio.request import BackupFailed
 
 
 def _usd(value: float) -> str:
@@ -22,6 +23,8 @@ def _backup_line(last: dict[str, object] | None) -> str:
     if not last:
         return "Backups: none recorded (set [backup] every, or run `legio backup`)."
     when = str(last.get("finished", ""))[:16].replace("T", " ")
+    if last.get("ok") and last.get("prune_error"):
+        return f"Backups: the last one {when} UTC, but older ones stay: {last['prune_error']}"
     if last.get("ok"):
         return f"Backups: the last one {when} UTC, fine."
     return f"Backups: the last one {when} UTC FAILED: {last.get('error')}"

@@ -16,10 +16,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Protocol
 
-from legio.app import ForgeEvent, Issue, Published, PublishPreview
 from legio.doors.workdoor import WorkDoor
 from legio.errors import ForgeError, ProjectError, PushRejected
+from legio.forge.base import Issue
+from legio.forge.publish import Published, PublishPreview
 from legio.frontends.views import paginate
+from legio.request import ForgeEvent
 from legio.visible import visible_name
 
 
@@ -128,7 +130,7 @@ async def cmd_publish(admin: HasWork, args: str) -> list[str]:
     words, force, digest = publish_words(args)
     try:
         target = admin.work.project_target(words, PUBLISH_USAGE)
-        preview = await admin.work.publish_preview(target.agent, target.project)
+        preview = await admin.work.branch_preview(target.agent, target.project)
         if digest != preview.digest:
             confirm = f"/publish {words} post {preview.digest}{' force' if force else ''}"
             pages = paginate("".join(part for part, _ in preview_parts(preview, force)).split("\n"))
@@ -141,7 +143,7 @@ async def cmd_publish(admin: HasWork, args: str) -> list[str]:
                 else []
             )
             return [*changed, *pages, f"To post exactly this: {confirm}"]
-        done = await admin.work.publish(target.agent, target.project, force=force, preview=preview)
+        done = await admin.work.publish(preview, force)
     except PushRejected as e:
         text = f"The forge refused the push: {e.reason}"
         if e.non_fast_forward:

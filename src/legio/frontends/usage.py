@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from legio.app import UsageReport, UsageRow
+from legio.app import UsageRow
+from legio.limits.budget import UsageReport
 
 
 def _rows(title: str, rows: list[UsageRow]) -> list[str]:

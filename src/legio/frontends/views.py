@@ -13,22 +13,20 @@ from legio.app import (
     CheckRecord,
     Compaction,
     ContextReport,
-    CopyState,
-    DiffReport,
     LegioApp,
     Nuntius,
-    ProjectState,
-    Reply,
     SearchHit,
     StatusRow,
     Stopped,
     estimate_tokens,
     format_line,
 )
-from legio.frontends.checkviews import check_badge, check_part
+from legio.frontends.checkviews import check_on, check_part
 from legio.names import LEGATUS
 from legio.projects.branchwork import FileChange
-from legio.request import WorkCard
+from legio.projects.checkwords import check_badge
+from legio.projects.overview import CopyState, DiffReport, ProjectState
+from legio.request import Reply, WorkCard
 from legio.visible import visible_name
 
 PAGE_LIMIT = 4000  # under Telegram's 4096, with room for a page marker
@@ -433,7 +431,7 @@ def card_text(card: WorkCard, check: CheckRecord | None = None) -> str:
     if not changed:
         changed.append("no new commit")
     if check is not None:
-        changed.append(check_badge(check))
+        changed.append(f"{check_badge(check)} {check_on(check)}")
     elif card.check_id is not None:
         changed.append("⏳ running")
     return f"🗂 {card.agent} #{card.project} · {card.branch}\n" + " · ".join(changed)

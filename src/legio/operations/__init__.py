@@ -16,9 +16,17 @@ The modules of this package are named relative to it (``runner`` is
 - ``disk``: the castra's free space: a notice when low, no new files when nearly full.
 - ``backup``: ``legio backup``: one dated archive of the castra while the daemon runs (the
   praetorium by SQLite's online backup API, memoria, prompts, ``legio.toml`` without
-  secrets), written to a ``.part`` file, synced and renamed; the newest ``keep`` kept
+  secrets), written to a new random ``.part`` file (never through a link), synced and
+  renamed; a folder other users can write refused
+- ``backupfolder``: the backup folder as another local user sees it: who else can write
+  it, files made 0600 without following links, Legio's archives recognised by owner and
+  manifest (never by name), the newest ``keep`` kept
 - ``restore``: ``legio restore``: a castra rebuilt from an archive, every member checked
-  (no ``..``, no absolute path, no link), the praetorium's integrity and schema verified
+  (no ``..``, no absolute path, no link), the praetorium's integrity and schema verified;
+  the archive's ``legio.toml`` set aside, never applied
+- ``restoreguard``: data, not control: only what a backup writes is restored (never
+  ``castra/state/``), the schema equal to a fresh migration's, the archive's
+  ``legio.toml`` compared with the running one
 - ``export``: ``legio export`` and ``/export``: the conversation as Caesar saw it (Markdown,
   HTML or JSON Lines), streamed in keyset-paged batches, in bounded memory
 - ``digest``: the morning digest: a ``Digest`` value computed from the praetorium and the

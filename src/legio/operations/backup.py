@@ -17,23 +17,32 @@ What goes in (an allow-list: nothing else of the castra is read, so no login or 
   reads tokens from the environment; a key or value that looks like one is dropped).
 - ``manifest.json``: when, which Legio, the praetorium's schema version.
 
-The archive (the whole conversation: mode 0600, in a folder made 0700) is written to
-``<name>.part``, flushed to disk (``fsync``), renamed and its
-folder synced: a backup killed at any point leaves the earlier archives whole and at
-worst a ``.part`` file, removed by the next backup.
+The archive (the whole conversation: mode 0600 whatever the umask, in a folder made
+0700) is written to a new ``.<name>.<random>.part`` file (``O_EXCL|O_NOFOLLOW``: never an
+existing file, never through a link planted there), flushed to disk (``fsync``), renamed
+and its folder synced: a backup killed at any point leaves the earlier archives whole and
+at worst a ``.part`` file, removed by the next backup. The praetorium's copy is staged in
+a private folder of its own (in the backup folder, or in ``castra/state/`` when the backup
+folder is shared). A folder other users can write is refused unless ``[backup]
+allow_shared_folder`` (``legio.operations.backupfolder``, which also says which files are
+Legio's archives when pruning).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import io
 import json
 import os
 import re
+import secrets
+import shutil
 import sqlite3
 import stat
 import tarfile
+import tempfile
 import threading
 import time
 import tomllib
@@ -50,11 +59,16 @@ from legio.castra import PROMPT_FILE, Castra
 from legio.config import Config
 from legio.errors import LegioError
 from legio.fence.cliconfig import state_dir
+from legio.operations.backupfolder import PREFIX, SUFFIX, clean_leftovers, create_private
+from legio.operations.backupfolder import Pruned as Pruned
+from legio.operations.backupfolder import archives as archives
+from legio.operations.backupfolder import folder_problem as folder_problem
+from legio.operations.backupfolder import prune as prune
 from legio.timing import now
 
-PREFIX = "legio-backup-"
-SUFFIX = ".tar.gz"
 PART = ".part"
+STAGE = ".stage"
+PART_TRIES = 8
 COMPRESS_LEVEL = 3  # gzip: most of level 9's size at a fraction of its time
 ALL_PAGES = -1
 SECRET_KEY = re.compile(r"token|secret|passw|api_?key|credential|private", re.IGNORECASE)
@@ -78,6 +92,7 @@ class BackupResult:
     seconds: float
     files: int
     removed: tuple[str, ...] = ()  # legio.toml keys left out as secrets
+    warning: str | None = None  # the folder is shared ([backup] allow_shared_folder)
 
 
 def default_dir(castra_root: Path) -> Path:
@@ -93,21 +108,29 @@ def archive_name(moment: datetime) -> str:
     return f"{PREFIX}{moment:%Y-%m-%dT%H%M%S}Z{SUFFIX}"
 
 
-def archives(folder: Path) -> list[Path]:
-    """The finished archives in ``folder``, oldest first (their names sort by time)."""
-    if not folder.is_dir():
-        return []
-    return sorted(
-        p for p in folder.iterdir() if p.name.startswith(PREFIX) and p.name.endswith(SUFFIX)
+def part_token() -> str:
+    """The random part of a temporary name (no other user can guess it to plant a link)."""
+    return secrets.token_hex(8)
+
+
+def shared_folder_refusal(folder: Path, problem: str) -> str:
+    """Why a backup folder is refused, and the two ways out."""
+    return (
+        f"{problem}; other users could plant links or files there, or swap the folder. "
+        f"Make it private (owned by the user running Legio, `chmod 700 {folder}`), or accept "
+        "that with `[backup] allow_shared_folder = true` in legio.toml"
     )
 
 
-def prune(folder: Path, keep: int) -> list[Path]:
-    """Remove all but the newest ``keep`` archives; the ones removed."""
-    old = archives(folder)[:-keep] if keep > 0 else []
-    for path in old:
-        path.unlink(missing_ok=True)
-    return old
+def folder_verdict(config: Config) -> tuple[str, str]:
+    """``legio check``'s line on the backup folder: ("ok" | "warn" | "bad", text)."""
+    folder = backup_dir(config)
+    problem = folder_problem(folder)
+    if problem is None:
+        return "ok", f"backups: {folder} (no other user can write there)"
+    if config.backup.allow_shared_folder:
+        return "warn", f"backups: {folder}: {problem} (allowed by [backup] allow_shared_folder)"
+    return "bad", f"backups: {folder}: {shared_folder_refusal(folder, problem)}"
 
 
 # ---------------------------------------------------------------- the praetorium
@@ -118,7 +141,7 @@ def copy_praetorium(source: Path, target: Path, pages: int = ALL_PAGES) -> int:
     API (see the module docstring for ``pages``); its schema version."""
     if not source.is_file():
         raise BackupError(f"no praetorium at {source}: is this a castra?")
-    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # never 0644
+    os.close(create_private(target))  # never 0644, never through a link
     src = sqlite3.connect(source, timeout=30)
     try:
         src.execute("PRAGMA busy_timeout = 30000")
@@ -259,10 +282,21 @@ def _sync_folder(folder: Path) -> None:
 
 
 def _clean_leftovers(folder: Path) -> None:
-    """What a killed backup left: ``.part`` files and staged database copies."""
-    for path in folder.iterdir():
-        if path.name.startswith((PREFIX, "." + PREFIX)) and path.name.endswith((PART, ".db")):
-            path.unlink(missing_ok=True)
+    """What a killed backup left: ``.part`` files and staged database copies (Legio's
+    user's own only: in a shared folder, a file someone else planted is left alone)."""
+    clean_leftovers(folder, (PREFIX, "." + PREFIX), (PART, ".db", STAGE))
+
+
+def _lock(folder: Path) -> int:
+    """The folder's ``.backup.lock``, opened without following a link; Legio's own."""
+    fd = os.open(
+        folder / ".backup.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        os.close(fd)
+        raise BackupError(f"{folder / '.backup.lock'} is not Legio's own lock file; remove it")
+    return fd
 
 
 def make_backup(
@@ -283,26 +317,57 @@ def make_backup(
     with_files = config.backup.attachments if attachments is None else attachments
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        lock = os.open(folder / ".backup.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        problem = folder_problem(folder)
+        if problem and not config.backup.allow_shared_folder:
+            raise BackupError(
+                f"backups into {folder} refused: {shared_folder_refusal(folder, problem)}"
+            )
+        lock = _lock(folder)
     except OSError as e:
-        raise BackupError(f"cannot write backups into {folder}: {e.strerror}") from e
+        raise BackupError(f"cannot write backups into {folder}: {e.strerror or e}") from e
+    warning = (
+        f"warning: backups: {problem}; other users could plant files there (allowed by "
+        "[backup] allow_shared_folder)"
+        if problem
+        else None
+    )
+    stage_in = state_dir(castra.root) if problem else folder
     try:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise BackupError(f"another backup is being written into {folder}") from None
         _clean_leftovers(folder)
-        return _write(config, castra, folder, with_files, pages, moment or now(), started, cancel)
+        if stage_in != folder and stage_in.is_dir():
+            _clean_leftovers(stage_in)
+        stage_in.mkdir(mode=0o700, parents=True, exist_ok=True)
+        result = _write(
+            config, castra, folder, stage_in, with_files, pages, moment or now(), started, cancel
+        )
+        return dataclasses.replace(result, warning=warning)
     except OSError as e:
         raise BackupError(f"the backup into {folder} failed: {e}") from e
     finally:
         os.close(lock)
 
 
+def _open_part(final: Path) -> tuple[Path, int]:
+    """A new ``.part`` file beside ``final`` under a random name; a name taken (a link
+    planted there) is never opened: another random name is drawn."""
+    for _ in range(PART_TRIES):
+        part = final.with_name(f".{final.name}.{part_token()}{PART}")
+        try:
+            return part, create_private(part)
+        except FileExistsError:
+            continue
+    raise BackupError(f"could not create a temporary file in {final.parent}: every name was taken")
+
+
 def _write(
     config: Config,
     castra: Castra,
     folder: Path,
+    stage_in: Path,
     with_files: bool,
     pages: int,
     moment: datetime,
@@ -310,14 +375,14 @@ def _write(
     cancel: threading.Event | None,
 ) -> BackupResult:
     final = folder / archive_name(moment)
-    while final.exists():  # two backups in one second: the later one a second on
+    while os.path.lexists(final):  # two backups in one second: the later one a second on
         moment += timedelta(seconds=1)
         final = folder / archive_name(moment)
-    part = final.with_name(final.name + PART)
-    staged = folder / f".{final.name}.db"
     toml, removed = config_text(config)
+    stage = Path(tempfile.mkdtemp(prefix="." + PREFIX, suffix=STAGE, dir=stage_in))
+    part: Path | None = None
     try:
-        version = copy_praetorium(castra.praetorium_path, staged, pages)
+        version = copy_praetorium(castra.praetorium_path, stage / "praetorium.db", pages)
         manifest = {
             "format": 1,
             "legio": __version__,
@@ -326,21 +391,24 @@ def _write(
             "attachments": with_files,
         }
         files = 0
-        with os.fdopen(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as raw:
+        part, fd = _open_part(final)
+        with os.fdopen(fd, "wb") as raw:
             with tarfile.open(fileobj=raw, mode="w:gz", compresslevel=COMPRESS_LEVEL) as tar:
                 _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=1).encode())
                 _add_bytes(tar, "legio.toml", toml)
-                _add_file(tar, staged, "castra/praetorium.db", cancel)
+                _add_file(tar, stage / "praetorium.db", "castra/praetorium.db", cancel)
                 for path, name in castra_files(castra, with_files):
                     files += _add_file(tar, path, name, cancel)
             raw.flush()
             os.fsync(raw.fileno())
         os.rename(part, final)
+        part = None
         _sync_folder(folder)
     finally:
-        staged.unlink(missing_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            part.unlink()
+        shutil.rmtree(stage, ignore_errors=True)
+        if part is not None:
+            with contextlib.suppress(FileNotFoundError):
+                part.unlink()
     return BackupResult(
         final, final.stat().st_size, time.monotonic() - started, files + 3, tuple(removed)
     )

@@ -8,16 +8,19 @@ it, the file exported) and returns an exit code; ``legio.cli`` registers them
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from legio.castra import Castra
-from legio.config import load_config
+from legio.config import Config, default_config_path, load_config
+from legio.errors import ConfigError
 from legio.jobs.schedule import zone
 from legio.operations.backup import BackupError, backup_dir, make_backup, prune
 from legio.operations.export import EXTENSIONS, FORMATS, ExportSpec, export_history, parse_since
 from legio.operations.restore import restore
 from legio.operations.routine import record_last
 from legio.timing import now
+from legio.visible import visible
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
@@ -29,30 +32,91 @@ def cmd_backup(args: argparse.Namespace) -> int:
     except BackupError as e:
         record_last(config.castra, now(), None, str(e))  # legio status shows it
         raise
-    record_last(config.castra, now(), result.archive, None)
+    if result.warning:
+        print(result.warning, file=sys.stderr)
     print(
         f"backup written: {result.archive} ({result.size / 1e6:.1f} MB, {result.files} files, "
         f"{result.seconds:.1f} s)"
     )
     if result.removed:
         print(f"left out of its legio.toml as secrets: {', '.join(result.removed)}")
-    if args.keep:
-        for old in prune(folder, args.keep):
-            print(f"removed  {old} (keeping the newest {args.keep})")
+    pruned = prune(folder, args.keep, result.archive) if args.keep else None
+    record_last(config.castra, now(), result.archive, None, pruned.error if pruned else None)
+    if pruned is None:
+        return 0
+    for old in pruned.removed:
+        print(f"removed  {old} (keeping the newest {args.keep})")
+    if pruned.foreign:
+        names = ", ".join(p.name for p in pruned.foreign)
+        print(f"left alone (named like archives, not Legio's): {names}")
+    if pruned.error:
+        print(f"older archives not removed: {pruned.error}", file=sys.stderr)
+        return 1
     return 0
 
 
+def running_config(path: Path | None) -> tuple[Config | None, str]:
+    """The configuration in use for ``legio restore`` (``-c``, else ``$LEGIO_CONFIG`` or
+    ``./legio.toml`` if there is one), and a note when there is none."""
+    if path is not None:
+        return load_config(path), ""
+    default = default_config_path()
+    if not default.is_file():
+        return None, f"no running configuration ({default} does not exist; -c FILE names one)"
+    try:
+        return load_config(default), ""
+    except ConfigError as e:
+        return None, f"the running configuration {default} could not be read: {e}"
+
+
 def cmd_restore(args: argparse.Namespace) -> int:
-    """Rebuild a castra from an archive into an empty folder."""
-    report = restore(Path(args.archive), Path(args.dir))
+    """Rebuild a castra from an archive into an empty folder; its legio.toml set aside."""
+    running, note = running_config(args.running)
+    report = restore(Path(args.archive), Path(args.dir), running)
     print(
         f"restored {report.files} files into {report.castra.parent}: the praetorium is whole "
         f"({report.nuntii:,} messages, schema {report.schema_version})."
     )
+    if report.left_out:
+        print(
+            f"not restored ({len(report.left_out)} files a backup never holds: Legio's own "
+            "state, logins, workspaces; this archive was changed after it was written):"
+        )
+        print("\n".join(f"  {visible(name, keep='')}" for name in report.left_out))
+    if report.grants:
+        print(
+            "Always grants restored with the praetorium (each lets an agent act without "
+            "asking; /approvals lists them, /revoke ends one):"
+        )
+        print("\n".join(f"  {visible(grant, keep='')}" for grant in report.grants))
+    if report.prompts:
+        print(
+            "Prompts unlike the running castra's (a prompt's frontmatter sets its agent's "
+            "tools, folders and approvals; read them before starting it):"
+        )
+        print("\n".join(f"  {line}" for line in report.prompts))
+    mine = "the running configuration" if running is not None else "Legio's defaults"
     print(
-        f"Start it with `legio run -c {report.config}` (export the Telegram token again: "
-        "a backup never holds secrets). Stop the old daemon first if it uses the same bot."
+        f"The archive's legio.toml is set aside as {report.restored_config}, not applied"
+        + (
+            f"; where it differs from {mine} ({'running' if running else 'default'} → archive):"
+            if report.differences
+            else f" (it matches {mine} in the keys that decide who commands and what "
+            "agents may do)."
+        )
     )
+    print("\n".join(f"  {line}" for line in report.differences))
+    if report.config is not None:
+        print(
+            f"Start it with `legio run -c {report.config}` (the running configuration, "
+            "pointed at the restored castra; export the Telegram token again: a backup "
+            "never holds secrets). Stop the old daemon first if it uses the same bot."
+        )
+    else:
+        print(
+            f"{note}: no legio.toml was written. Review {report.restored_config}, and copy "
+            f"it to {report.castra.parent / 'legio.toml'} only once every line of it is yours."
+        )
     return 0
 
 
@@ -100,6 +164,15 @@ def add_commands(
     again = sub.add_parser("restore", help=text, description=text)
     again.add_argument("archive", metavar="ARCHIVE", help="a legio-backup-….tar.gz")
     again.add_argument("dir", metavar="DIR", help="a new or empty folder")
+    again.add_argument(
+        "-c",
+        "--config",
+        dest="running",  # not filled in by legio.cli: no -c and no file is a case of its own
+        type=Path,
+        default=None,
+        help="the running configuration (default: $LEGIO_CONFIG or ./legio.toml if there is "
+        "one): DIR/legio.toml is it, pointed at the restored castra",
+    )
     again.set_defaults(func=cmd_restore)
 
     text = "write the conversation to a file (Markdown, HTML or JSON Lines)"

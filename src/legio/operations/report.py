@@ -148,8 +148,15 @@ async def snapshot(
 def public(status: dict[str, Any]) -> dict[str, Any]:
     """What ``GET /health`` answers (any local user may ask): the status without what
     only Caesar may read: approvals waiting are counted, not listed (their targets are
-    commands and paths), and the last error keeps its time, not its text."""
+    commands and paths), the last error keeps its time, not its text, and the last backup
+    says when and whether it went well, not where it is or why it failed."""
     shown = {k: v for k, v in status.items() if k not in ("approvals", "last_error")}
+    backup = status.get("last_backup")
+    if isinstance(backup, dict):
+        shown["last_backup"] = {
+            "finished": backup.get("finished"),
+            "ok": bool(backup.get("ok")) and not backup.get("prune_error"),
+        }
     shown["approvals_waiting"] = len(status.get("approvals") or [])
     error = status.get("last_error")
     shown["last_error_at"] = iso(error["time"]) if error else None
@@ -212,6 +219,8 @@ def render(status: dict[str, Any]) -> list[str]:
         lines.append(f"Last backup: {backup.get('finished')} → {backup.get('archive')}")
     else:
         lines.append(f"Last backup FAILED at {backup.get('finished')}: {backup.get('error')}")
+    if backup is not None and backup.get("prune_error"):
+        lines.append(f"  older archives not removed: {backup['prune_error']}")
     lag = status.get("loop_lag")
     if lag:
         stalls = f"{lag['stalls']} stall(s) over 1 s" if lag["stalls"] else "no stall"

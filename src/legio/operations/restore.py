@@ -1,32 +1,53 @@
-"""``legio restore ARCHIVE DIR``: a castra rebuilt from a backup, checked before it is used.
+"""``legio restore ARCHIVE DIR``: a castra rebuilt from a backup, checked before it is used;
+data comes back, control does not.
 
 ``DIR`` must be empty (or not exist): a restore never mixes with, or overwrites, a castra.
 Every member of the archive is checked before a byte of it is written: only
 ``manifest.json``, ``legio.toml`` and files or folders under ``castra/``; no absolute path,
-no ``..``, no link of any kind, no device. Files are created with ``O_EXCL`` and
-``O_NOFOLLOW`` in folders the restore made itself. Then the praetorium is verified:
-``PRAGMA integrity_check`` must say ``ok`` and its schema must be one this Legio knows
+no ``..``, no link of any kind, no device. Of ``castra/``, only what ``legio backup``
+writes is restored (``legio.operations.restoreguard``): nothing under ``castra/state/``
+(Legio's login sync, sockets), no WAL, no workspace; the rest is named as left out. Files
+are created with ``O_EXCL`` and ``O_NOFOLLOW`` in folders the restore made itself. Then
+the praetorium is verified: its schema must be exactly what a fresh migration to its
+version writes (a trigger, view or table Legio never made refuses the restore, named),
+``PRAGMA integrity_check`` must say ``ok``, and its version must be one this Legio knows
 (an older one is upgraded by ``legio run``, as any praetorium is). A restore that fails
 removes what it wrote.
 
-``DIR/legio.toml`` names ``castra = "castra"``: ``legio run -c DIR/legio.toml`` starts
-from it (export the Telegram token again: secrets are never in a backup).
+The archive's ``legio.toml`` is never put in place: it is written as
+``DIR/legio.toml.restored`` and its differences from the running configuration, in the
+keys that matter, are said. ``DIR/legio.toml`` is the running configuration with
+``castra = "castra"`` (``legio run -c DIR/legio.toml`` starts from it; export the
+Telegram token again: secrets are never in a backup); without a running configuration
+there is none, and Caesar writes it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import sqlite3
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO
 
+from legio.config import Config, config_to_toml
 from legio.operations.backup import BackupError
+from legio.operations.backupfolder import create_private, folder_problem
+from legio.operations.restoreguard import (
+    config_differences,
+    prompt_differences,
+    restorable,
+    schema_problems,
+    standing_grants,
+)
 from legio.store.migrations import MIGRATIONS
 
 TOP_FILES = ("manifest.json", "legio.toml")
+SET_ASIDE = "legio.toml.restored"
 CHUNK = 1 << 20
 
 
@@ -35,10 +56,15 @@ class RestoreReport:
     """What a restore rebuilt: where, how many files, the praetorium's state."""
 
     castra: Path
-    config: Path
+    config: Path | None  # the running configuration, pointed at the castra (None: none)
+    restored_config: Path  # the archive's legio.toml, set aside, never used
     files: int
     nuntii: int
     schema_version: int
+    left_out: tuple[str, ...] = ()  # files in the archive a backup never holds
+    differences: tuple[str, ...] = ()  # the archive's legio.toml against the running one
+    grants: tuple[str, ...] = ()  # "agent: rule" of each standing Always grant restored
+    prompts: tuple[str, ...] = ()  # restored prompts unlike the running castra's
 
 
 def member_problem(member: tarfile.TarInfo) -> str | None:
@@ -85,67 +111,107 @@ def _empty_target(target: Path) -> bool:
                 f"{target} is not empty; restore into a new, empty folder (a restore "
                 "never overwrites a castra)"
             )
-        return False
-    target.mkdir(parents=True)
-    return True
+        made = False
+    else:
+        target.mkdir(parents=True, mode=0o700)
+        made = True
+    problem = folder_problem(target)
+    if problem:
+        if made:
+            target.rmdir()
+        raise BackupError(
+            f"{problem}: another user could swap what the restore writes there; restore "
+            "into a new folder only you can write (it is made 0700)"
+        )
+    return made
 
 
-def verify_praetorium(path: Path) -> tuple[int, int]:
-    """``PRAGMA integrity_check`` and the schema version; (schema version, nuntii)."""
+def verify_praetorium(path: Path) -> tuple[int, int, list[str]]:
+    """The schema against a fresh migration, ``PRAGMA integrity_check``, the version;
+    (schema version, nuntii, the standing "Always" grants)."""
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as e:
         raise BackupError(f"the restored praetorium cannot be opened: {e}") from e
     try:
+        db.execute("PRAGMA trusted_schema = OFF")
+        db.execute("PRAGMA query_only = ON")
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        if version > len(MIGRATIONS):
+            raise BackupError(
+                f"the backup was made by a newer Legio (schema {version}, this one knows "
+                f"{len(MIGRATIONS)}): upgrade Legio, then restore"
+            )
+        problems = schema_problems(db, version)
+        if problems:
+            raise BackupError(
+                "the archive's praetorium is not as Legio writes it (a backup holds data, "
+                f"never code): {'; '.join(problems[:5])}; nothing was restored"
+            )
         verdict = [row[0] for row in db.execute("PRAGMA integrity_check")]
         if verdict != ["ok"]:
             raise BackupError(f"the restored praetorium is damaged: {'; '.join(verdict[:5])}")
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
         nuntii = int(db.execute("SELECT count(*) FROM nuntii").fetchone()[0])
+        grants = standing_grants(db)
     except sqlite3.Error as e:
         raise BackupError(f"the restored praetorium cannot be read: {e}") from e
     finally:
         db.close()
-    if version > len(MIGRATIONS):
-        raise BackupError(
-            f"the backup was made by a newer Legio (schema {version}, this one knows "
-            f"{len(MIGRATIONS)}): upgrade Legio, then restore"
-        )
-    return version, nuntii
+    return version, nuntii, grants
 
 
-def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> None:
-    path = target.joinpath(*PurePosixPath(member.name).parts)
-    if member.isdir():
-        path.mkdir(parents=True, exist_ok=True)
-        return
+def _write_new(path: Path, source: IO[bytes]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    source = tar.extractfile(member)
-    assert source is not None
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as out:
+    with os.fdopen(create_private(path), "wb") as out:
         shutil.copyfileobj(source, out, CHUNK)
         out.flush()
         os.fsync(out.fileno())
 
 
-def restore(archive: Path, target: Path) -> RestoreReport:
-    """Rebuild a castra and its ``legio.toml`` in ``target`` from ``archive``."""
+def restore(archive: Path, target: Path, running: Config | None = None) -> RestoreReport:
+    """Rebuild a castra in ``target`` from ``archive``; its ``legio.toml`` set aside, and
+    ``running`` (the configuration in use, if any) pointed at the castra."""
     members = check_archive(archive)
+    files = [m for m in members if m.isfile() and m.name not in TOP_FILES]
+    kept = [m for m in files if restorable(m.name)]
+    left_out = tuple(m.name for m in files if not restorable(m.name))
     made = _empty_target(target)
+    aside = target / SET_ASIDE
+    config_path: Path | None = None
     try:
         with tarfile.open(archive, "r:*") as tar:
-            for member in members:
-                _extract(tar, member, target)
-        (target / "manifest.json").unlink(missing_ok=True)
-        version, nuntii = verify_praetorium(target / "castra" / "praetorium.db")
+            for member in kept:
+                source = tar.extractfile(member)
+                assert source is not None
+                _write_new(target.joinpath(*PurePosixPath(member.name).parts), source)
+            toml = next(m for m in members if m.name == "legio.toml")
+            text = tar.extractfile(toml)
+            assert text is not None
+            raw = text.read()
+        _write_new(aside, io.BytesIO(raw))
+        version, nuntii, grants = verify_praetorium(target / "castra" / "praetorium.db")
+        if running is not None:
+            config_path = target / "legio.toml"
+            _write_new(config_path, io.BytesIO(config_to_toml(running, "castra").encode()))
     except BaseException as e:
         _undo(target, made)
         if isinstance(e, OSError):
             raise BackupError(f"the restore into {target} failed: {e}") from e
         raise
-    files = sum(1 for m in members if m.isfile() and m.name != "manifest.json")
-    return RestoreReport(target / "castra", target / "legio.toml", files, nuntii, version)
+    differences = config_differences(raw.decode("utf-8", "replace"), running)
+    prompts = prompt_differences([m.name for m in kept], target, running.castra) if running else []
+    return RestoreReport(
+        target / "castra",
+        config_path,
+        aside,
+        len(kept) + 1,
+        nuntii,
+        version,
+        left_out,
+        tuple(differences),
+        tuple(grants),
+        tuple(prompts),
+    )
 
 
 def _undo(target: Path, made: bool) -> None:

@@ -6,9 +6,11 @@ a changed clock or a suspended machine is noticed):
 
 - a backup every ``[backup] every`` (hourly, daily, weekly), counted from the last one's
   ``finished`` in ``castra/state/backups/last.json`` (none yet: a minute after start).
-  The archive is written in a thread (``make_backup``), the oldest beyond ``keep``
-  removed, and the result written to ``last.json`` (``finished``, ``archive``, ``ok``,
-  ``error``), which ``legio status`` reads (``legio backup`` by hand writes it too).
+  The archive is written in a thread (``make_backup``), the oldest of Legio's archives
+  beyond ``keep`` removed (never the new one; a removal that fails is ``prune_error``),
+  and the result written to ``last.json`` (``finished``, ``archive``, ``ok``,
+  ``error``, ``prune_error``), which ``legio status`` reads (``legio backup`` by hand
+  writes it too).
   Only a failure is said to Caesar: a ``BackupFailed`` event.
 - the digest at ``[digest] at`` on the owner's clock, once a day (the day it was last
   sent is kept in ``castra/state/digest.json``, so a restart does not send it twice),
@@ -69,14 +71,20 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def record_last(
-    castra_root: Path, finished: datetime, archive: Path | None, error: str | None
+    castra_root: Path,
+    finished: datetime,
+    archive: Path | None,
+    error: str | None,
+    prune_error: str | None = None,
 ) -> None:
-    """Write a backup's result to ``last.json`` (a failure to write it is logged)."""
+    """Write a backup's result to ``last.json`` (a failure to write it is logged);
+    ``prune_error``: the archive was written but older ones could not all be removed."""
     data = {
         "finished": finished.isoformat(),
         "archive": str(archive) if archive else None,
         "ok": error is None,
         "error": error,
+        "prune_error": prune_error,
     }
     path = last_backup_path(castra_root)
     try:
@@ -132,6 +140,7 @@ class Routine:
         self._tried: datetime | None = None  # the last backup begun (if last.json is unwritable)
         self.first_delay = timedelta(seconds=first_delay_s)
         self._cancel = threading.Event()  # a backup under way stops when Legio does
+        self._warned = False  # the shared backup folder, said once
         root = config.castra
         self.last_path = last_backup_path(root)
         self.digest_path = state_dir(root) / "digest.json"
@@ -168,7 +177,6 @@ class Routine:
         self._tried = self.clock()
         try:
             result = await asyncio.to_thread(make_backup, self.config, folder, cancel=self._cancel)
-            await asyncio.to_thread(prune, folder, self.config.backup.keep)
         except (BackupError, OSError) as e:
             if self._cancel.is_set():  # Legio is stopping: not a failure to report
                 logger.info("backup stopped with Legio: %s", e)
@@ -177,12 +185,26 @@ class Routine:
             self._record(None, str(e))
             await self._tell(BackupFailed(str(e), str(folder)))
             return None
+        if result.warning and not self._warned:
+            self._warned = True  # once per daemon: Caesar chose a shared folder
+            logger.warning("%s", result.warning)
         logger.info("backup written: %s (%.1f s)", result.archive, result.seconds)
-        self._record(result.archive, None)
+        pruned = await asyncio.to_thread(prune, folder, self.config.backup.keep, result.archive)
+        if pruned.error:
+            logger.error("backups: %s", pruned.error)
+        if pruned.foreign:
+            logger.warning(
+                "backups: left alone in %s, named like archives but not Legio's: %s",
+                folder,
+                ", ".join(p.name for p in pruned.foreign),
+            )
+        self._record(result.archive, None, pruned.error)
         return result
 
-    def _record(self, archive: Path | None, error: str | None) -> None:
-        record_last(self.config.castra, self.clock(), archive, error)
+    def _record(
+        self, archive: Path | None, error: str | None, prune_error: str | None = None
+    ) -> None:
+        record_last(self.config.castra, self.clock(), archive, error, prune_error)
 
     async def digest_now(self, end: datetime | None = None) -> Digest:
         """The digest of the 24 hours before ``end`` (now), told to the front-ends."""

@@ -9,6 +9,7 @@ Modules:
   own git
 - ``checkoutput``: a check's output on its way: a bounded log, the count, the tail
 - ``checks``: a project's check run in an agent's copy, sandboxed, bounded, recorded
+- ``checkwords``: a check's result in one line (cards, `/projects`, the pull request)
 - ``copies``: projects (`[projects]`)
 - ``gitsafe``: every git command Legio runs itself
 - ``overview``: what Caesar sees of the work

@@ -1,11 +1,12 @@
 """A check's output on its way, never held whole: to its log file (cut at a size, with a
-marker), through the runner's count reader (``legio.projects.tally``), and into a ring of
-its last lines (each cut at ``LINE_CHARS``, colours stripped) that becomes the run's
-tail. A chunk is read without a Python loop over its lines (a check printing blank lines
-would pin the daemon's CPU): its lines counted, only those the count reader's ``HINT``
-finds read, only its last ``TAIL_LINES`` kept. A line without an end is cut past
-``PARTIAL_BYTES``: a check printing one endless line holds no more than that.
-``remove_tree`` empties a check's temporary folder.
+marker), through the runner's count reader (``legio.projects.tally``, linear in each
+line), and into a ring of its last lines (each cut at ``LINE_CHARS``, colours stripped)
+that becomes the run's tail. A chunk is read without a Python loop over its lines (a
+check printing blank lines would pin the daemon's CPU): its lines counted, only those
+the count reader's ``HINT`` finds read, only its last ``TAIL_LINES`` kept. A line without
+an end is cut past ``PARTIAL_BYTES``: a check printing one endless line holds no more.
+``write`` runs in a worker thread (``Checks`` hands it each chunk), never on the daemon's
+event loop. ``remove_tree`` empties a check's temporary folder.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import re
 import shutil
 import stat
+import threading
 from collections import deque
 from pathlib import Path
 
@@ -43,8 +45,16 @@ class CheckOutput:
         self.lines = 0
         self._partial = bytearray()
         self._skipping = False  # inside a line already cut
+        self._lock = threading.Lock()  # written from a worker thread, closed from the loop
 
     def write(self, chunk: bytes) -> None:
+        """Take one chunk (called off the event loop: ``Checks`` hands each to a thread)."""
+        with self._lock:
+            self._write(chunk)
+
+    def _write(self, chunk: bytes) -> None:
+        if self.file.closed:
+            return  # the run already ended (a write still on its way from the thread)
         if not self.cut:
             room = self.max_bytes - self.written
             self.file.write(chunk[:room])
@@ -121,11 +131,14 @@ class CheckOutput:
         self.ring.append((raw[:LINE_BYTES], cut or len(raw) > LINE_BYTES))
 
     def close(self) -> None:
-        if self._partial or self._skipping:
-            self._line(bytes(self._partial), self._skipping)
-            self._partial.clear()
-            self._skipping = False
-        self.file.close()
+        with self._lock:
+            if self.file.closed:
+                return
+            if self._partial or self._skipping:
+                self._line(bytes(self._partial), self._skipping)
+                self._partial.clear()
+                self._skipping = False
+            self.file.close()
 
     @property
     def tail(self) -> str:

@@ -1,15 +1,20 @@
-"""Projects' checks: ``[projects.<name>] check`` run in an agent's copy, in the jail.
+"""Projects' checks: ``[projects.<name>] check`` run on an agent's commit, in the jail.
 
-``Checks.start(agent, project, copy_dir, commit)`` runs the project's check command in
-that copy inside ``legio.fence.jail`` (an allow-list jail: the system folders read-only,
-its copy, an empty home; no network, no capability) and returns
-a ``RunningCheck`` at once: its ``record`` (a ``legio.store.checkstore.CheckRecord``, kept
-in the praetorium) and ``done``, a future set to the final record. One run at a time per
-copy: a newer ``start`` stops the older one (its whole sandbox killed) and records it
-``cancelled``, superseded. A run past ``check_timeout`` minutes is killed the same way
-(SIGTERM to its process group, then SIGKILL; everything in its PID namespace dies with
-it) and recorded ``timed_out``. Without bubblewrap nothing runs: the run is an ``error``
-that says to install it.
+``Checks.start(agent, project, copy_dir, commit)`` runs the project's check command on a
+clean tree of exactly ``commit`` (``castra/state/checks/<agent>/<project>/tree-<run>``, made
+from the project by Legio's own git, its objects borrowed read-only; removed after the
+run), never on the copy's work tree, which the agent controls (a file marked
+``skip-worktree`` with other content put back, a filter of its own): what is recorded
+for a commit is what that commit does. ``uncommitted=True`` (asked for) runs on the
+copy's work tree instead, recorded as such. Either runs inside ``legio.fence.jail`` (an
+allow-list jail: the system folders read-only, its tree, an empty home; no network, no
+capability) and returns a ``RunningCheck`` at once: its ``record`` (a
+``legio.store.checkstore.CheckRecord``, kept in the praetorium) and ``done``, a future
+set to the final record. One run at a time per copy: a newer ``start`` stops the older
+one (its whole sandbox killed) and records it ``cancelled``, superseded. A run past
+``check_timeout`` minutes is killed the same way (SIGTERM to its process group, then
+SIGKILL; everything in its PID namespace dies with it) and recorded ``timed_out``.
+Without bubblewrap nothing runs: the run is an ``error`` that says to install it.
 
 The output is streamed, never held (``legio.projects.checkoutput``): to a log file
 (``castra/state/checks/logs/<id>.log``, cut at 5 MB with a marker; the last
@@ -26,12 +31,14 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from legio.errors import ProjectError
+from legio.fence.checklimits import LIMITS_FAILED, CheckLimits, Confinement, limit_support
 from legio.fence.cliconfig import state_dir
 from legio.fence.jail import (
     CHECKS,
@@ -45,6 +52,7 @@ from legio.fence.jail import (
     pinned,
     through_fd,
 )
+from legio.projects import gitsafe
 from legio.projects.checkoutput import LINE_CHARS, MAX_LOG_BYTES, CheckOutput, remove_tree
 from legio.projects.copies import Place, Projects
 from legio.store.checkstore import CheckRecord, CheckState, CheckStore
@@ -55,6 +63,7 @@ logger = logging.getLogger(__name__)
 KEEP_LOGS = 10  # logs kept per copy; older ones are removed
 KILL_GRACE_S = 5.0  # between SIGTERM and SIGKILL
 READ_CHUNK = 64 * 1024
+NOT_STARTED = (b"bwrap: ", LIMITS_FAILED.encode())  # the sandbox's or its limits' own words
 
 Follower = Callable[[CheckRecord], Awaitable[None]]
 
@@ -99,6 +108,12 @@ class RunningCheck:
         if self._why is None:
             self._why = (state, why)
         self._stop.set()
+
+
+def _remove_trees(base: Path) -> None:
+    """The clean trees earlier runs left (one cut off by a restart, say)."""
+    for old in base.glob("tree-*"):
+        remove_tree(old)
 
 
 def _fresh_dirs(base: Path) -> tuple[Path, Path, Path]:
@@ -181,12 +196,21 @@ class Checks:
         return found
 
     async def start(
-        self, agent: str, project: str, copy_dir: Path, commit: str | None = None
+        self,
+        agent: str,
+        project: str,
+        copy_dir: Path,
+        commit: str | None = None,
+        *,
+        uncommitted: bool = False,
     ) -> RunningCheck:
-        """Run ``project``'s check in ``agent``'s copy (``copy_dir``) on ``commit`` (None:
-        the copy's HEAD, read now); the run, started (or already ended: no sandbox). A run
-        on the same copy is stopped first, recorded as superseded. ``ProjectError`` if the
-        project has no check, or ``copy_dir`` is not that copy."""
+        """Run ``project``'s check for ``agent``'s copy (``copy_dir``) on ``commit`` (None:
+        the copy's HEAD, read now): on a clean tree of that commit made from the project
+        (``gitsafe.clean_tree``), never on the copy's work tree; with ``uncommitted`` (asked
+        for), on the copy's work tree as it is, recorded so. The run, started (or already
+        ended: no sandbox, no such commit in the project). A run on the same copy is
+        stopped first, recorded as superseded. ``ProjectError`` if the project has no
+        check, or ``copy_dir`` is not that copy."""
         command = self.command(project)
         if command is None:
             raise ProjectError(
@@ -199,7 +223,9 @@ class Checks:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             timeout_s = self.projects.settings(project).check_timeout * 60
-            record = await self.store.begin(agent, project, command, commit, timeout_s, now())
+            record = await self.store.begin(
+                agent, project, command, commit, timeout_s, now(), uncommitted
+            )
             run = RunningCheck(record, self.logs_dir / f"{record.id}.log")
             older = self._runs.get(key)
             self._runs[key] = run
@@ -243,6 +269,7 @@ class Checks:
     async def _run(self, run: RunningCheck, copy: Path) -> None:
         started = time.monotonic()
         output: CheckOutput | None = None
+        tree: Path | None = None
         try:
             support = await asyncio.to_thread(self.support)
             if not support.available:
@@ -250,13 +277,32 @@ class Checks:
                 return
             base = checks_dir(self.projects.castra.root, run.agent, run.project)
             dirs = await asyncio.to_thread(_fresh_dirs, base)
-            self.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            output = CheckOutput(run.log_path, self.max_log_bytes)
-            state, detail, code = await self._sandboxed(run, copy, support, dirs, output)
-            await self._finish(run, output, started, state, detail, code)
+            if not run.record.uncommitted:  # the commit itself, never the work tree
+                tree = base / f"tree-{run.id}"  # its own: an older run may still remove its
+                await asyncio.to_thread(_remove_trees, base)
+                try:
+                    repo = self.projects.settings(run.project).path
+                    await gitsafe.clean_tree(repo, run.commit, tree)
+                except ProjectError as e:
+                    logger.warning("check #%d: no clean tree: %s", run.id, e)
+                    why = (
+                        f"commit {run.commit[:12]} is not in #{run.project} (not published "
+                        "there?): nothing was checked"
+                    )
+                    ended: tuple[CheckState, str | None, int | None] = ("error", why, None)
+                else:
+                    copy = tree
+            if tree is None or copy == tree:
+                self.logs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+                output = CheckOutput(run.log_path, self.max_log_bytes)
+                ended = await self._sandboxed(run, copy, support, dirs, output)
         except Exception as e:  # never a traceback to Caesar: the run says what went wrong
             logger.exception("check #%d failed to run", run.id)
-            await self._finish(run, output, started, "error", f"the check could not run: {e}", None)
+            ended = ("error", f"the check could not run: {e}", None)
+        finally:
+            if tree is not None:  # gone before the run is told over
+                await asyncio.to_thread(remove_tree, tree)
+        await self._finish(run, output, started, *ended)
 
     async def _sandboxed(
         self,
@@ -266,13 +312,41 @@ class Checks:
         dirs: tuple[Path, Path, Path],
         output: CheckOutput,
     ) -> tuple[CheckState, str | None, int | None]:
+        """The run inside its limits (``legio.fence.checklimits``): made, run, removed."""
+        config = self.projects.config
+        repo = self.projects.settings(run.project).path
+        objects = await asyncio.to_thread(borrowed, copy, repo)
+        held = await asyncio.to_thread(limit_support, support.detail, support.userns)
+        name = f"legio-check-{os.getpid()}-{run.id}-{secrets.token_hex(4)}"  # unique here
+        confined = Confinement(CheckLimits.of(config), held, name)
+        try:
+            await asyncio.to_thread(confined.setup)
+        except OSError as e:  # fail closed: no check without its limits
+            await asyncio.to_thread(confined.cleanup)
+            return "error", f"the check's limits could not be set ({e}): it did not run", None
+        try:
+            return await self._confined(run, copy, support, dirs, output, confined, objects)
+        finally:
+            await asyncio.to_thread(confined.cleanup)
+            if confined.groups:
+                logger.warning("check #%d: cgroups left behind: %s", run.id, confined.groups)
+
+    async def _confined(
+        self,
+        run: RunningCheck,
+        copy: Path,
+        support: JailSupport,
+        dirs: tuple[Path, Path, Path],
+        output: CheckOutput,
+        confined: Confinement,
+        objects: list[Path],
+    ) -> tuple[CheckState, str | None, int | None]:
         projects = self.projects
         tmp, cache, home = dirs
         config = projects.config
         repo = projects.settings(run.project).path
         fence = Place(run.project, run.agent, repo, "", "", copy).fence()
         command = run.record.command
-        objects = await asyncio.to_thread(borrowed, copy, repo)
         info, info_w = os.pipe()
         try:
             with contextlib.ExitStack() as stack:
@@ -292,8 +366,14 @@ class Checks:
                     objects,
                     support.userns,
                     pins,
+                    confined.tmp_args(tmp),
+                    confined.shell(),
+                    confined.dev_args(tmp),
                 )
                 argv, args = through_fd(argv)
+                if not os.access(argv[0], os.X_OK):  # said as such, not as the check's exit
+                    raise ProjectError(f"{argv[0]} cannot be run")
+                argv = confined.wrap(argv)
                 stack.callback(os.close, args)
                 process = await asyncio.create_subprocess_exec(
                     *argv,
@@ -336,7 +416,7 @@ class Checks:
                 await self._kill(process, inner)
         if run._why is not None:
             return run._why[0], run._why[1], code
-        if code != 0 and output.first.startswith(b"bwrap: ") and output.lines <= 3:
+        if code != 0 and output.first.startswith(NOT_STARTED) and output.lines <= 3:
             why = output.first.decode("utf-8", "replace")[:LINE_CHARS]
             return "error", f"the sandbox could not start ({why}): the check did not run", code
         if code == 0:
@@ -345,8 +425,8 @@ class Checks:
 
     @staticmethod
     async def _pump(stream: asyncio.StreamReader, output: CheckOutput) -> None:
-        while chunk := await stream.read(READ_CHUNK):
-            output.write(chunk)
+        while chunk := await stream.read(READ_CHUNK):  # read off the loop: never stalls it
+            await asyncio.to_thread(output.write, chunk)
 
     async def _kill(self, process: asyncio.subprocess.Process, inner: int | None) -> None:
         """The whole check: the sandbox's first process (``inner``) with SIGKILL, which

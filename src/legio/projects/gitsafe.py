@@ -427,3 +427,22 @@ async def clone_shared(source: Path, target: Path, origin: str) -> None:
         )
     if code != 0:
         raise ProjectError(f"cloning {source} failed: {err or f'exit code {code}'}")
+
+
+async def clean_tree(source: Path, commit: str, target: Path) -> None:
+    """A fresh repository at ``target`` (which must not exist) holding exactly ``commit``
+    of the project ``source``, checked out detached: what a check runs on. Its objects are
+    borrowed from ``source`` (``clone --shared``: read, never written), no config of
+    ``source`` or of an agent's copy comes along, and git runs with ``SAFE_SETTINGS``:
+    no hook, no filter or attribute driver, no fsmonitor runs (a ``.gitattributes`` the
+    commit holds names drivers nobody defines: each file is checked out as committed).
+    ``ProjectError`` if ``source`` lacks the commit."""
+    if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit):
+        raise ProjectError(f"{commit[:80]!r} is not a commit id")
+    await clone_shared(source, target, "project")
+    code, _, _ = await run_raw(
+        target, "cat-file", "-e", f"{commit}^{{commit}}", hostile=False, work_tree=False
+    )
+    if code != 0:
+        raise ProjectError(f"commit {commit[:12]} is not in {source}")
+    await run(target, "checkout", "--quiet", "--detach", commit, hostile=False)

@@ -22,6 +22,7 @@ from pathlib import Path
 from legio.castra import Castra
 from legio.config import Config
 from legio.errors import ProjectError
+from legio.fence.checklimits import CheckLimits, limit_support, limits_said
 from legio.fence.jail import jail_support
 from legio.names import NAME
 from legio.projects import gitsafe
@@ -238,14 +239,20 @@ def check_line(projects: Projects, name: str) -> list[tuple[str, str]]:
     timeout = f"{settings.check_timeout:g} min"
     if not support.available:
         return [("bad", f"project #{name}: its check cannot run: {support.detail}")]
+    held = limit_support(support.detail, support.userns)
+    whole = held.processes and held.memory and held.tmp
     return [
         (
             "ok",
             visible_name(
-                f"project #{name}: check `{settings.check}` (in each copy, sandboxed, "
-                f"no network, killed after {timeout})"
+                f"project #{name}: check `{settings.check}` (on a clean tree of the commit, "
+                f"sandboxed, no network, killed after {timeout})"
             ),
-        )
+        ),
+        (
+            "ok" if whole else "warn",
+            f"project #{name}: its check's {limits_said(CheckLimits.of(projects.config), held)}",
+        ),
     ]
 
 

@@ -1,46 +1,53 @@
 """The test runner's own count, read from a check's output line by line.
 
 ``TallyReader.feed`` takes each line as it comes (colours stripped, only its start
-read), ``result`` says what was found: pytest's summary (``3 failed, 209 passed in
-38.1s``, with ``-q`` or without), unittest's ``Ran 212 tests`` and ``OK`` /
-``FAILED (failures=2, errors=1)``, go test's ``--- PASS``/``--- FAIL`` lines (with
-``-v``; else its ``ok``/``FAIL`` lines per package), cargo's ``test result: ok. 5
-passed; 1 failed; …`` (one per crate, summed), jest's ``Tests: 3 failed, 209 passed, 212
-total`` and vitest's ``Tests  3 failed | 209 passed (212)``. A check that runs several
-runners gets their counts summed (tests with tests; packages only when nothing counted
-tests). Nothing found: None, and the card shows the exit code alone.
+read), ``result`` says what was found: ONE runner's final summary, the last summary
+line the output held — pytest's (``3 failed, 209 passed in 38.1s``, with ``-q`` or
+without), unittest's ``Ran 212 tests`` and ``OK`` / ``FAILED (failures=2, errors=1)``,
+cargo's ``test result: ok. 5 passed; 1 failed; …`` (the last crate's), jest's ``Tests: 3
+failed, 209 passed, 212 total`` and vitest's ``Tests  3 failed | 209 passed (212)``.
+Never a sum across runners or lines: the check's own program prints these lines, so a
+count is the project's word, shown only where the exit code agrees with it
+(``legio.frontends.checkviews``). go test prints no summary of its own: its check shows
+the exit code alone. Nothing found: None.
+
+Every line is read in one pass of string methods (no pattern that backtracks: a line
+built to make one, ``passed in 1s`` then hundreds of spaces, costs what any line does),
+and at most ``READ`` characters of it.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+# colour codes and carriage returns; an OSC title ends at BEL, never scanning past the
+# next escape (a line of unterminated ``ESC ]`` stays linear)
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*\x07|\r")
 READ = 400  # characters of a line looked at
-
-PYTEST_TAIL = re.compile(r"(?:^|\s)(?:in [\d.]+s(?: \([\d:]+\))?)\s*=*\s*$")
-PYTEST_WORD = re.compile(
-    r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun)\b"
-)
-UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in [\d.]+s\s*$")
-UNITTEST_END = re.compile(r"^(OK|FAILED)\b(?: \((.*)\))?\s*$")
-GO_TEST = re.compile(r"^--- (PASS|FAIL|SKIP): \S")
-GO_PACKAGE = re.compile(r"^(ok|FAIL)\s+\S+\s+(?:[\d.]+s|\(cached\)|\[)")
-CARGO = re.compile(
-    r"^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored(?:; (\d+) measured)?"
-)
-JEST = re.compile(r"^Tests:\s+(.*\d+ total)\s*$")
-VITEST = re.compile(r"^\s*Tests\s{2,}(.*\(\d+\))\s*$")
-COUNT_WORD = re.compile(r"(\d+) (passed|failed|skipped|todo|total)\b")
 # a line without one of these holds no count: not decoded, not read
-HINT = re.compile(rb"passed|failed|error|skipped|no tests ran|Ran |OK|ok|FAIL|PASS|SKIP|Tests")
+HINT = re.compile(rb"passed|failed|error|skipped|no tests ran|Ran |OK|FAIL|Tests")
+
+PYTEST_WORDS = {
+    "passed": "passed",
+    "failed": "failed",
+    "error": "errors",
+    "errors": "errors",
+    "skipped": "skipped",
+    "xfailed": "xfailed",
+    "xpassed": "xpassed",
+    "deselected": "deselected",
+    "warning": "warnings",
+    "warnings": "warnings",
+    "rerun": "rerun",
+}
 
 
 @dataclass(frozen=True)
 class Tally:
     """A runner's count: ``failed`` includes errors; ``total`` every test it counted
-    (passed, failed, skipped…); ``unit`` is "tests", or "packages" (go test without -v)."""
+    (passed, failed, skipped…); ``unit`` is "tests"."""
 
     passed: int
     failed: int
@@ -50,32 +57,114 @@ class Tally:
     runner: str = ""
 
 
-@dataclass
-class _Count:
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    total: int = 0
-    seen: bool = False
-    verbose: bool = False  # go test -v: its passing tests are listed too
-
-    def add(self, passed: int, failed: int, skipped: int = 0, total: int | None = None) -> None:
-        self.passed += passed
-        self.failed += failed
-        self.skipped += skipped
-        self.total += passed + failed + skipped if total is None else total
-        self.seen = True
+def _number(word: str) -> int | None:
+    return int(word) if word.isascii() and word.isdigit() and len(word) <= 12 else None
 
 
-@dataclass
+def _seconds(word: str) -> bool:
+    """``38.12s``: a time as pytest and unittest print it."""
+    body = word[:-1]
+    return word.endswith("s") and bool(body) and body.replace(".", "", 1).isdigit()
+
+
+def _pairs(words: list[str]) -> dict[str, int]:
+    """``3 failed, 209 passed`` as {word: number} (a word's trailing punctuation dropped;
+    the same word twice: its last number)."""
+    found: dict[str, int] = {}
+    for number, word in itertools.pairwise(words):
+        n = _number(number)
+        if n is not None:
+            found[word.rstrip(",;|")] = n
+    return found
+
+
+def pytest_summary(text: str) -> Tally | None:
+    """pytest's last line: ``== 3 failed, 209 passed, 1 warning in 38.12s (0:00:38) ==``."""
+    words = text.strip().strip("=").split()
+    if words and words[-1].startswith("(") and words[-1].endswith(")"):
+        if not words[-1][1:-1].replace(":", "").isdigit():
+            return None
+        words.pop()
+    if len(words) < 3 or words[-2] != "in" or not _seconds(words[-1]):
+        return None
+    words = words[:-2]
+    n: dict[str, int] = {}
+    for word, count in _pairs(words).items():
+        if word in PYTEST_WORDS:
+            n[PYTEST_WORDS[word]] = count
+    if not n and " ".join(words[-3:]) != "no tests ran":
+        return None
+    failed = n.get("failed", 0) + n.get("errors", 0)
+    passed = n.get("passed", 0) + n.get("xpassed", 0)
+    skipped = n.get("skipped", 0) + n.get("xfailed", 0)
+    return Tally(passed, failed, passed + failed + skipped, skipped, runner="pytest")
+
+
+def unittest_ran(text: str) -> int | None:
+    """unittest's ``Ran 212 tests in 1.234s``: its number, else None."""
+    words = text.split()
+    if len(words) != 5 or not text.startswith("Ran ") or words[2] not in ("test", "tests"):
+        return None
+    return _number(words[1]) if words[3] == "in" and _seconds(words[4]) else None
+
+
+def unittest_end(text: str, ran: int) -> Tally | None:
+    """unittest's ``OK`` / ``FAILED (failures=2, errors=1, skipped=4)`` after ``Ran``."""
+    line = text.rstrip()
+    word, _, rest = line.partition(" ")
+    if word not in ("OK", "FAILED") or (rest and not (rest[:1] == "(" and rest[-1:] == ")")):
+        return None
+    found: dict[str, int] = {}
+    for item in rest[1:-1].split(","):
+        key, _, value = item.partition("=")
+        number = _number(value.strip())
+        if number is not None:
+            found[key.strip()] = number
+    failed = found.get("failures", 0) + found.get("errors", 0)
+    failed += found.get("unexpected successes", 0)
+    skipped = found.get("skipped", 0)
+    passed = max(ran - failed - skipped, 0)
+    return Tally(passed, failed, ran, skipped, runner="unittest")
+
+
+def cargo_summary(text: str) -> Tally | None:
+    """cargo's ``test result: ok. 5 passed; 1 failed; 1 ignored; 0 measured; …``."""
+    for start in ("test result: ok. ", "test result: FAILED. "):
+        if text.startswith(start):
+            n = _pairs(text[len(start) :].split())
+            if not {"passed", "failed", "ignored"} <= n.keys():
+                return None
+            passed, failed, ignored = n["passed"], n["failed"], n["ignored"]
+            return Tally(passed, failed, passed + failed + ignored, ignored, runner="cargo")
+    return None
+
+
+def js_summary(text: str) -> Tally | None:
+    """jest's ``Tests:       3 failed, 1 skipped, 208 passed, 212 total``; vitest's
+    ``      Tests  3 failed | 209 passed (212)``."""
+    line = text.strip()
+    if text.startswith("Tests:") and line.endswith(" total"):
+        runner, n = "jest", _pairs(line[6:].split())
+        total = n.get("total")
+    elif line.startswith("Tests") and line[5:7].isspace() and line.endswith(")"):
+        runner, words = "vitest", line[5:].split()
+        last = words.pop() if words else ""
+        total = _number(last[1:-1]) if last.startswith("(") else None
+        n = _pairs(words)
+    else:
+        return None
+    if total is None or not n.keys() & {"passed", "failed", "skipped", "todo"}:
+        return None
+    skipped = n.get("skipped", 0) + n.get("todo", 0)
+    return Tally(n.get("passed", 0), n.get("failed", 0), total, skipped, runner=runner)
+
+
 class TallyReader:
-    """Feed it a check's output, line by line; ``result`` is the count found, or None."""
+    """Feed it a check's output, line by line; ``result`` is the last summary found."""
 
-    counts: dict[str, _Count] = field(default_factory=dict)
-    _ran: int | None = None  # unittest: "Ran N tests" waiting for its OK / FAILED line
-
-    def _count(self, runner: str) -> _Count:
-        return self.counts.setdefault(runner, _Count())
+    def __init__(self) -> None:
+        self.last: Tally | None = None
+        self._ran: int | None = None  # unittest: "Ran N tests" waiting for OK / FAILED
 
     @property
     def waiting(self) -> bool:
@@ -91,103 +180,22 @@ class TallyReader:
     def feed(self, line: str) -> None:
         """Read one line of output (its first ``READ`` characters, colours stripped)."""
         text = ANSI.sub("", line[: READ * 2])[:READ].rstrip("\n")
-        if self._ran is not None and self._unittest_end(text):
+        if self._ran is not None:
+            if not text.strip():
+                return  # unittest leaves a blank line before OK / FAILED
+            waited, self._ran = self._ran, None
+            found = unittest_end(text, waited)
+            if found is not None:
+                self.last = found
+                return
+        ran = unittest_ran(text)
+        if ran is not None:
+            self._ran = ran
             return
-        ran = UNITTEST_RAN.match(text)
-        if ran:
-            self._ran = int(ran.group(1))
-            return
-        if self._cargo(text) or self._pytest(text) or self._go(text):
-            return
-        self._js(text)
-
-    def _unittest_end(self, text: str) -> bool:
-        if not text.strip():
-            return False  # unittest leaves a blank line before OK / FAILED
-        ran, self._ran = self._ran or 0, None
-        end = UNITTEST_END.match(text)
-        if not end:
-            return False
-        found = {k.strip(): int(v) for k, v in re.findall(r"(\w+)=(\d+)", end.group(2) or "")}
-        failed = found.get("failures", 0) + found.get("errors", 0)
-        failed += found.get("unexpected successes", 0)
-        skipped = found.get("skipped", 0)
-        passed = max(ran - failed - skipped, 0)
-        self._count("unittest").add(passed, failed, skipped, total=ran)
-        return True
-
-    def _pytest(self, text: str) -> bool:
-        if not PYTEST_TAIL.search(text):
-            return False
-        words = PYTEST_WORD.findall(text)
-        if not words and "no tests ran" not in text:
-            return False
-        n: dict[str, int] = {}
-        for number, word in words:
-            key = {"error": "errors", "warning": "warnings"}.get(word, word)
-            n[key] = n.get(key, 0) + int(number)
-        failed = n.get("failed", 0) + n.get("errors", 0)
-        passed = n.get("passed", 0) + n.get("xpassed", 0)
-        skipped = n.get("skipped", 0) + n.get("xfailed", 0)
-        self._count("pytest").add(passed, failed, skipped)
-        return True
-
-    def _cargo(self, text: str) -> bool:
-        found = CARGO.match(text)
-        if not found:
-            return False
-        passed, failed, ignored = (int(found.group(i)) for i in (1, 2, 3))
-        self._count("cargo").add(passed, failed, ignored)
-        return True
-
-    def _go(self, text: str) -> bool:
-        test = GO_TEST.match(text)
-        if test:
-            kind = test.group(1)
-            self._count("go").add(kind == "PASS", kind == "FAIL", kind == "SKIP")
-            if kind == "PASS":
-                self._count("go").verbose = True
-            return True
-        package = GO_PACKAGE.match(text)
-        if package:
-            self._count("go packages").add(package.group(1) == "ok", package.group(1) == "FAIL")
-            return True
-        return False
-
-    def _js(self, text: str) -> None:
-        for runner, pattern in (("jest", JEST), ("vitest", VITEST)):
-            found = pattern.match(text)
-            if not found:
-                continue
-            n = {word: int(number) for number, word in COUNT_WORD.findall(found.group(1))}
-            total_found = re.search(r"\((\d+)\)\s*$", found.group(1))
-            total = n.get("total", int(total_found.group(1)) if total_found else None)
-            skipped = n.get("skipped", 0) + n.get("todo", 0)
-            self._count(runner).add(n.get("passed", 0), n.get("failed", 0), skipped, total)
-            return
+        found = cargo_summary(text) or pytest_summary(text) or js_summary(text)
+        if found is not None:
+            self.last = found
 
     def result(self) -> Tally | None:
-        """The counts found, summed; None if no runner's count was seen."""
-        go = self.counts.get("go")
-        tests = {
-            name: count
-            for name, count in self.counts.items()
-            if count.seen and name != "go packages" and (name != "go" or count.verbose)
-        }
-        unit = "tests"
-        if not tests:
-            packages = self.counts.get("go packages")
-            if packages is None or not packages.seen:
-                if go is None or not go.seen:
-                    return None
-                tests = {"go": go}  # only failing tests printed: better than nothing
-            else:
-                tests, unit = {"go": packages}, "packages"
-        return Tally(
-            passed=sum(c.passed for c in tests.values()),
-            failed=sum(c.failed for c in tests.values()),
-            total=sum(c.total for c in tests.values()),
-            skipped=sum(c.skipped for c in tests.values()),
-            unit=unit,
-            runner="+".join(tests),
-        )
+        """The last runner's final summary, or None if no summary line was seen."""
+        return self.last

@@ -111,8 +111,10 @@ class WorkCards:
         self._keep(row.id, work.uncommitted.diff, work.uncommitted.untracked)
         self._prune()
         if self.checks is not None and self.checks.configured(place.project):
-            try:  # on the copy as the turn left it; a newer turn's check stops this one
-                run = await self.checks.start(place.agent, place.project, place.copy)
+            try:  # on the card's commit (a clean tree); a newer turn's check stops this one
+                run = await self.checks.start(
+                    place.agent, place.project, place.copy, work.to_tip or None
+                )
             except ProjectError as e:
                 logger.warning("%s: no check on #%s: %s", place.agent, place.project, e)
             else:

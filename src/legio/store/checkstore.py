@@ -1,7 +1,8 @@
 """Projects' checks as data: the ``checks`` table of the praetorium (migration ``m014_checks``).
 
 One row per run of a copy's check (``legio.projects.checks``): which agent's copy of which
-project, the command, the commit it ran on, its state (``running``, then ``passed``,
+project, the command, the commit it ran on (``worktree:<HEAD>`` for a run asked for on the
+copy's uncommitted work), its state (``running``, then ``passed``,
 ``failed``, ``timed_out``, ``cancelled``, ``error`` or ``interrupted``) and why
 (``detail``), when it started and ended, the exit code, the last lines of its output,
 how big its log grew and whether it was cut, and the runner's own count where one was
@@ -32,6 +33,8 @@ FINISHED: tuple[CheckState, ...] = (
     "error",
     "interrupted",
 )
+# ``commit_id`` of a run on the copy's uncommitted work: ``worktree:<HEAD>``
+WORK_TREE = "worktree:"
 INTERRUPTED = "Legio stopped while it ran (a restart): it did not finish"
 
 
@@ -53,7 +56,7 @@ class CheckRecord:
     agent: str
     project: str
     command: str
-    commit: str  # the copy's HEAD when it started
+    commit: str  # the commit it checked (a clean tree of it), or the HEAD under ``uncommitted``
     state: CheckState
     timeout_s: float
     started_at: datetime
@@ -70,6 +73,7 @@ class CheckRecord:
     total: int | None = None
     unit: str | None = None
     runner: str | None = None
+    uncommitted: bool = False  # asked for: the copy's work tree, not a commit, was checked
 
     @property
     def running(self) -> bool:
@@ -90,7 +94,8 @@ class CheckRecord:
             agent=row["agent"],
             project=row["project"],
             command=row["command"],
-            commit=row["commit_id"],
+            commit=row["commit_id"].removeprefix(WORK_TREE),
+            uncommitted=row["commit_id"].startswith(WORK_TREE),
             state=row["state"],
             timeout_s=float(row["timeout_s"]),
             started_at=datetime.fromisoformat(row["started_at"]),
@@ -134,8 +139,11 @@ class CheckStore:
         commit: str,
         timeout_s: float,
         started_at: datetime,
+        uncommitted: bool = False,
     ) -> CheckRecord:
-        """A new run, ``running`` from ``started_at``."""
+        """A new run, ``running`` from ``started_at``; ``uncommitted``: of the copy's work
+        tree over ``commit``, not of ``commit`` itself."""
+        commit = WORK_TREE + commit if uncommitted else commit
         rows = await self._rows(
             "INSERT INTO checks (agent, project, command, commit_id, state, timeout_s, "
             "started_at) VALUES (?, ?, ?, ?, 'running', ?, ?) RETURNING *",

@@ -18,9 +18,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from legio.app import ApprovalRequest, Decision, QuestionRequest, shorten_middle
 from legio.frontends.admin import is_command
 from legio.frontends.numbers import digits
+from legio.request import ApprovalRequest, Decision, QuestionRequest
+from legio.shell.rules import shorten_middle
 
 KEYS = {"o": "once", "y": "once", "s": "session", "a": "always", "d": "deny", "n": "deny"}
 KEYS["x"] = "stop"

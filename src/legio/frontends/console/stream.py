@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
-from legio.app import Reply
 from legio.frontends.statusview import previews
 from legio.names import LEGATUS
-from legio.request import Status
+from legio.request import Reply, Status
 
 
 class StreamPrinter:

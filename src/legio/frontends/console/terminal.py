@@ -20,18 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TextIO
 
-from legio.app import (
-    DOWNLOAD_LIMIT,
-    Asker,
-    DigestReady,
-    Job,
-    JobRun,
-    LegioApp,
-    PendingFile,
-    Reply,
-    Stuck,
-    visible,
-)
+from legio.app import DOWNLOAD_LIMIT, Job, JobRun, LegioApp
 from legio.audience import Operation, Quiet
 from legio.errors import AttachmentError
 from legio.frontends.admin import Admin, is_command
@@ -41,8 +30,10 @@ from legio.frontends.digestview import backup_failed_text, digest_lines
 from legio.frontends.statusview import status_text
 from legio.frontends.views import agent_header, card_text, interruption_notice, reply_text
 from legio.names import LEGATUS
-from legio.request import Callbacks, Request, Status, WorkCard
+from legio.operations.digest import DigestReady
+from legio.request import Asker, Callbacks, PendingFile, Reply, Request, Status, Stuck, WorkCard
 from legio.timing import begin
+from legio.visible import visible
 
 BANNER = (
     "Legio console: write to the Legatus, @name for a centurio, /attach PATH [text] for a "

@@ -34,19 +34,13 @@ from telegram import (
 )
 from telegram.error import TelegramError
 
-from legio.app import (
-    SHOWN_MAX,
-    ApprovalRequest,
-    Asker,
-    Decision,
-    LegioApp,
-    QuestionRequest,
-    shorten_middle,
-    visible,
-)
+from legio.app import LegioApp
 from legio.frontends.numbers import digits
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.views import stop_text
+from legio.request import ApprovalRequest, Asker, Decision, QuestionRequest
+from legio.shell.rules import SHOWN_MAX, shorten_middle
+from legio.visible import visible
 
 logger = logging.getLogger(__name__)
 

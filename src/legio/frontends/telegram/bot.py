@@ -48,7 +48,7 @@ from telegram.ext import (
     filters,
 )
 
-from legio.app import Job, JobRun, LegioApp, Reply
+from legio.app import Job, JobRun, LegioApp
 from legio.config import Config
 from legio.frontends.admin import BY_NAME, COMMANDS, Admin, parse_retry
 from legio.frontends.telegram.admission import Admission, addressed_elsewhere, forwarded_from
@@ -75,7 +75,7 @@ from legio.frontends.telegram.status import StatusBoard, Typing
 from legio.frontends.telegram.stuckview import StuckView
 from legio.frontends.views import agent_header, interruption_notice
 from legio.frontends.web.server import Cockpit, open_cockpit
-from legio.request import UNWATCHED, Callbacks, Request, Watch, WorkCard
+from legio.request import UNWATCHED, Callbacks, Reply, Request, Watch, WorkCard
 from legio.timing import begin
 
 logger = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from telegram.error import BadRequest, TelegramError
 from legio.app import CheckRecord, LegioApp, Target
 from legio.doors.workdoor import WorkDoor
 from legio.errors import ForgeError, ProjectError
-from legio.frontends.checkviews import check_badge, check_report
+from legio.frontends.checkviews import check_report
 from legio.frontends.numbers import digits
 from legio.frontends.telegram.diffs import send_card_diff
 from legio.frontends.telegram.lanes import Lane, in_lane
@@ -242,15 +242,8 @@ class CardDesk:
         """🚀 Publish: what would be posted, shown with 🚀 Post / ✖ Cancel
         (``publishview``); nothing is pushed or posted before that tap."""
         bot, chat_id = message.get_bot(), message.chat_id
-        check = await self._check(card)
-        try:
-            preview = await self.room.publish_preview(
-                card.agent,
-                card.project,
-                summary=await self.room.card_summary(card.id),
-                check=check_badge(check) if check else "",
-                commit=card.tip,  # what this card showed, never newer unseen commits
-            )
+        try:  # exactly what this card showed, its check's result only for that commit
+            preview = await self.room.publish_preview(card.id)
         except (ForgeError, ProjectError) as e:
             await send_with_retries(bot, chat_id, f"Not published: {e}")
             return

@@ -29,7 +29,7 @@ from telegram.constants import ChatType
 from telegram.error import TelegramError
 from telegram.ext import ContextTypes
 
-from legio.app import LegioApp, Pointer, Reply, Topic
+from legio.app import LegioApp, Topic
 from legio.doors.talkdoor import ConversationDoor
 from legio.doors.workdoor import WorkDoor
 from legio.frontends.telegram.cardview import CardDesk
@@ -43,6 +43,7 @@ from legio.frontends.telegram.sending import (
 )
 from legio.frontends.views import agent_header, reply_text
 from legio.names import LEGATUS
+from legio.request import Pointer, Reply
 
 logger = logging.getLogger(__name__)
 

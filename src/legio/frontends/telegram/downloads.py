@@ -22,11 +22,12 @@ from typing import Any
 from telegram import Bot, Message
 from telegram.error import TelegramError
 
-from legio.app import Fetch, PendingFile, guess_mime, kind_of, safe_name
+from legio.app import Fetch, guess_mime, kind_of, safe_name
 from legio.doors.inboxdoor import InboxDoor
 from legio.errors import AttachmentError, DownloadLater
 from legio.frontends.telegram.admission import forwarded_from
 from legio.frontends.telegram.sending import chat_of, is_transient, origin_of, send_with_retries
+from legio.request import PendingFile
 
 UNSUPPORTED = (
     "I can take text, photos, documents, audio, voice notes and videos; "

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 
 from telegram import Bot
 
-from legio.app import Asker, ForgeEvent, Job, JobRun, Stuck
+from legio.app import Job, JobRun
 from legio.audience import Operation, Quiet
 from legio.frontends.telegram.asking import TelegramAsker
 from legio.frontends.telegram.cardview import CardDesk
 from legio.frontends.telegram.forgeview import ForgeView
 from legio.frontends.telegram.opsview import show_operation
 from legio.frontends.telegram.stuckview import StuckView
-from legio.request import WorkCard
+from legio.request import Asker, ForgeEvent, Stuck, WorkCard
 
 
 @dataclass

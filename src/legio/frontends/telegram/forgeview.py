@@ -22,11 +22,11 @@ from collections.abc import Awaitable, Callable
 from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import TelegramError
 
-from legio.app import ForgeEvent, LegioApp, Reply
+from legio.app import LegioApp
 from legio.frontends.forgelines import event_line
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.telegram.sending import send_with_retries
-from legio.request import Watch
+from legio.request import ForgeEvent, Reply, Watch
 
 logger = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ import logging
 from telegram import Bot, Message
 from telegram.error import TelegramError
 
-from legio.app import PendingFile
 from legio.doors.inboxdoor import InboxDoor
 from legio.errors import VoiceError
 from legio.frontends.telegram.sending import send_with_retries
+from legio.request import PendingFile
 
 logger = logging.getLogger(__name__)
 

@@ -8,9 +8,10 @@ import logging
 from telegram import Bot
 from telegram.error import TelegramError
 
-from legio.app import BackupFailed, DigestReady
 from legio.frontends.digestview import backup_failed_text, digest_lines
 from legio.frontends.telegram.sending import plain_pages, send_with_retries
+from legio.operations.digest import DigestReady
+from legio.request import BackupFailed
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ entity (monospace, no Markdown rendered, hidden characters already ``⟨U+XXXX�
 when they do not fit one message, the body as a ``.txt`` document with the title in its
 caption; with **🚀 Post this pull request** and **✖ Cancel**. The preview is pinned to
 that message (kept here, in memory): the confirming tap posts exactly it
-(``WorkDoor.publish(preview=…)``), once. A second tap, or a tap after a restart, is told
+(``WorkDoor.publish(preview)``), once. A second tap, or a tap after a restart, is told
 so and posts nothing; so is Cancel. A push the forge refuses as not a fast-forward asks
 **⚠️ Replace the forge's …** with the same preview pinned to that question.
 """
@@ -28,9 +28,10 @@ from telegram import (
 )
 from telegram.error import TelegramError
 
-from legio.app import LegioApp, PublishPreview
+from legio.app import LegioApp
 from legio.doors.workdoor import WorkDoor
 from legio.errors import ForgeError, ProjectError, PushRejected
+from legio.forge.publish import PublishPreview
 from legio.frontends.forgelines import PUBLISH_USAGE, preview_parts, publish_words, published_text
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.telegram.sending import (
@@ -130,7 +131,7 @@ class PublishDesk:
         words, force, _ = publish_words(args)
         try:
             target = self.room.project_target(words, PUBLISH_USAGE)
-            preview = await self.room.publish_preview(target.agent, target.project)
+            preview = await self.room.branch_preview(target.agent, target.project)
         except (ForgeError, ProjectError) as e:
             await send_with_retries(bot, chat_id, f"Not published: {e}")
             return
@@ -168,9 +169,7 @@ class PublishDesk:
     async def _post(self, bot: Bot, chat_id: int, pending: _Pending) -> None:
         preview = pending.preview
         try:
-            done = await self.room.publish(
-                preview.agent, preview.project, force=pending.force, preview=preview
-            )
+            done = await self.room.publish(preview, pending.force)
         except PushRejected as e:
             if not e.non_fast_forward or pending.force:
                 await send_with_retries(bot, chat_id, f"The forge refused the push: {e.reason}")

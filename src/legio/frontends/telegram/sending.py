@@ -23,9 +23,10 @@ from telegram.error import BadRequest, NetworkError, TimedOut
 from telegramify_markdown import convert, split_entities
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from legio.app import SentFile, visible
 from legio.names import LEGATUS
+from legio.request import SentFile
 from legio.timing import mark
+from legio.visible import visible
 
 logger = logging.getLogger(__name__)
 

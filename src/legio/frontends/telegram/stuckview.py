@@ -16,10 +16,11 @@ import logging
 from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import TelegramError
 
-from legio.app import LegioApp, Stuck
+from legio.app import LegioApp
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.telegram.sending import NO_PREVIEW
 from legio.frontends.views import stop_text
+from legio.request import Stuck
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from legio.app import Asker, ForgeEvent, Job, JobRun, Reply, Status, Stuck
-from legio.request import WorkCard
+from legio.app import Job, JobRun
+from legio.request import Asker, ForgeEvent, Reply, Status, Stuck, WorkCard
 
 RING = 2000  # events kept for a page that reconnects
 QUEUE = 1000  # a page that falls this far behind is told to reload

@@ -19,13 +19,14 @@ from aiohttp import web
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
-from legio.app import status_lines, visible
 from legio.errors import ForgeError, MemoriaError, ProjectError, PushRejected, SearchQueryError
 from legio.frontends.forgelines import published_text
 from legio.frontends.web.auth import Session
 from legio.frontends.web.charts import bars
 from legio.frontends.web.source import Source
+from legio.operations.report import render as status_lines
 from legio.review.page import html_page
+from legio.visible import visible
 
 ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("legio.frontends.web", "templates"),

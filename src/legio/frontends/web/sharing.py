@@ -13,9 +13,17 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from legio.app import ApprovalRequest, Asker, Decision, QuestionRequest, Reply, Status
 from legio.frontends.web.live import Live
-from legio.request import Watch, WorkCard
+from legio.request import (
+    ApprovalRequest,
+    Asker,
+    Decision,
+    QuestionRequest,
+    Reply,
+    Status,
+    Watch,
+    WorkCard,
+)
 
 CHOICES = {"once": "✅ Allowed once", "always": "♾ Always allowed", "deny": "⛔ Denied"}
 

@@ -17,18 +17,16 @@ from legio.app import (
     Attachment,
     CheckRecord,
     LegioApp,
-    Listing,
-    Published,
-    PublishPreview,
     PullRecord,
     SearchHit,
     Stopped,
     Target,
-    UsageReport,
 )
-from legio.frontends.checkviews import check_badge
+from legio.forge.publish import Published, PublishPreview
 from legio.frontends.web.live import Live
 from legio.frontends.web.sharing import Approvals, Observed
+from legio.limits.budget import UsageReport
+from legio.memoria.store import Listing
 from legio.request import CardDiff, Watch, WorkCard
 
 JOB_ID = re.compile(r"#(\d+) ")
@@ -103,16 +101,9 @@ class Source:
 
     async def publish_preview(self, card: WorkCard) -> PublishPreview:
         """What 🚀 Publish would post for the card, nothing pushed (as the card's button
-        shows it): exactly the card's commit, its summary, its check's line. The preview
-        is pinned here by its digest until it is posted or ``PREVIEWS_KEPT`` newer ones come."""
-        check = await self.check(card.check_id) if card.check_id is not None else None
-        preview = await self.work.publish_preview(
-            card.agent,
-            card.project,
-            summary=await self.work.card_summary(card.id),
-            check=check_badge(check) if check else "",
-            commit=card.tip,
-        )
+        shows it). The preview is pinned here by its digest until it is posted or
+        ``PREVIEWS_KEPT`` newer ones come."""
+        preview = await self.work.publish_preview(card.id)
         self.previews[preview.digest] = preview
         while len(self.previews) > PREVIEWS_KEPT:
             self.previews.pop(next(iter(self.previews)))
@@ -128,7 +119,7 @@ class Source:
 
     async def publish(self, preview: PublishPreview, *, force: bool = False) -> Published:
         """Post exactly ``preview`` (``PushRejected``, ``ForgeError``, ``ProjectError``)."""
-        return await self.work.publish(preview.agent, preview.project, force=force, preview=preview)
+        return await self.work.publish(preview, force=force)
 
     async def drop(self, card: WorkCard) -> int | None:
         """🗑 Drop the card's copy (its branch published first; ``ProjectError``)."""
