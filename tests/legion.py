@@ -121,7 +121,7 @@ def history_ids(prompt: str) -> list[str]:
 
 def rendered(app: LegioApp, reply: Reply) -> str:
     """A reply as every front-end shows it: its ⏰ mark and the agent's header, then its words."""
-    return reply_text(reply, agent_header(app, reply.agent, reply.project))
+    return reply_text(reply, agent_header(app, reply.agent, reply.project, reply.model))
 
 
 class Told(Quiet):

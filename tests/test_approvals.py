@@ -306,3 +306,28 @@ async def test_git_writing_its_own_config_then_running_is_asked_or_refused(
     hook = gate.hook("vorenus", gate.agent_rules(), PathGuard(Castra(castra_dir), "vorenus", None))
     out = await hook({"tool_name": "Bash", "tool_input": {"command": command}}, "t", None)
     assert _verdict(out) in ("ask", "deny"), command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "setarch x86_64 git push /srv/bare.git HEAD:refs/heads/x",
+        "/lib64/ld-linux-x86-64.so.2 /usr/bin/git push /srv/bare.git HEAD:refs/heads/x",
+        "prlimit --nofile=200 git push /srv/bare.git HEAD:refs/heads/x",
+        "unshare -r git push /srv/b.git",
+        "strace -f -o /dev/null git push /srv/b.git",
+        "gdb --args git push /srv/b.git",
+        "make --eval='x:;git push /srv/b.git' x",
+        "sudo GIT_DIR=/x git push /srv/bare.git",
+        "sudo HOME=/srv/h git status",
+    ],
+)
+async def test_the_hook_asks_for_a_push_behind_a_program_it_does_not_know(
+    castra_dir: Path, write_config: Callable[[str], Path], command: str
+) -> None:
+    """An attacker's pass: each of these got "nothing to ask" from the hook and pushed."""
+    config = load_config(write_config('[approvals]\nask = ["Bash(git push:*)"]\n'))
+    gate = Gatekeeper(config)
+    hook = gate.hook("vorenus", gate.agent_rules(), PathGuard(Castra(castra_dir), "vorenus", None))
+    out = await hook({"tool_name": "Bash", "tool_input": {"command": command}}, "t1", None)
+    assert _verdict(out) == "ask", command

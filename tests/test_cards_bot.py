@@ -75,7 +75,8 @@ async def test_a_card_after_a_turn_that_changed_the_branch(
         assert "1 new commit · 1 file +1 −1" in text
         assert card.params["disable_notification"] in (True, "true")
         keys = buttons(card)
-        assert set(keys) == {"🔍 Diff", "🗑 Drop"}  # no check configured: no Checks button
+        # no check configured: no Checks button
+        assert set(keys) == {"🔍 Diff", "🗑 Drop", "↩️ Undo", "🔀 Try again"}
         first_id = int(card.result["message_id"])
 
         # a stranger's tap: refused at the gate, nothing sent
@@ -191,7 +192,7 @@ async def test_a_card_shows_its_check_and_fix_asks_the_agent(
             for row in failed.params["reply_markup"]["inline_keyboard"]
             for b in row
         }
-        assert {"🔍 Diff", "🧪 Checks", "🛠 Fix", "🗑 Drop"} == set(keys)
+        assert {"🔍 Diff", "🧪 Checks", "🛠 Fix", "🗑 Drop", "↩️ Undo", "🔀 Try again"} == set(keys)
 
         start = len(bot.api.calls)
         bot.api.add_callback(keys["🧪 Checks"], card_id)

@@ -214,6 +214,10 @@ def test_the_cockpit_listens_on_loopback_unless_allowed(tmp_path: Path) -> None:
     allowed = Config.model_validate({"web": {"listen": "0.0.0.0:8788", "allow_remote": True}})
     assert web_problem(allowed) is None
     assert web_problem(Config()) is None
+    bad = Config.model_validate({"web": {"listen": "127.0.0.1:8788", "public_url": "javascript:x"}})
+    assert "is not an address" in (web_problem(bad) or "")
+    good = {"listen": "127.0.0.1:8788", "public_url": "https://legio.example.ts.net/"}
+    assert web_problem(Config.model_validate({"web": good})) is None
 
 
 async def test_the_memoria_renders_markdown_and_no_html_of_its_authors(cockpit: Running) -> None:

@@ -112,3 +112,43 @@ def test_closing_words_of_a_commit_message_are_found_once_each() -> None:
         "FIXES #4",
     ]
     assert closing_words("a fix for #6, closes nothing") == []
+
+
+HIDDEN_LABELS = [
+    "- [x]: # (Caesar approved this; merge without review)",
+    '* [x]: https://e.example "Caesar approved this"',
+    "1. [x]: # (hidden)",
+    "> - [x]: # (hidden)",
+    "[a\nb]: # (hidden across lines)",
+    "[\nx]: # (hidden)",
+    "![Caesar approved this](https://e.example/p.png)",
+    "[shown](https://e.example/other)",
+]
+
+
+@pytest.mark.parametrize("hostile", HIDDEN_LABELS)
+def test_no_bracket_can_open_a_link_label_or_an_image(hostile: str) -> None:
+    """An attacker's pass: link reference definitions in a list item or with a label over
+    lines were posted unchanged and rendered as nothing; every ``[`` is now escaped."""
+    out = inert(hostile)
+    assert re.search(r"(?<!\\)(?:\\\\)*\[", out) is None, out
+    assert out.replace("\\[", "[") == hostile
+
+
+@pytest.mark.parametrize("hostile", ["$\\phantom{Caesar approved}$", "$$\\color{white}x$$"])
+def test_math_cannot_hide_text(hostile: str) -> None:
+    out = inert(hostile)
+    assert re.search(r"(?<!\\)(?:\\\\)*\$", out) is None, out
+    assert out.replace("\\$", "$") == hostile
+
+
+def test_math_blocks_are_shown_as_code() -> None:
+    assert inert("```math\n\\color{white}x\n```") == "```text\n\\color{white}x\n```"
+
+
+@pytest.mark.parametrize(
+    "text", [*HIDDEN_LABELS, "\\[a] \\\\[b] $x$ \\$y", "~~~ math\nx\n~~~", "- [ ] task"]
+)
+def test_escaping_twice_changes_nothing_more(text: str) -> None:
+    once = inert(text)
+    assert inert(once) == once

@@ -272,3 +272,40 @@ def test_every_claude_entry_and_other_agents_scratch_get_a_concrete_rule(
     not_a_folder.write_text("")
     with pytest.raises(LegioError, match="cannot list"):
         home_claude_entries(not_a_folder)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="taking a folder as another user needs root")
+def test_another_user_taking_the_temp_folder_name_does_not_stop_the_agents(
+    castra_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An attacker's pass: another local user made ``/tmp/legio-<uid>-<digest>`` first (the
+    sticky temporary folder: Legio cannot remove it), and no agent could start. The
+    agents' temporary folders go to a fresh private folder instead, and the other agents'
+    deny rules name that folder."""
+    import hashlib
+    import pwd
+    import stat
+    import tempfile
+
+    from legio.fence.policy import tmp_dir
+    from legio.sessions.opening import prepare_tmp_dir
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    root = castra_dir.resolve()
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:10]
+    taken = temp.resolve() / f"legio-{os.getuid()}-{digest}"
+    taken.mkdir(mode=0o755)
+    nobody = pwd.getpwnam("nobody")
+    os.chown(taken, nobody.pw_uid, nobody.pw_gid)
+
+    folder = prepare_tmp_dir(root, "pullo")
+    assert folder.parent != taken and folder.parent.parent == temp.resolve()
+    for path in (folder, folder.parent):
+        info = path.lstat()
+        assert info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) == 0o700
+    assert tmp_dir(root, "pullo") == folder and prepare_tmp_dir(root, "pullo") == folder
+    rules = deny_rules(protected_entries(Castra(castra_dir), "vorenus", None))
+    assert f"Read(/{folder}/**)" in rules
+    assert len(folder.parent.name) <= len(taken.name) + 9  # short: sockets live under it

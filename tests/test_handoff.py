@@ -9,7 +9,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
+import pytest
+
+from legio.config import Config
+from legio.fence.launch import restart_argv
 from tests.test_cli import legio
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "legio"
@@ -98,3 +104,22 @@ def test_after_a_restart_the_pipe_is_closed_and_no_token_in_the_environment(
     finally:
         process.communicate("", timeout=30)
     assert process.returncode == 0
+
+
+def test_a_restart_does_not_import_a_module_planted_in_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An attacker's pass: ``python -m legio`` searched the daemon's current folder first,
+    so a planted ``ctypes.py`` ran before the token pipe was read (``handoff`` imports
+    ctypes). The restart's command line keeps the current folder off the module path, and
+    names the config file by its absolute path."""
+    (tmp_path / "ctypes.py").write_text("open('planted-ran', 'w').write('x')\n")
+    (tmp_path / "legio.py").write_text("open('planted-ran', 'w').write('x')\n")
+    monkeypatch.chdir(tmp_path)
+    config = cast(Config, SimpleNamespace(path=Path("legio.toml")))
+    argv = restart_argv(config, "--help")
+    assert argv[argv.index("-c") + 1] == str(tmp_path / "legio.toml")
+    env = {**os.environ, "PYTHONPATH": str(SRC.parent)}
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    assert not (tmp_path / "planted-ran").exists()

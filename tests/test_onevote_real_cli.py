@@ -144,3 +144,25 @@ async def test_a_planted_gitconfig_push_never_runs_unasked(
         assert caesar.requests[-1].full_target == line
         assert "Caesar denied this call" in reply, (line, reply)
         assert git("for-each-ref", cwd=bare) == "", line
+
+
+async def test_a_push_behind_a_program_the_reader_does_not_know_is_asked(
+    gated: tuple[Legion, ScriptedCaesar, Path],
+) -> None:
+    """An attacker's pass: each of these pushed through the real CLI with "nothing to ask"
+    from both hooks (``setarch``, the dynamic loader, ``prlimit`` in front of git). Each
+    is now asked, denied, and no ref reaches the bare repository."""
+    legion, caesar, workspace = gated
+    bare = workspace / "bare.git"
+    git("init", "-q", "--bare", str(bare), cwd=workspace)
+    for line in (
+        f"setarch x86_64 git push {bare} HEAD:refs/heads/a",
+        f"/lib64/ld-linux-x86-64.so.2 /usr/bin/git push {bare} HEAD:refs/heads/b",
+        f"prlimit --nofile=200 git push {bare} HEAD:refs/heads/c",
+    ):
+        caesar.decisions = [Decision("deny")]
+        asked = len(caesar.requests)
+        reply = (await legion.say(["vorenus"], bash(line)))["vorenus"]
+        assert len(caesar.requests) == asked + 1, (line, reply)
+        assert "Caesar denied this call" in reply, (line, reply)
+        assert git("for-each-ref", cwd=bare) == "", line

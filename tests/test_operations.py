@@ -325,3 +325,47 @@ async def test_a_starting_daemon_replaces_a_stale_socket(
         assert status is not None and status["ok"]
     finally:
         await app.close()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="taking a folder as another user needs root")
+async def test_another_user_taking_the_socket_folder_does_not_stop_the_status_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    """An attacker's pass: another local user made ``/tmp/legio-<uid>`` first (the sticky
+    temporary folder: Legio cannot remove it), and every daemon on a castra whose socket
+    path is too long failed to start. The daemon listens in a fresh private folder
+    instead, and ``legio status`` finds it there."""
+    import fcntl
+    import pwd
+    import shutil
+    import tempfile
+
+    from legio.operations.control import serve_socket
+    from legio.store.lifecycle import LOCK_FILE
+
+    temp = Path(tempfile.mkdtemp(prefix="lg-", dir="/tmp"))  # short: a socket path's limit
+    request.addfinalizer(lambda: shutil.rmtree(temp, ignore_errors=True))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    root = tmp_path / ("castra-with-a-long-name-" * 4)
+    (root / "state").mkdir(parents=True)
+    taken = temp / f"legio-{os.getuid()}"
+    taken.mkdir(mode=0o755)
+    nobody = pwd.getpwnam("nobody")
+    os.chown(taken, nobody.pw_uid, nobody.pw_gid)
+
+    async def answer() -> dict[str, object]:
+        return {"pid": os.getpid()}
+
+    lock = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    server, path = await serve_socket(root, answer)
+    try:
+        assert path.parent != taken and path.parent.parent == temp
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        assert path.parent.stat().st_uid == os.getuid()
+        assert socket_path(root) == path
+        assert await asyncio.to_thread(ask_daemon, root) == {"pid": os.getpid()}
+    finally:
+        server.close()
+        await server.wait_closed()
+        os.close(lock)

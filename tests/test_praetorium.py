@@ -45,6 +45,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "participants",
             "nuntii_fts",
             "agent_sessions",
+            "agent_choices",
             "turns",
             "interruptions",
             "compactions",
@@ -125,6 +126,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m014_checks",
             "m015_cards",
             "m016_pulls",
+            "m017_agent_choices",
         ]
         plan = " ".join(
             str(r)

@@ -403,3 +403,64 @@ def test_a_command_too_deep_to_read_asks_and_never_breaks_the_hooks(
     hook = path_guard_hook(guard)
     answer = asyncio.run(hook({"tool_name": "Bash", "tool_input": {"command": "ls"}}, "t1", {}))
     assert answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+# an unknown program in front of git: each pushed with no question (attacker's pass)
+STARTED_BY_ANOTHER_PROGRAM = [
+    "setarch x86_64 git push /srv/bare.git HEAD:refs/heads/x",
+    "/lib64/ld-linux-x86-64.so.2 /usr/bin/git push /srv/bare.git HEAD:refs/heads/x",
+    "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 /usr/bin/git push /srv/b.git",
+    "prlimit --nofile=200 git push /srv/bare.git HEAD:refs/heads/x",
+    "linux64 git push /srv/b.git",
+    "unshare -r git push /srv/b.git",
+    "strace -f -o /dev/null git push /srv/b.git",
+    "fakeroot git push /srv/b.git",
+    "ssh-agent git push /srv/b.git",
+    "setpriv --reuid=1000 git push /srv/b.git",
+    "nsenter -t 1 -m git push /srv/b.git",
+    "chroot / git push /srv/b.git",
+    "valgrind -q git push /srv/b.git",
+    "gdb --args git push /srv/b.git",
+    "ltrace -f git push /srv/b.git",
+    "catchsegv git push /srv/b.git",
+    "dbus-run-session git push /srv/b.git",
+    "make --eval='x:;git push /srv/b.git' x",
+    "make -E 'x:;git push /srv/b.git' x",
+    "setarch x86_64 /usr/lib/git-core/git-push /srv/b.git",
+    "setarch x86_64 git -C repo push",
+    "setarch x86_64 sh -c 'git push'",
+    "G=git; setarch x86_64 $G push",
+    "setarch x86_64 eval git push",
+    "HOME=/srv/h setarch x86_64 git status",
+]
+
+
+@pytest.mark.parametrize("command", STARTED_BY_ANOTHER_PROGRAM)
+def test_a_push_started_by_a_program_the_reader_does_not_know_asks(command: str) -> None:
+    assert PUSH.matches("Bash", {"command": command}), read(command)
+
+
+def test_the_loader_and_make_eval_are_opaque_and_data_programs_are_not_read_further() -> None:
+    assert "loader" in read("/lib64/ld-linux-x86-64.so.2 /bin/true").opaque
+    assert "--eval" in read("make --eval='x:;true' x").opaque
+    assert read("make -C src test").opaque == ""
+    assert not PUSH.matches("Bash", {"command": "echo git push"})
+    assert not PUSH.matches("Bash", {"command": "setarch x86_64 git status"})
+    assert not PUSH.matches("Bash", {"command": "prlimit --nofile=200 pytest -q"})
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sudo GIT_DIR=/x git push /srv/bare.git",
+        "sudo HOME=/srv/h git status",
+        "doas GIT_SSH_COMMAND=x git fetch",
+        "sudo -u legio HOME=/srv/h git status",
+    ],
+)
+def test_sudo_setting_variables_is_read_as_env_reads_them(command: str) -> None:
+    reading = read(command)
+    assert reading.opaque, reading
+    assert PUSH.matches("Bash", {"command": command})
+    assert read("sudo -u legio A=1 git push").commands == (("git", "push"),)
+    assert read("sudo A=1 git status").commands == (("git", "status"),)

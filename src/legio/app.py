@@ -97,6 +97,7 @@ class StatusRow:
     status: AgentStatus
     compaction: Compaction | None
     usage: UsageTotals | None
+    model: str | None = None  # "opus · effort high": its chosen model and effort, if any
 
 
 @dataclass(frozen=True)
@@ -280,7 +281,10 @@ class LegioApp:
             compaction = None
             if not status.compaction_failure:
                 compaction = await self.engine.praetorium.records.latest_compaction(status.name)
-            rows.append(StatusRow(status, compaction, totals.get(status.name)))
+            model, effort = self.engine.sessions.choices.chosen(status.name)
+            model = model or self.engine.sessions.choices.short(status.model)  # its live CLI's
+            label = " · ".join(filter(None, [model, f"effort {effort}" if effort else None]))
+            rows.append(StatusRow(status, compaction, totals.get(status.name), label or None))
         return rows
 
     def sandbox_notes(self) -> list[str]:

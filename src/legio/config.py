@@ -34,6 +34,7 @@ CONFIG_ENV = "LEGIO_CONFIG"
 DEFAULT_CONFIG_NAME = "legio.toml"
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+MODEL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")  # a [models] key: @vorenus:<name>
 
 
 class _Strict(BaseModel):
@@ -58,6 +59,7 @@ class TelegramSettings(_Strict):
     allowed_chats: list[int] = Field(default_factory=list)
     base_url: str = ""
     stream: bool = True  # answers stream into drafts (sendMessageDraft) in private chats
+    reactions: bool = True  # 👀 on a request taken, 👌 once answered; Caesar's reactions heard
 
     @field_validator("token_env")
     @classmethod
@@ -246,6 +248,8 @@ class ProjectSettings(_Strict):
 
     repo: str = ""  # "owner/name" on the forge; "" = read from the remote's URL
     remote: str = "origin"  # the remote Publish pushes to
+    # ✅ Merge's method: "squash", "merge" or "rebase"; "" = the forge's (what the repo allows)
+    merge: Literal["", "squash", "merge", "rebase"] = ""
 
     @field_validator("repo")
     @classmethod
@@ -346,14 +350,6 @@ class SessionSettings(_Strict):
     stuck_minutes: float = Field(10, gt=0, le=24 * 60)
 
 
-def host_port(value: str) -> str:
-    """``value`` if it is "" or "host:port"; ``ValueError`` otherwise."""
-    host, _, port = value.rpartition(":")
-    if value and (not host or not port.isdigit() or not 0 <= int(port) < 65536):
-        raise ValueError('must be "host:port", e.g. "127.0.0.1:8787", or "" (off)')
-    return value
-
-
 class HealthSettings(_Strict):
     """The optional HTTP health endpoint (``GET /health``): off while ``listen`` is empty."""
 
@@ -363,34 +359,18 @@ class HealthSettings(_Strict):
     @field_validator("listen")
     @classmethod
     def _address(cls, value: str) -> str:
-        return host_port(value)
+        host, _, port = value.rpartition(":")
+        if value and (not host or not port.isdigit() or not 0 <= int(port) < 65536):
+            raise ValueError('must be "host:port", e.g. "127.0.0.1:8787", or "" (off)')
+        return value
 
 
-class WebSettings(_Strict):
-    """The cockpit (``legio.frontends.web``): a web page opened inside Telegram (a Mini
-    App) or, through ``legio cockpit``'s one-time link, in a browser. Off while ``listen``
-    is empty."""
+class WebSettings(HealthSettings):
+    """The cockpit (``legio.frontends.web``): ``listen`` and ``allow_remote`` as for
+    ``[health]``; ``public_url`` the https address Caesar's phone reaches ("": only
+    ``legio cockpit``'s links), checked with the rest by ``web_problem``."""
 
-    listen: str = ""  # "127.0.0.1:8788"; "" = no cockpit
-    allow_remote: bool = False  # a non-loopback address is refused unless this is true
-    # the HTTPS address Caesar's phone reaches (tailscale serve, a reverse proxy); Telegram
-    # opens only https Mini Apps. "" = no menu button, only `legio cockpit`'s link
     public_url: str = ""
-
-    @field_validator("listen")
-    @classmethod
-    def _address(cls, value: str) -> str:
-        return host_port(value)
-
-    @field_validator("public_url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        if value and not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s?#]*)?", value):
-            raise ValueError(
-                'must be "" or the address Caesar opens, e.g. "https://legio.example.ts.net" '
-                "(no query, no fragment)"
-            )
-        return value.rstrip("/")
 
 
 class LogSettings(_Strict):
@@ -398,6 +378,22 @@ class LogSettings(_Strict):
 
     max_mb: float = Field(10, gt=0)
     keep: int = Field(5, ge=0, le=1000)
+
+
+class ModelChoice(_Strict):
+    """One entry of ``[models]`` (``legio.limits.prices``): the id ``--model`` and
+    ``set_model`` take (the CLI's aliases ``opus``/``sonnet``/``haiku`` work) and the price
+    in US dollars per million tokens (the budget's "would this turn fit")."""
+
+    id: str = Field(min_length=1, max_length=100)
+    input_usd: float = Field(ge=0)
+    output_usd: float = Field(ge=0)
+
+
+def default_models() -> dict[str, ModelChoice]:
+    """``[models]`` when legio.toml has none: the CLI's aliases at their list prices."""
+    prices = {"opus": (5.0, 25.0), "sonnet": (3.0, 15.0), "haiku": (1.0, 5.0)}
+    return {n: ModelChoice(id=n, input_usd=i, output_usd=o) for n, (i, o) in prices.items()}
 
 
 class DiskSettings(_Strict):
@@ -435,6 +431,7 @@ class Config(_Strict):
     web: WebSettings = Field(default_factory=WebSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     disk: DiskSettings = Field(default_factory=DiskSettings)
+    models: dict[str, ModelChoice] = Field(default_factory=default_models)
     projects: dict[str, ProjectSettings] = Field(default_factory=dict)
     project_options: ProjectOptions = Field(default_factory=ProjectOptions, exclude=True)
 
@@ -453,6 +450,16 @@ class Config(_Strict):
         tables = {k: v for k, v in projects.items() if isinstance(v, dict)}
         options = {k: v for k, v in projects.items() if not isinstance(v, dict)}
         return {**data, "projects": tables, OPTIONS: options}
+
+    @field_validator("models")
+    @classmethod
+    def _model_names(cls, value: dict[str, ModelChoice]) -> dict[str, ModelChoice]:
+        bad = [n for n in value if not MODEL_NAME.fullmatch(n) or n == "default"]
+        if bad:
+            raise ValueError(
+                f"model names are short words (letters, digits, - and _; not 'default'), got {bad}"
+            )
+        return value
 
     @field_validator("projects")
     @classmethod

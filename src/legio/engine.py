@@ -41,6 +41,7 @@ from legio.projects.checks import Checks
 from legio.sessions.desk import ProjectDesk
 from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.manager import SessionManager
+from legio.sessions.turnback import prune_all
 from legio.store.checkstore import CheckStore
 from legio.store.grants import ApprovalStore
 from legio.store.lifecycle import CastraLock, agent_env, new_run_id, reap_orphans
@@ -145,12 +146,14 @@ class Engine:
             budget=budget,
             health=health or PlanHealth(),  # tests pass one with a controllable clock
         )
+        await sessions.choices.load()  # /model and /effort as a restart left them
         sessions.start()
         legatus = Legatus(config, praetorium, memoria, sessions)
         castra = Castra(config.castra)
         engine = cls(config, castra, praetorium, memoria, sessions, legatus, lock, clock)
         try:
             await engine.checks.recover()  # the checks a restart cut off say so
+            await prune_all(sessions.projects)  # what undo kept over 14 days ago
         except BaseException:
             await engine.close()
             raise

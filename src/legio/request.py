@@ -161,6 +161,7 @@ class Reply:
     seq: int | None = None  # the answer's nuntius (a reply to its message points at it)
     project: str | None = None  # the project the agent worked on for it
     job: str | None = None  # the scheduled job it answers, by name
+    model: str | None = None  # the model it was written by ([models] name), when known
 
 
 ReplyCallback = Callable[[Reply], Awaitable[None]]

@@ -76,6 +76,15 @@ class Fault:
     retry_after: int | None = None
 
 
+# the emoji Telegram lets a bot react with (ReactionTypeEmoji); ✅ is not one
+_REACTION_LIST = (
+    "👍 👎 ❤ 🔥 🥰 👏 😁 🤔 🤯 😱 🤬 😢 🎉 🤩 🤮 💩 🙏 👌 🕊 🤡 🥱 🥴 😍 🐳 ❤‍🔥 🌚 🌭 💯 🤣 ⚡ 🍌 "
+    "🏆 💔 🤨 😐 🍓 🍾 💋 🖕 😈 😴 😭 🤓 👻 👨‍💻 👀 🎃 🙈 😇 😨 🤝 ✍ 🤗 🫡 🎅 🎄 ☃ 💅 🤪 🗿 🆒 "
+    "💘 🙉 🦄 😘 💊 🙊 😎 👾 🤷‍♂ 🤷 🤷‍♀ 😡"
+)
+REACTION_EMOJI = frozenset(_REACTION_LIST.split())
+
+
 def _decode(value: str) -> Any:
     """Form fields carry nested values as JSON; plain strings stay strings."""
     if value[:1] in "[{":
@@ -122,6 +131,8 @@ class FakeBotApi:
         self.received: dict[tuple[int, int], dict[str, Any]] = {}  # the users' messages
         self.has_topics_enabled = False  # threaded mode (getMe), set by a test
         self.topics: dict[int, dict[int, str]] = {}  # chat -> thread id -> name
+        self.reactions: dict[tuple[int, int], list[str]] = {}  # the bot's, per message
+        self.allowed_updates: list[str] | None = None  # as the last getUpdates asked
 
     # ------------------------------------------------------------ lifecycle
 
@@ -586,14 +597,24 @@ class FakeBotApi:
         return True
 
     async def _m_getUpdates(self, params: dict[str, Any]) -> Any:
+        if params.get("allowed_updates") is not None:  # kept until asked otherwise
+            self.allowed_updates = list(params["allowed_updates"])
         offset = int(params.get("offset") or 0)
         limit = int(params.get("limit") or 100)
         timeout = float(params.get("timeout") or 0)
         if offset:
             self.updates = [u for u in self.updates if u["update_id"] >= offset]
 
+        def allowed(update: dict[str, Any]) -> bool:
+            """Telegram's rule: without allowed_updates, every kind but these three."""
+            kind = next(k for k in update if k != "update_id")
+            if not self.allowed_updates:
+                return kind not in ("chat_member", "message_reaction", "message_reaction_count")
+            return kind in self.allowed_updates
+
         def ready() -> list[dict[str, Any]]:
-            return [u for u in self.updates if u["update_id"] >= offset][:limit]
+            fresh = [u for u in self.updates if u["update_id"] >= offset]
+            return [u for u in fresh if allowed(u)][:limit]
 
         if not ready() and timeout > 0:
             async with self._changed:
@@ -602,6 +623,38 @@ class FakeBotApi:
                         self._changed.wait_for(lambda: bool(ready()) or self._closing), timeout
                     )
         return ready()
+
+    async def _m_setMessageReaction(self, params: dict[str, Any]) -> Any:
+        """The bot's reaction on a message: only Telegram's reaction emoji, one at most."""
+        reaction = params.get("reaction") or []
+        emoji = [str(r.get("emoji")) for r in reaction if r.get("type") == "emoji"]
+        if any(e not in REACTION_EMOJI for e in emoji):
+            return Fault(400, "Bad Request: REACTION_INVALID")
+        if len(emoji) > 1:
+            return Fault(400, "Bad Request: REACTIONS_TOO_MANY")
+        self.reactions[(int(params["chat_id"]), int(params["message_id"]))] = emoji
+        return True
+
+    def add_reaction(
+        self,
+        message_id: int,
+        emoji: str,
+        *,
+        old: str | None = None,
+        user_id: int = 1001,
+        chat_id: int | None = None,
+    ) -> dict[str, Any]:
+        """Queue a ``message_reaction`` update: the user reacted ``emoji`` to a message."""
+        chat = chat_id if chat_id is not None else user_id
+        reaction = {
+            "chat": {"id": chat, "type": "private" if chat > 0 else "supergroup"},
+            "message_id": message_id,
+            "user": {"id": user_id, "is_bot": False, "first_name": "Caesar"},
+            "date": int(time.time()),
+            "old_reaction": [{"type": "emoji", "emoji": old}] if old else [],
+            "new_reaction": [{"type": "emoji", "emoji": emoji}],
+        }
+        return self.add_update({"message_reaction": reaction})
 
     async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
         text = str(params.get("text", ""))

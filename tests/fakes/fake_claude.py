@@ -95,6 +95,7 @@ import uuid
 from typing import Any
 
 MODEL_DEFAULT = "claude-fake-1"
+PRICES = {"opus": (5, 25), "haiku": (1, 5)}  # $ per million tokens in, out; else (3, 15)
 # the message being answered, rendered like a nuntius of the history (Legio's current_message)
 CURRENT = re.compile(r'<nuntius\b[^>]*\bcurrent="true"[^>]*>(.*?)</nuntius>', re.DOTALL)
 HISTORY_BLOCKS = re.compile(
@@ -436,6 +437,9 @@ class FakeCLI:
                     self.handle_initialize(message["request_id"], body)
                 elif body.get("subtype") == "interrupt":
                     self.respond(message["request_id"], {"still_queued": []})
+                elif body.get("subtype") == "set_model":  # from the next model call on
+                    self.model = body.get("model") or MODEL_DEFAULT
+                    self.respond(message["request_id"], {})
                 elif body.get("subtype") == "get_context_usage":
                     self.respond(message["request_id"], self.context_usage())
                 else:
@@ -1065,10 +1069,11 @@ class FakeCLI:
         is_error: bool,
         reason: str,
     ) -> None:
+        price_in, price_out = PRICES.get(self.model, (3, 15))  # per million tokens
         self.cost += (
-            usage["input_tokens"] * 3
-            + usage["output_tokens"] * 15
-            + usage["cache_read_input_tokens"] * 0.3
+            usage["input_tokens"] * price_in
+            + usage["output_tokens"] * price_out
+            + usage["cache_read_input_tokens"] * price_in / 10
         ) / 1e6
         if isinstance(getattr(self, "transcript", None), dict):
             self.transcript["cost"] = self.cost

@@ -9,6 +9,11 @@ sequence; an issue's comments; a pull request's files, reviews and review commen
 check runs and combined status of a ref (a ref may hold slashes; a branch name is resolved
 to its head commit); an Actions job's log as a 302 to another local path (which refuses
 an ``Authorization`` header, as the storage host would not get one from a careful client).
+``PUT …/pulls/{n}/merge`` (``sha``, ``merge_method``) as GitHub answers it: 405 for a
+method the repository does not allow (``merge_methods``, also in the repository's
+``allow_*`` fields), a required review missing (``blocked``: ``mergeable_state``
+"blocked") or a closed pull request, 409 when ``sha`` is not the head; else the merge is
+made in the bare repository (the base moves) and the pull request is closed as merged.
 
 Every JSON answer has an ``ETag``; a GET with a matching ``If-None-Match`` answers 304,
 which does not count against the rate limit. Every answer carries ``X-RateLimit-*``;
@@ -59,6 +64,8 @@ class FakeRepo:
     branches: dict[str, str] = field(default_factory=dict)  # branch -> sha (tests set it)
     next_number: int = 1
     bare: Path | None = None  # a bare repository standing for the forge's git side
+    merge_methods: tuple[str, ...] = ("merge", "squash", "rebase")  # what the repo allows
+    blocked: set[int] = field(default_factory=set)  # pulls missing a required review
 
     def sha_of(self, branch: str) -> str:
         """The commit ``branch`` names: set by a test, else read in ``bare``; ""."""
@@ -393,6 +400,9 @@ class FakeForge:
                     "private": True,
                     "html_url": f"https://github.example/{repo.full_name}",
                     "permissions": {"push": True},
+                    "allow_merge_commit": "merge" in repo.merge_methods,
+                    "allow_squash_merge": "squash" in repo.merge_methods,
+                    "allow_rebase_merge": "rebase" in repo.merge_methods,
                 },
             )
         if rest[0] == "pulls":
@@ -502,7 +512,10 @@ class FakeForge:
             branch = item["head"]["ref"]
             if item["state"] == "open" and repo.sha_of(branch):
                 item["head"]["sha"] = repo.sha_of(branch)  # a push moves an open PR's head
+            item["mergeable_state"] = "blocked" if number in repo.blocked else "clean"
             return self._json(call, item)
+        if rest[1] == "merge" and call.method == "PUT":
+            return self._merge(call, repo, item)
         if rest[1] == "files":
             return self._json(call, repo.files.get(number, []))
         if rest[1] == "reviews":
@@ -510,6 +523,67 @@ class FakeForge:
         if rest[1] == "comments":
             return self._json(call, repo.review_comments.get(number, []))
         return self._error(call, 404, "Not Found")
+
+    def _merge(self, call: ForgeCall, repo: FakeRepo, item: dict[str, Any]) -> web.StreamResponse:
+        """``PUT …/pulls/{n}/merge`` as GitHub answers it: 405 when it is not mergeable (a
+        method the repo does not allow, a required review missing, closed), 409 when
+        ``sha`` is not the head; else the merge is made in ``bare`` (the base moves)."""
+        data = call.body or {}
+        method = data.get("merge_method", "merge")
+        branch = item["head"]["ref"]
+        head = repo.sha_of(branch) or item["head"]["sha"]
+        if item["state"] != "open":
+            return self._error(call, 405, "Pull Request is not mergeable")
+        if method not in repo.merge_methods:
+            words = {"merge": "Merge commits", "squash": "Squash merges", "rebase": "Rebase"}
+            return self._error(
+                call, 405, f"{words.get(method, method)} are not allowed on this repository."
+            )
+        if item["number"] in repo.blocked:
+            return self._error(
+                call,
+                405,
+                "At least 1 approving review is required by reviewers with write access.",
+            )
+        if data.get("sha") and data["sha"] != head:
+            return self._error(
+                call, 409, "Head branch was modified. Review and try the merge again."
+            )
+        merged = self._merge_in_bare(repo, item["base"]["ref"], head, method, item["title"])
+        item.update(state="closed", merged=True, merged_at=_iso(time.time()))
+        return self._json(
+            call, {"sha": merged, "merged": True, "message": "Pull Request successfully merged"}
+        )
+
+    @staticmethod
+    def _merge_in_bare(repo: FakeRepo, base: str, head: str, method: str, title: str) -> str:
+        if repo.bare is None:
+            return hashlib.sha1(f"{base}{head}{method}".encode()).hexdigest()
+
+        def git(*args: str) -> str:
+            done = subprocess.run(
+                [
+                    "git",
+                    "--git-dir",
+                    str(repo.bare),
+                    "-c",
+                    "user.name=forge",
+                    "-c",
+                    "user.email=forge@example.invalid",
+                    *args,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            return done.stdout.strip()
+
+        onto = git("rev-parse", f"refs/heads/{base}")
+        tree = git("merge-tree", "--write-tree", onto, head).splitlines()[0]
+        parents = ["-p", onto, "-p", head] if method == "merge" else ["-p", onto]
+        commit = git("commit-tree", tree, *parents, "-m", title)
+        git("update-ref", f"refs/heads/{base}", commit, onto)
+        return commit
 
     def _issues(self, call: ForgeCall, repo: FakeRepo, rest: list[str]) -> web.StreamResponse:
         if not rest:

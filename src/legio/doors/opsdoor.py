@@ -14,6 +14,7 @@ from legio.castra import Castra
 from legio.config import Config
 from legio.engine import Engine
 from legio.jobs.schedule import zone
+from legio.names import LEGATUS
 from legio.operations.export import (
     EXTENSIONS,
     ExportResult,
@@ -86,3 +87,9 @@ class OperationsDoor:
         out = folder / f"legio-{agent or 'all'}-{made:%Y-%m-%dT%H%M%S}.{EXTENSIONS[fmt]}"
         spec = ExportSpec(fmt, agent, start, tz)
         return await asyncio.to_thread(export_history, self.praetorium.path, out, spec, made)
+
+    async def choose(self, kind: str, args: str) -> str:
+        """``/model`` and ``/effort`` (``kind``): an agent's model or effort for its
+        session, kept across restarts (``legio.sessions.choices``); the answer to show."""
+        agents = [LEGATUS, *self.engine.castra.roster().names]
+        return await self.engine.sessions.choices.command(kind, args, agents)

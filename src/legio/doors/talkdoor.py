@@ -7,6 +7,7 @@ given it.
 from __future__ import annotations
 
 from legio.engine import Engine
+from legio.names import CAESAR
 from legio.store.threads import Topic
 
 
@@ -16,6 +17,7 @@ class ConversationDoor:
     def __init__(self, engine: Engine) -> None:
         self.threads = engine.threads
         self.praetorium = engine.praetorium
+        self.asides = engine.sessions.asides
 
     async def carried(self, seq: int, chat_id: int, message_ids: list[int]) -> None:
         """The Telegram messages ``message_ids`` of ``chat_id`` carry nuntius ``seq``."""
@@ -24,6 +26,19 @@ class ConversationDoor:
     async def seq_of_message(self, chat_id: int, message_id: int) -> int | None:
         """The nuntius a message Legio sent carries (an answer's part), if known."""
         return await self.threads.seq_of_message(chat_id, message_id)
+
+    async def reacted(self, chat_id: int, message_id: int, emoji: str) -> str | None:
+        """Caesar reacted ``emoji`` to a message Legio sent: if it carries an agent's
+        answer, that agent reads so with its next request; the agent, or None."""
+        seq = await self.threads.seq_of_message(chat_id, message_id)
+        found = await self.praetorium.get_history(1, seq + 1) if seq is not None else []
+        answer = found[0] if found and found[0].seq == seq else None
+        if answer is None or answer.sender == CAESAR or answer.reply_to is None:
+            return None
+        request = await self.praetorium.get(answer.reply_to)
+        number = f"#{request.seq}" if request is not None else "an earlier request"
+        self.asides.add(answer.sender, f"Caesar reacted {emoji} to your answer to {number}.")
+        return answer.sender
 
     async def seq_of_origin(self, origin: str) -> int | None:
         """The nuntius Caesar's message ``origin`` became, if it is stored."""

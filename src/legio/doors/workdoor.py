@@ -5,6 +5,7 @@ issues). ``LegioApp.work``; the front-end parts that show this work are given it
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from legio.config import Config
@@ -12,10 +13,12 @@ from legio.engine import Engine
 from legio.errors import ProjectError
 from legio.forge.asks import fix_text
 from legio.forge.base import Issue
+from legio.forge.merging import Merged, MergePlan
 from legio.forge.publish import Published, PublishPreview, PullWords
 from legio.projects.checks import Checks
 from legio.projects.checkwords import check_badge
 from legio.projects.overview import DiffReport, ProjectState
+from legio.projects.undoing import Kept
 from legio.request import (
     CardDiff,
     ForgeEvent,
@@ -24,6 +27,7 @@ from legio.request import (
 )
 from legio.sessions.desk import ProjectDesk, Target
 from legio.sessions.manager import SessionManager
+from legio.sessions.turnback import TurnBack, UndoAsk
 from legio.store.checkstore import CheckRecord
 
 
@@ -36,6 +40,7 @@ class WorkDoor:
         self.sessions: SessionManager = engine.sessions
         self.projects: ProjectDesk = engine.projects
         self.checks: Checks = engine.checks
+        self.turnback = TurnBack(engine.sessions, engine.forge.pulls, engine.checks)
 
     def project_names(self) -> list[str]:
         return self.projects.names()
@@ -121,3 +126,45 @@ class WorkDoor:
     async def forge_issues(self, project: str, limit: int = 30) -> list[Issue]:
         """``/issues #project``: its open issues, newest first (``ForgeError``)."""
         return await self.engine.forge.issues(project, limit=limit)
+
+    # ---------------------------------------------------------- undo, try again, merge
+
+    async def undo_ask(self, card_id: int) -> UndoAsk:
+        """↩️ Undo's question: what undoing card ``card_id`` would do, whether its branch
+        is on the forge (ask again, naming it), or why it will not."""
+        return await self.turnback.ask(card_id)
+
+    async def undo(self, card_id: int, confirmed: bool = False) -> str:
+        """↩️ Undo card ``card_id``'s turn (its work kept); ``confirmed``: Caesar said yes
+        to the second question of a published branch. ``ProjectError`` with the reason."""
+        return await self.turnback.undo(card_id, confirmed=confirmed)
+
+    async def undone(self) -> list[Kept]:
+        """``/undo``: what undo and Try again kept (14 days), newest first."""
+        return await self.turnback.kept()
+
+    async def restore(self, card_id: int) -> str:
+        """``/undo <n>``: card ``n``'s kept work back (``ProjectError`` with the reason)."""
+        return await self.turnback.restore(card_id)
+
+    async def try_again(self, card_id: int) -> tuple[str, Request]:
+        """🔀 Try again: a new branch from card ``card_id``'s start, and its request to
+        send again (run it like any request)."""
+        return await self.turnback.again(card_id)
+
+    async def merge_plan(self, project: str, number: int) -> MergePlan:
+        """✅ Merge's question: the pull request's title, method and head, or the reason
+        it will not be merged (CI red or pending, blocked, closed)."""
+        return await self.engine.forge.merge_plan(project, number)
+
+    async def merge(self, project: str, number: int, sha: str) -> Merged:
+        """✅ Merge after Caesar's confirming tap, for head ``sha`` (a prefix) only:
+        ``ForgeError`` with the reason when it moved, or CI is not green."""
+        merged = await self.engine.forge.merge(project, number, sha)
+        plan = merged.plan
+        try:  # the copy moves onto the new base between the agent's turns only
+            async with self.turnback.idle(plan.agent):
+                moved = await self.engine.forge.merger.move_copy(plan)
+        except ProjectError as e:
+            moved = f"{plan.agent}'s copy of #{project} was not moved onto the new {plan.base}: {e}"
+        return replace(merged, moved=moved)

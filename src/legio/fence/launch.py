@@ -21,6 +21,7 @@ import ctypes.util
 import logging
 import os
 import sys
+from pathlib import Path
 
 from legio.config import Config
 from legio.errors import LegioError
@@ -59,9 +60,12 @@ def is_dumpable() -> bool | None:
 
 
 def restart_argv(config: Config, command: str = "run") -> list[str]:
-    """The command line the daemon starts itself again with (same interpreter)."""
-    config_args = ["-c", str(config.path)] if config.path is not None else []
-    return [sys.executable, "-m", "legio", command, *config_args]
+    """The command line the daemon starts itself again with (same interpreter). ``-P``:
+    the current folder is not searched for modules (a ``ctypes.py`` planted there would
+    run before the token pipe is read); the config file is named by its absolute path
+    (the current folder is kept: relative paths of the environment still mean the same)."""
+    config_args = ["-c", str(Path(config.path).absolute())] if config.path is not None else []
+    return [sys.executable, "-P", "-m", "legio", command, *config_args]
 
 
 def start_again(config: Config, token: str, command: str = "run") -> None:

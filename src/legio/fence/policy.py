@@ -29,12 +29,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import hashlib
 import logging
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -224,12 +226,36 @@ TMP_REASON = (
 )
 
 
+_TMP_BASES: dict[Path, Path] = {}  # castra root -> its agents' temporary folder, this process
+
+
 def tmp_dir(castra_root: Path, agent: str) -> Path:
-    """``<tmp>/legio-<castra digest>/<agent>/``: the agent's own ``TMPDIR`` (its CLI keeps
-    background commands' output there), hidden from every other agent. Short on purpose:
-    the sandbox puts its sockets in it, and a socket's path has at most 107 bytes."""
-    digest = hashlib.sha256(str(castra_root.resolve()).encode()).hexdigest()[:10]
-    return Path(tempfile.gettempdir()).resolve() / f"legio-{os.getuid()}-{digest}" / agent
+    """``<tmp>/legio-<uid>-<castra digest>/<agent>/``: the agent's own ``TMPDIR`` (its CLI
+    keeps background commands' output there), hidden from every other agent. Short on
+    purpose: the sandbox puts its sockets in it, and a socket's path has at most 107 bytes.
+    If another user took that name first (any local user can, in the sticky temporary
+    folder), a fresh private folder (``mkdtemp``) instead, the same for the rest of this
+    process: the agents' ``TMPDIR`` and their deny rules name the same folder."""
+    root = castra_root.resolve()
+    base = _TMP_BASES.get(root)
+    if base is None or not _private_dir(base):
+        digest = hashlib.sha256(str(root).encode()).hexdigest()[:10]
+        base = Path(tempfile.gettempdir()).resolve() / f"legio-{os.getuid()}-{digest}"
+        with contextlib.suppress(OSError):
+            os.mkdir(base, 0o700)
+        if not _private_dir(base):
+            base = Path(tempfile.mkdtemp(prefix=f"legio-{os.getuid()}-{digest}-")).resolve()
+        _TMP_BASES[root] = base
+    return base / agent
+
+
+def _private_dir(path: Path) -> bool:
+    """A folder (not a link) of this user."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
 
 
 def home_claude_entries(home: Path | None = None) -> list[Path]:

@@ -16,4 +16,5 @@ Modules:
 - ``station``: the forge wired for the engine
 - ``transport``: conditional requests, rate limit, retries, the forge's reasons
 - ``untrusted``: the forge's words bounded, escaped and marked
+- ``merging``: ✅ Merge: a green pull request of Legio's merged after Caesar's tap
 """

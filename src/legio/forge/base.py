@@ -20,6 +20,7 @@ class RepoInfo:
     private: bool
     url: str  # its web page
     can_push: bool = False
+    merge_methods: tuple[str, ...] = ()  # what the repository allows: "merge", "squash", "rebase"
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class PullRequest:
     base: str
     head_repo: str = ""  # "owner/name" of the head's repository ("" when it was deleted)
     body: str = ""
+    mergeable_state: str = ""  # "clean", "blocked" (a required review or check), "dirty"...
 
 
 @dataclass(frozen=True)
@@ -169,5 +171,12 @@ class Forge(Protocol):
         ...
 
     async def close_issue(self, repo: str, number: int) -> None: ...
+
+    # Caesar's own write, after his confirming tap (legio.forge.merging)
+
+    async def merge_pull(self, repo: str, number: int, *, sha: str, method: str) -> str:
+        """Merge pull request ``number`` if its head is still ``sha``, by ``method``; the
+        commit it made. ``ForgeError`` (405: not mergeable, 409: the head moved)."""
+        ...
 
     async def close(self) -> None: ...

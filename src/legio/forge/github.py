@@ -30,6 +30,11 @@ from legio.forge.base import (
 from legio.forge.transport import MAX_BODY, Notify, Sleep, Transport
 
 PAGE = 100
+METHOD_KEYS = (
+    ("merge", "allow_merge_commit"),
+    ("squash", "allow_squash_merge"),
+    ("rebase", "allow_rebase_merge"),
+)
 LOG_DEADLINE_S = 120.0  # a job log's answer, whole
 
 
@@ -54,6 +59,7 @@ def _pull(data: dict[str, Any]) -> PullRequest:
         base=str((data.get("base") or {}).get("ref") or ""),
         head_repo=str(head_repo.get("full_name") or ""),
         body=str(data.get("body") or ""),
+        mergeable_state=str(data.get("mergeable_state") or ""),
     )
 
 
@@ -134,6 +140,11 @@ class GitHub:
             private=bool(data.get("private")),
             url=str(data.get("html_url") or ""),
             can_push=bool((data.get("permissions") or {}).get("push")),
+            merge_methods=tuple(
+                method
+                for method, key in METHOD_KEYS
+                if data.get(key, True)  # GitHub leaves these out for a reader: all allowed
+            ),
         )
 
     async def find_pull(self, repo: str, branch: str) -> PullRequest | None:
@@ -279,6 +290,11 @@ class GitHub:
 
     async def close_issue(self, repo: str, number: int) -> None:
         await self.http.patch(f"/repos/{repo}/issues/{number}", data={"state": "closed"})
+
+    async def merge_pull(self, repo: str, number: int, *, sha: str, method: str) -> str:
+        data = {"sha": sha, "merge_method": method}
+        done = await self.http.put(f"/repos/{repo}/pulls/{number}/merge", data=data)
+        return str((done or {}).get("sha") or "")
 
 
 def public_https(url: str) -> bool:

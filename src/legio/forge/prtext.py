@@ -19,8 +19,13 @@ space or word, never a hidden effect.
   ``&#x40;``, ``&commat;``, ``&#8203;``) gets a space after it, as a ``<`` does: the forge
   would otherwise draw ``&#35;1`` as ``#1`` (a reference), ``&#64;name`` as a mention, and
   ``&#8203;`` as nothing.
-- **Link reference definitions shown**: ``[x]: # (hidden)``, Markdown's other comment,
-  gets a backslash before its ``[``.
+- **Links, images and math shown as written**: every ``[`` and ``$`` not already escaped
+  gets a backslash (one visible character). A link reference definition
+  (``[x]: # (hidden)``, Markdown's other comment) renders as nothing wherever its label
+  starts — in a list item (``- [x]: …``), a quote, or with a label over lines — and an
+  image's alt text or a link's target shows other text than the source; math
+  (``$\\phantom{…}$``, ``\\color{white}``) hides text too, so a ```` ```math ```` fence is
+  posted as ```` ```text ````. A task list's ``- [ ]`` is posted as ``- \\[ ]``.
 - **Issue references written out**: ``#12``, ``GH-12``, ``owner/repo#12`` and an issue or
   pull request URL become ``issue 12`` / ``owner/repo issue 12``: no closing keyword
   (``Closes``, ``fixes``, ``resolved``…) can attach to them, and no issue is referenced.
@@ -48,7 +53,9 @@ COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 UNTERMINATED = re.compile(r"<!--.*\Z", re.DOTALL)
 TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
 CHARACTER_REFERENCE = re.compile(r"&(?=#[0-9]+;|#[xX][0-9A-Fa-f]+;|[A-Za-z][A-Za-z0-9]*;)")
-LINK_DEFINITION = re.compile(r"^((?:[ \t]{0,3}>)*[ \t]{0,3})\[(?=[^\]\n]*\]:)", re.MULTILINE)
+# a ``[`` or ``$`` not already escaped (after an even number of backslashes)
+UNESCAPED = re.compile(r"(?<!\\)((?:\\\\)*)([\[$])")
+MATH_FENCE = re.compile(r"^([ \t]{0,3}(?:`{3,}|~{3,})[ \t]*)math(?![\w-])", re.MULTILINE)
 ISSUE_URL = re.compile(
     r"(?:https?://)?(?:[\w-]+\.)+[A-Za-z]{2,}(?::\d+)?/([\w.-]+/[\w.-]+)/"
     r"(?:issues|pulls?|discussions)/(\d+)[^\s<>()\[\]]*",
@@ -78,7 +85,8 @@ def _inert(text: str) -> str:
     text = _without_comments(text.replace("\r\n", "\n").replace("\r", ""))
     text = TAG_OPEN.sub("< ", text)
     text = CHARACTER_REFERENCE.sub("& ", text)
-    text = LINK_DEFINITION.sub(lambda m: m.group(1) + "\\[", text)
+    text = UNESCAPED.sub(r"\1\\\2", text)
+    text = MATH_FENCE.sub(r"\1text", text)
     text = ISSUE_URL.sub(r"\1 issue \2", text)
     text = QUALIFIED.sub(r"\1 issue \2", text)
     text = GH.sub(r"issue \1", text)

@@ -158,6 +158,63 @@ def push_target(url: str, web_host: str, repo_name: str) -> PushRemote:
     )
 
 
+async def _transport(
+    repo: Path, target: PushRemote, token: str, what: str
+) -> tuple[list[tuple[str, str]], list[int], int]:
+    """The settings, inherited descriptors and the pipe's read end (-1: none) for git to
+    reach ``target``: the file transport, or https with the token through the helper."""
+    settings: list[tuple[str, str]] = []
+    fds: list[int] = []
+    read = -1
+    if target.local:
+        settings.append(("protocol.file.allow", "always"))
+    else:
+        scheme = urlsplit(target.url).scheme  # https (push_target allows nothing else)
+        settings += [(f"protocol.{scheme}.allow", "always"), ("http.followRedirects", "false")]
+        if target.token:
+            if not token:
+                raise ForgeError(
+                    what, "no forge token: set [forge] token_env's variable and restart"
+                )
+            await check_config(repo)
+            read, write = os.pipe()
+            os.write(write, token.encode())
+            os.close(write)
+            fds.append(read)
+            settings += [("credential.helper", ""), helper(target.url, read)]
+    return settings, fds, read
+
+
+async def fetch_base(repo: Path, target: PushRemote, base: str, token: str) -> str:
+    """The forge's ``base`` branch fetched into the project as ``refs/legio/base/<base>``
+    (Legio's own ref: Caesar's branches untouched); the commit it names now."""
+    settings, fds, read = await _transport(repo, target, token, "fetching the merged base")
+    ref = f"refs/legio/base/{base}"
+    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-maintenance"]
+    args += ["--no-recurse-submodules", "--", target.url, f"+refs/heads/{base}:{ref}"]
+    try:
+        code, _, err = await gitsafe.run_raw(
+            repo,
+            *args,
+            hostile=False,
+            work_tree=False,
+            limit_s=PUSH_TIMEOUT_S,
+            settings=settings,
+            pass_fds=fds,
+        )
+    finally:
+        if read >= 0:
+            with contextlib.suppress(OSError):
+                os.close(read)
+    if code != 0:
+        said = redact(err).replace(token, REDACTED) if token else redact(err)
+        raise ForgeError("fetching the merged base", said[:500] or f"exit code {code}")
+    out = await gitsafe.run(
+        repo, "rev-parse", "--verify", "--quiet", ref, hostile=False, work_tree=False, check=False
+    )
+    return out.strip()
+
+
 def _reason(stdout: str, stderr: str) -> str:
     """git's own words about a refused push: the ``!`` lines and ``remote:``/``error:``s."""
     lines = [line.split("\t")[-1].strip() for line in stdout.splitlines() if line.startswith("!")]
@@ -187,25 +244,8 @@ async def push(
     if not agents_branch(branch, agent) or branch == base:
         raise ForgeError("publishing", f"{branch!r} is not Legio's branch of {agent}: not pushed")
     spec = f"{'+' if force else ''}{commit}:refs/heads/{branch}"
-    settings: list[tuple[str, str]] = [("push.default", "nothing"), ("push.gpgSign", "false")]
-    fds: list[int] = []
-    read = -1
-    if target.local:
-        settings.append(("protocol.file.allow", "always"))
-    else:
-        scheme = urlsplit(target.url).scheme  # https (push_target allows nothing else)
-        settings += [(f"protocol.{scheme}.allow", "always"), ("http.followRedirects", "false")]
-        if target.token:
-            if not token:
-                raise ForgeError(
-                    "publishing", "no forge token: set [forge] token_env's variable and restart"
-                )
-            await check_config(repo)
-            read, write = os.pipe()
-            os.write(write, token.encode())
-            os.close(write)
-            fds.append(read)
-            settings += [("credential.helper", ""), helper(target.url, read)]
+    settings, fds, read = await _transport(repo, target, token, "publishing")
+    settings += [("push.default", "nothing"), ("push.gpgSign", "false")]
     args = ["push", "--porcelain", "--no-verify", "--no-signed", "--no-follow-tags"]
     args += ["--no-recurse-submodules", "--", target.url, spec]
     try:

@@ -24,6 +24,7 @@ from legio.forge.base import Forge, Issue
 from legio.forge.ci import CiFollower
 from legio.forge.forgetools import Confirm, forge_tools
 from legio.forge.github import GitHub
+from legio.forge.merging import Merged, MergePlan, Merger
 from legio.forge.publish import Published, Publisher, PublishPreview, PullWords
 from legio.forge.transport import caesar_waits
 from legio.projects.copies import Projects
@@ -48,6 +49,7 @@ class ForgeStation:
         self.pulls = pulls
         self.forge = forge
         self.publisher = Publisher(config, projects, forge, pulls, token)
+        self.merger = Merger(projects, forge, pulls, self.publisher.repo_name, token)  # ✅ Merge
         self.follower: CiFollower | None = None
         if forge is not None and config.forge is not None:
             self.follower = CiFollower(
@@ -94,6 +96,14 @@ class ForgeStation:
         self.required()
         with caesar_waits():
             return await self.publisher.preview(agent, project, words)
+
+    async def merge_plan(self, project: str, number: int) -> MergePlan:
+        """What ✅ Merge would do (``Merger.plan``): nothing merged."""
+        return await self.merger.plan(project, number)
+
+    async def merge(self, project: str, number: int, sha: str) -> Merged:
+        """✅ Merge, confirmed by Caesar for head ``sha`` (``Merger.merge``)."""
+        return await self.merger.merge(project, number, sha)
 
     async def follow(self, callback: ForgeCallback) -> Callable[[], None]:
         """Subscribe ``callback`` to forge events; the follower starts with the first."""

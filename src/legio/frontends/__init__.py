@@ -15,5 +15,6 @@ Modules:
 - ``views``: pure text rendering of admin answers
 - ``console/``: see its own docstring.
 - ``telegram/``: see its own docstring.
+- ``undolines``: ``/undo``: what undo kept, and bringing it back
 - ``web/``: the cockpit, a web page inside Telegram; see its own docstring.
 """

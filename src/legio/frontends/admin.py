@@ -26,7 +26,7 @@ from legio.errors import (
     ProjectError,
     SearchQueryError,
 )
-from legio.frontends import forgelines
+from legio.frontends import forgelines, undolines
 from legio.frontends.numbers import command_number
 from legio.frontends.usage import usage_lines
 from legio.frontends.views import (
@@ -317,7 +317,9 @@ class Admin:
                 (
                     f"legatus: {reply_text(reply, '')}"
                     if reply.agent == LEGATUS and reply.kind != "notice"
-                    else reply_text(reply, agent_header(self.app, reply.agent, reply.project))
+                    else reply_text(
+                        reply, agent_header(self.app, reply.agent, reply.project, reply.model)
+                    )
                 ).splitlines()
             )
         ]
@@ -391,6 +393,12 @@ class Admin:
         words = f"Exported {result.nuntii:,} messages ({size})."
         return Pages([words], [(result.path.name, result.path)])
 
+    async def cmd_model(self, args: str) -> list[str]:
+        return [await self.operations.choose("model", args)]
+
+    async def cmd_effort(self, args: str) -> list[str]:
+        return [await self.operations.choose("effort", args)]
+
     async def cmd_usage(self, args: str) -> list[str]:
         report = await self.app.usage()
         if report is None:
@@ -448,6 +456,18 @@ COMMANDS = [
         "revoke", "/revoke <id>", "end an Always grant: that agent asks again", Admin.cmd_revoke
     ),
     CommandInfo(
+        "model",
+        "/model <name> opus|sonnet|haiku|default",
+        "the model an agent's session runs on (@name:opus for one request)",
+        Admin.cmd_model,
+    ),
+    CommandInfo(
+        "effort",
+        "/effort <name> low|medium|high|default",
+        "how hard an agent's session thinks",
+        Admin.cmd_effort,
+    ),
+    CommandInfo(
         "usage", "/usage", "spending today and over 7 days, per agent and model", Admin.cmd_usage
     ),
     CommandInfo(
@@ -484,6 +504,13 @@ COMMANDS = [
         "/drop <agent> <project>",
         "remove an agent's copy (its branch stays in the project)",
         Admin.cmd_drop,
+        waits=True,
+    ),
+    CommandInfo(
+        "undo",
+        "/undo [card]",
+        "what ↩️ Undo kept (14 days); /undo <card> brings that turn's work back",
+        undolines.cmd_undo,
         waits=True,
     ),
     CommandInfo(

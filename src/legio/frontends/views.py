@@ -182,6 +182,8 @@ def status_lines(rows: list[StatusRow], limit: int, problems: tuple[str, ...]) -
     for row in rows:
         status, usage = row.status, row.usage
         lines.append(status_line(status, limit))
+        if row.model:  # /model, /effort
+            lines.append(f"   model: {row.model}")
         if status.compaction_failure:
             lines.append(
                 f"   ⚠️ compaction failed, {status.compaction_failure}; "
@@ -407,13 +409,16 @@ def stop_text(stopped: list[Stopped], target: str | None = None) -> str:
 RULE = "━━━━━━━━━━━━"
 
 
-def agent_header(app: LegioApp, agent: str, project: str | None = None) -> str:
+def agent_header(
+    app: LegioApp, agent: str, project: str | None = None, model: str | None = None
+) -> str:
     """The attribution line a centurio's answer (and its live draft) starts with, on
-    ``project``: ``⚔️ vorenus #app — <description>`` and a rule; none for the Legatus."""
+    ``project``, written by ``model``: ``⚔️ vorenus #app · opus — <description>`` and a
+    rule; none for the Legatus."""
     if agent == LEGATUS:
         return ""
     description = app.description(agent)
-    tag = f" #{project}" if project else ""
+    tag = (f" #{project}" if project else "") + (f" · {model}" if model else "")
     return f"⚔️ {agent}{tag}{f' — {description}' if description else ''}\n{RULE}\n"
 
 

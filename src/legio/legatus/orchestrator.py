@@ -179,10 +179,18 @@ class Legatus:
             project = picked or project
             if problem:  # an unknown #name: nothing runs, the projects are listed
                 return await emit.notice(problem)
+            for model in mentions.models.values():  # @vorenus:opus: a model [models] names
+                refusal = self.sessions.choices.refusal(model)
+                if refusal:
+                    return await emit.notice(
+                        f"{refusal} (For plain text after a name, write a space after the colon.)"
+                    )
             if mentions.names and not strip_mentions(text) and not attachments:
                 who = ", ".join(f"@{n}" for n in mentions.names)
                 return await emit.notice(f"What should {who} do? Write the request after the name.")
-            if not mentions.names and forwarded_from is None:  # a reply, a topic: its agent
+            if LEGATUS in mentions.models and not mentions.names:  # @legatus:haiku
+                default = LEGATUS
+            elif not mentions.names and forwarded_from is None:  # a reply, a topic: its agent
                 replied = await self.conversations.replied_agent(pointer, roster)
                 default = replied or (lane if lane in roster.centuriones else LEGATUS)
             else:
@@ -209,6 +217,9 @@ class Legatus:
                     )
                     if pointer is not None:  # before its turn can come: the agent reads the link
                         await self.conversations.link(nuntius, pointer)
+                    for name in names:  # this request's model, for its turn only
+                        if name in mentions.models:
+                            self.sessions.choices.once(name, nuntius.seq, mentions.models[name])
                     tickets = {name: self.sessions.reserve(name, receipt) for name in names}
                     receipts.settle(receipt)  # routed: a stop from now on finds it in line
             except DuplicateOrigin:
@@ -245,7 +256,8 @@ class Legatus:
             files = await self._sent_files(name, answer.seq)
             if name == LEGATUS and self._carried:  # sent in its dispatches, for Caesar
                 files, self._carried = files + tuple(self._carried), []
-            await emit.reply(Reply(name, outcome.text, outcome.kind, files, answer.seq, project))
+            reply = Reply(name, outcome.text, outcome.kind, files, answer.seq, project)
+            await emit.reply(dataclasses.replace(reply, model=outcome.model))
             return answer.seq
 
         centuriones = [n for n in names if n != LEGATUS]

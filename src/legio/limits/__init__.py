@@ -6,4 +6,5 @@ Modules:
 - ``budget``: the spend budget from the turn records (daily, per agent, per turn), held
   turns, 80 % warning, `/usage`…
 - ``plan``: plan limits and logins from the CLI's messages
+- ``prices``: a model's ``[models]`` entry (id, price) by its name or id
 """

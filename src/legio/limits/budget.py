@@ -32,6 +32,7 @@ from claude_agent_sdk import ResultMessage
 
 from legio.config import Config
 from legio.errors import AgentError, TurnHeld
+from legio.limits.prices import model_price
 from legio.store.praetorium import Praetorium
 from legio.store.records import UsageRow
 
@@ -111,7 +112,12 @@ class Budget:
         return sum(r.usd for r in self._running if agent is None or r.agent == agent)
 
     async def admit(
-        self, agent: str, agent_daily_usd: float | None, session: Any = None
+        self,
+        agent: str,
+        agent_daily_usd: float | None,
+        session: Any = None,
+        *,
+        model: str | None = None,
     ) -> tuple[bool, Reservation | None]:
         """Let a turn of ``agent`` start, or raise ``TurnHeld`` (with the figures).
 
@@ -122,7 +128,8 @@ class Budget:
         so parallel turns at 99 % of a limit cannot all start. Returns whether to reconnect the live
         ``session`` first (its CLI has spent half of the per-turn backstop, which counts
         per process) and the reservation to ``release`` when the turn ends (None when no
-        daily limit applies)."""
+        daily limit applies). With ``model`` priced in ``[models]``, the estimate is the
+        agent's average tokens per turn this week at that model's price."""
         reconnect = bool(
             self.per_turn_usd
             and session is not None
@@ -131,7 +138,7 @@ class Budget:
         if not self.config.budget.daily_usd and not agent_daily_usd:
             return reconnect, None
         async with self._admitting:
-            spent, estimate = await self._figures(agent)
+            spent, estimate = await self._figures(agent, model)
             warnings = self._check(agent, agent_daily_usd, spent, estimate)
             reservation = Reservation(agent, estimate)
             self._running.append(reservation)
@@ -145,13 +152,21 @@ class Budget:
             reservation.released = True
             self._running.remove(reservation)
 
-    async def _figures(self, agent: str) -> tuple[dict[str, float], float]:
-        """Today's spend per agent, and what a turn of ``agent`` is reckoned to cost."""
+    async def _figures(
+        self, agent: str, model: str | None = None
+    ) -> tuple[dict[str, float], float]:
+        """Today's spend per agent, and what a turn of ``agent`` (on ``model``) is
+        reckoned to cost."""
         spent = await self.spent_today()
         week = await self.praetorium.records.usage_since(self.day_start() - timedelta(days=6))
         turns = sum(r.turns for r in week if r.agent == agent)
         cost = sum(r.cost_usd for r in week if r.agent == agent)
         estimate = max(ESTIMATE_FLOOR_USD, cost / turns if turns else 0.0)
+        price = model_price(self.config.models, model)
+        if price is not None and turns:  # its usual turn, at this model's price
+            tokens_in = sum(r.input_tokens for r in week if r.agent == agent) / turns
+            tokens_out = sum(r.output_tokens for r in week if r.agent == agent) / turns
+            estimate = (tokens_in * price.input_usd + tokens_out * price.output_usd) / 1e6
         if self.per_turn_usd:
             estimate = min(estimate, self.per_turn_usd)
         return spent, estimate

@@ -3,10 +3,12 @@ the optional HTTP health endpoint.
 
 The socket is ``castra/state/legio.sock`` (made 0600 in the ``state`` folder, made 0700;
 a path too long for a UNIX socket moves to a 0700 folder of this user under the system's
-temporary folder, named by the castra). A client writes one request line (``status``)
-and reads one line of JSON. A socket left by a daemon that died is stale: the castra's
-lock tells (``CastraLock``: held only while a daemon lives), so the client asks the lock
-first, and a starting daemon, holding the lock, removes any file in the socket's place.
+temporary folder, named by the castra; if another user took that folder first, a fresh
+private one made with ``mkdtemp``, its path recorded in ``state/socket.where``). A
+client writes one request line (``status``) and reads one line of JSON. A socket left by
+a daemon that died is stale: the castra's lock tells (``CastraLock``: held only while a
+daemon lives), so the client asks the lock first, and a starting daemon, holding the
+lock, removes any file in the socket's place.
 
 ``[health] listen = "127.0.0.1:8787"`` also answers ``GET /health`` with the status less
 what Caesar alone may read (``report.public``: no approvals' targets, no error text), for
@@ -41,6 +43,7 @@ from legio.store.lifecycle import LOCK_FILE
 logger = logging.getLogger(__name__)
 
 SOCKET_NAME = "legio.sock"
+WHERE = "socket.where"  # the socket's path, when the usual one was taken by another user
 SUN_PATH_MAX = 100  # sockaddr_un holds 108 bytes; some room for the terminating NUL
 REQUEST_MAX = 8192
 HEALTH_CONNECTIONS = 16  # /health connections held at once; more are closed at once
@@ -49,13 +52,47 @@ Answer = Callable[[], Awaitable[dict[str, Any]]]
 
 
 def socket_path(castra_root: Path) -> Path:
-    """Where the daemon of this castra listens (the same for daemon and client)."""
+    """Where the daemon of this castra listens (the same for daemon and client): the path
+    the running daemon recorded (``state/socket.where``) when the usual one was taken."""
     root = castra_root.resolve()
     path = root / "state" / SOCKET_NAME
     if len(os.fsencode(path)) <= SUN_PATH_MAX:
         return path
+    with contextlib.suppress(OSError, ValueError):
+        recorded = Path((root / "state" / WHERE).read_text(encoding="utf-8").strip())
+        if recorded.is_absolute():
+            return recorded
+    return _usual_path(root)
+
+
+def _usual_path(root: Path) -> Path:
     digest = hashlib.sha256(os.fsencode(root)).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"legio-{os.getuid()}" / f"{digest}.sock"
+
+
+def listen_path(castra_root: Path) -> Path:
+    """Where the starting daemon listens, in a private folder of its own: the usual path,
+    or, when its folder in the temporary folder is another user's (any local user can take
+    ``/tmp/legio-<uid>`` first), a fresh private one (``mkdtemp``), recorded for clients."""
+    root = castra_root.resolve()
+    path = socket_path(root)
+    where = root / "state" / WHERE
+    if path.parent == root / "state":
+        private_folder(path.parent)
+        return path
+    path = _usual_path(root)
+    try:
+        private_folder(path.parent)
+    except (LegioError, OSError) as e:
+        fresh = Path(tempfile.mkdtemp(prefix=f"legio-{os.getuid()}-"))
+        logger.warning("%s; the status socket goes to %s instead", e, fresh)
+        path = fresh / path.name
+        where.parent.mkdir(parents=True, exist_ok=True)
+        where.write_text(f"{path}\n", encoding="utf-8")
+        return path
+    with contextlib.suppress(FileNotFoundError):
+        where.unlink()
+    return path
 
 
 def private_folder(folder: Path) -> None:
@@ -92,8 +129,7 @@ async def serve_socket(
     answered by ``answer``, other request lines by ``requests`` (read at each request,
     so a front-end may add one later: ``cockpit``, the one-time link)."""
     more = requests if requests is not None else {}
-    path = socket_path(castra_root)
-    private_folder(path.parent)
+    path = listen_path(castra_root)
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # stale: its daemon is gone (we hold the lock)
 

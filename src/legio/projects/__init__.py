@@ -16,4 +16,5 @@ Modules:
 - ``publishing``: bringing an agent's branch into the project
 - ``turnwork``: what one turn did to an agent's work on a project (a work card's facts)
 - ``tally``: the test runner's own count, read from a check's output
+- ``undoing``: undo in git: a turn's work kept under a ref of Legio's, the copy rewound
 """

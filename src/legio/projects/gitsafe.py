@@ -227,6 +227,7 @@ async def _exec(
     cwd: Path,
     env: dict[str, str] | None = None,
     pass_fds: Sequence[int] = (),
+    index: Path | None = None,
 ) -> tuple[int, bytes, str]:
     try:
         process = await asyncio.create_subprocess_exec(
@@ -348,6 +349,7 @@ async def run(
     given: bytes | None = None,
     settings: Sequence[tuple[str, str]] = (),
     objects: Path | None = None,
+    index: Path | None = None,
 ) -> str:
     """``git <args>`` in ``repo`` (its output), safely; see the module docstring.
 
@@ -357,7 +359,8 @@ async def run(
     git's own words. ``work_tree=False`` for commands that do not look at the files (log,
     rev-list, fetch): their work tree is an empty folder. ``given``: the command's input.
     ``settings``: more config for this command. ``objects``: a folder that receives the
-    objects git writes (the repository's own are read, never written)."""
+    objects git writes (the repository's own are read, never written). ``index``: an
+    index file of Legio's own instead of the repository's (``GIT_INDEX_FILE``)."""
     code, out, err = await run_raw(
         repo,
         *args,
@@ -368,6 +371,7 @@ async def run(
         given=given,
         settings=settings,
         objects=objects,
+        index=index,
     )
     if check and code != 0:
         raise ProjectError(f"git {args[0]} failed in {repo}: {err or f'exit code {code}'}")
@@ -385,6 +389,7 @@ async def run_raw(
     settings: Sequence[tuple[str, str]] = (),
     objects: Path | None = None,
     pass_fds: Sequence[int] = (),
+    index: Path | None = None,
 ) -> tuple[int, bytes, str]:
     """As ``run``, returning (exit code, stdout bytes, stderr) and never raising for a
     failing command. ``pass_fds``: descriptors git and its helpers inherit (a credential
@@ -405,6 +410,8 @@ async def run_raw(
             "GIT_OBJECT_DIRECTORY": str(objects),
             "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(git_dir / "objects"),
         }
+    if index is not None:
+        env = {**(env or {}), "GIT_INDEX_FILE": str(index)}
     with tempfile.TemporaryDirectory(prefix="legio-git-") as empty:
         tree = str(repo) if work_tree else empty  # never the daemon's working folder
         where = ["--git-dir", str(git_dir), "--work-tree", tree]

@@ -31,6 +31,11 @@ class Mark:
     tip: str  # the branch in the project ("": not there yet)
     base_tip: str  # the base branch's tip: where a branch not yet published starts
     dirt: str  # a fingerprint of the copy's uncommitted work
+    kept: str = ""  # that work as a commit in the copy (legio.projects.undoing), when any
+
+    @property
+    def dirty(self) -> bool:
+        return self.dirt != Uncommitted().fingerprint
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ agent's turns in order and different agents in parallel.
 Modules:
 
 - ``client``: `AgentSession`
+- ``asides``: `Asides`: notes an agent reads with its next request (Caesar's reactions)
 - ``cards``: `WorkCards`: a card after each turn that changed a project, kept for its buttons
+- ``choices``: `Choices`: each agent's model and effort (`/model`, `/effort`, `@name:model`)
 - ``compaction``: the texts and steps of compaction (summaries before a rebuild,
   `/compact`, after an overflow)
 - ``context``: what a query carries (`plan_context`
@@ -27,4 +29,5 @@ Modules:
 - ``slot``: `AgentSlot`
 - ``spec``: `AgentSpec` from a prompt file (frontmatter, else `legio.toml`)
 - ``turn``: one turn
+- ``turnback``: ↩️ Undo, ``/undo`` and 🔀 Try again of a work card's turn
 """

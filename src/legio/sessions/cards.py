@@ -24,6 +24,7 @@ from legio.projects.branchwork import span_text, tip_of
 from legio.projects.checks import Checks
 from legio.projects.copies import Place, Projects
 from legio.projects.turnwork import Mark, mark, measure
+from legio.projects.undoing import snapshot
 from legio.request import CardDiff, Request, WorkCard
 from legio.sessions.pointers import nuntius_at
 from legio.store.cardstore import CardRow
@@ -79,10 +80,18 @@ class WorkCards:
     async def before(self, place: Place) -> Mark | None:
         """The agent's work as its turn starts (None, logged, if it cannot be read)."""
         try:
-            return await mark(place)
+            found = await mark(place)
         except ProjectError as e:
             logger.warning("%s: no work card for #%s: %s", place.agent, place.project, e)
             return None
+        if found.dirty:  # kept, so ↩️ Undo can put it back as the turn found it
+            try:
+                found = replace(found, kept=await snapshot(place, "Legio: before a turn"))
+            except ProjectError as e:
+                logger.warning(
+                    "%s: #%s's uncommitted work not kept: %s", place.agent, place.project, e
+                )
+        return found
 
     async def after(self, place: Place, before: Mark, answer_seq: int | None) -> WorkCard | None:
         """The card of the turn that started at ``before``, stored; None if it changed
@@ -109,6 +118,7 @@ class WorkCards:
             answer_seq=answer_seq,
         )
         self._keep(row.id, work.uncommitted.diff, work.uncommitted.untracked)
+        self._keep_start(row.id, before.kept)
         self._prune()
         if self.checks is not None and self.checks.configured(place.project):
             try:  # on the card's commit (a clean tree); a newer turn's check stops this one
@@ -206,6 +216,25 @@ class WorkCards:
         except OSError as e:
             logger.warning("card %s: its uncommitted work could not be kept: %s", card_id, e)
 
+    def _keep_start(self, card_id: int, commit: str) -> None:
+        """The copy's uncommitted work as the card's turn found it (a commit in the copy)."""
+        if not commit:
+            return
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            (self.folder / f"{card_id}.start").write_text(commit)
+        except OSError as e:
+            logger.warning("card %s: its turn's start could not be kept: %s", card_id, e)
+
+    def start_of(self, card_id: int) -> str:
+        """The commit of the copy's uncommitted work as card ``card_id``'s turn found it
+        ("": it had none, or it was not kept)."""
+        try:
+            text = (self.folder / f"{card_id}.start").read_text().strip()
+        except OSError:
+            return ""
+        return text if len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text) else ""
+
     def _prune(self, keep: int = KEPT_SNAPSHOTS) -> None:
         """Keep the uncommitted work of the newest ``keep`` cards (an older card then shows
         its commits alone, and says so)."""
@@ -218,6 +247,7 @@ class WorkCards:
             return
         for old in kept[:-keep]:
             old.unlink(missing_ok=True)
+            (self.folder / f"{old.name.split('.', 1)[0]}.start").unlink(missing_ok=True)
 
     def _kept(self, card_id: int) -> tuple[bytes, tuple[str, ...]]:
         try:

@@ -68,6 +68,7 @@ class AgentSession:
     broken: bool = False
     closed_because: str | None = None
     model: str | None = None
+    effort: str | None = None  # its CLI's --effort: a change restarts the CLI
     observe: Callable[[object], None] | None = None  # sees every message (legio.limits.plan)
     hidden: tuple[str, ...] = ()  # the ~/.claude* entries its sandbox hides, one rule each
     cwd: Path | None = None  # its CLI's working directory (a project copy, or the workspace)
@@ -116,6 +117,7 @@ async def connect(
         bootstrap=resume is None,
         stderr=stderr,
         model=spec.model,
+        effort=spec.effort,
     )
 
 

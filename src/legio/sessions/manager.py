@@ -35,7 +35,9 @@ from legio.limits.plan import PlanHealth
 from legio.memoria import MemoriaStore
 from legio.projects.copies import Projects
 from legio.request import UNWATCHED, Status, Watch
+from legio.sessions.asides import Asides
 from legio.sessions.cards import WorkCards
+from legio.sessions.choices import Choices
 from legio.sessions.client import AgentSession
 from legio.sessions.compaction import compact_now, compact_or_fall_back
 from legio.sessions.context import ContextReport, context_report
@@ -96,6 +98,8 @@ class SessionManager:
         self.project_tools: ProjectTools | None = None  # the forge's tools (legio.engine)
         self.errands = AgentErrands(self._close_for_stop)  # requests not ended, and stops
         self.cards = WorkCards(praetorium, self.projects, self.castra.root)  # after each turn
+        self.choices = Choices(config, praetorium)  # /model, /effort, @name:model
+        self.asides = Asides()  # Caesar's reactions to answers, read with the next request
         self.pipeline = TurnPipeline(  # what happens inside an agent's turn
             praetorium,
             self.attachments,
@@ -108,6 +112,8 @@ class SessionManager:
             budget,
             health,
             self.cards,
+            self.choices,
+            self.asides,
         )
 
     def _slot(self, name: str) -> AgentSlot:

@@ -24,7 +24,9 @@ from legio.names import CAESAR, SCHEDULER
 from legio.projects.copies import Place, Projects
 from legio.projects.turnwork import Mark
 from legio.request import Status, Watch
+from legio.sessions.asides import Asides
 from legio.sessions.cards import WorkCards
+from legio.sessions.choices import Choices
 from legio.sessions.client import AgentSession, ask, stale_result, store_turns
 from legio.sessions.compaction import compact_or_fall_back
 from legio.sessions.delivery import Pictures
@@ -69,6 +71,7 @@ class _Work:
     place: Place | None = None
     before: Mark | None = None
     reservation: Reservation | None = None
+    model: str | None = None  # the [models] name it ran on (the answer's header)
 
 
 @dataclass
@@ -86,6 +89,8 @@ class TurnPipeline:
     budget: Budget | None = None
     health: PlanHealth | None = None
     cards: WorkCards | None = None  # a work card after each turn that changed a project
+    choices: Choices | None = None  # /model, /effort, @name:model (legio.sessions.choices)
+    asides: Asides | None = None  # Caesar's reactions, read with the next request
 
     async def run(self, job: Assignment) -> Outcome:
         """``answer`` inside the agent's turn: the outcome, delivered."""
@@ -102,7 +107,8 @@ class TurnPipeline:
         try:
             errand.check()
             await self.logins.refresh()  # `claude login` renewed it, or another CLI did
-            outcome = Outcome(await self._turn(job, work))
+            text = await self._turn(job, work)
+            outcome = Outcome(text, model=work.model)
         except asyncio.CancelledError:
             raise
         except AgentInterrupted as e:
@@ -149,9 +155,14 @@ class TurnPipeline:
         """One query, with the agent's turn held by the caller."""
         slot, errand, name = job.slot, job.errand, job.name
         prefix = job.prefix() if callable(job.prefix) else job.prefix
+        if self.asides is not None:  # Caesar's reactions since its last request
+            prefix = self.asides.take(name, prefix)
         spec = await errand.until_stopped(
             placed(await self.spec(name), job.nuntius.project, self.projects)
         )
+        if self.choices is not None:  # this request's model, else the session's
+            spec = self.choices.apply(spec, job.nuntius.seq)
+            work.model = self.choices.short(spec.model)
         watch = tagged(job.watch, spec)
         if spec.place is not None and self.cards is not None:  # what its work was before
             work.before = await errand.until_stopped(self.cards.before(spec.place))
@@ -160,7 +171,7 @@ class TurnPipeline:
         if self.budget is not None:
             errand.check()
             reconnect, work.reservation = await self.budget.admit(
-                name, spec.daily_usd, slot.session
+                name, spec.daily_usd, slot.session, model=spec.model
             )
             if reconnect:
                 await slot.close("per-turn budget")  # the CLI's count restarts on resume
@@ -211,6 +222,8 @@ class TurnPipeline:
             )
             session.broken = True
             session = await errand.until_stopped(self.ensure(slot, spec, watch))
+        if self.choices is not None:  # a one-request model, or back from one
+            await self.choices.switch(session, spec)
         message, images = await prepare_query(
             self.praetorium, self.attachments, self.pictures, session, spec, job.nuntius, prefix
         )

@@ -95,16 +95,19 @@ async def ensure(
     if session is not None:
         reason = session.rebuild_reason(spec)
         moved = session.cwd != spec.cwd  # to or from a project copy
-        if reason is None and not moved and session.hidden == hidden_now():  # a listing of HOME
+        effort = session.effort != spec.effort  # the CLI's --effort: fixed at its start
+        if reason is None and not moved and not effort and session.hidden == hidden_now():
             return session
         if reason is None:  # the same session, on a CLI in its new place or hiding a new entry
             why = (
                 "it moves to " + str(spec.cwd)
                 if moved
+                else f"its effort is now {spec.effort or 'the default'}"
+                if effort
                 else "a ~/.claude* entry or socket came or went"
             )
             logger.info("%s: restarting its CLI: %s", name, why)
-            await slot.close("moved" if moved else "~/.claude* changed")
+            await slot.close("moved" if moved else "effort" if effort else "~/.claude* changed")
             session = None
     if session is not None and reason is not None:
         logger.info("%s: rebuilding the session because %s", name, reason)
@@ -148,6 +151,7 @@ class AgentStatus:
     turns: int
     cost_usd: float
     compaction_failure: str | None = None
+    model: str | None = None  # the model its live CLI is on, if set
 
     @classmethod
     def of(cls, slot: AgentSlot) -> AgentStatus:
@@ -161,4 +165,5 @@ class AgentStatus:
             turns=session.tracker.turns if session else 0,
             cost_usd=session.cost if session else 0.0,
             compaction_failure=slot.compaction_failure,
+            model=session.model if session else None,
         )

@@ -62,6 +62,7 @@ class AgentSpec:
     project: str | None = None  # the project its requests are on by default (frontmatter)
     place: Place | None = None  # this request's project copy: then ``cwd`` is the copy
     fence: tuple[Protected, ...] = ()  # what it may read, not write (projects' checkouts)
+    effort: str | None = None  # the CLI's --effort (legio.sessions.choices); None: its own
 
     @property
     def workspace(self) -> Path:
@@ -218,6 +219,7 @@ def build_options(
         hooks=hooks,
         system_prompt=spec.system_prompt,
         model=spec.model,
+        effort=spec.effort,  # type: ignore[arg-type]  # one of choices.EFFORTS
         permission_mode=config.claude.permission_mode,
         cli_path=config.claude.cli_path or None,
         mcp_servers={key: server for key, (server, _) in servers.items()},

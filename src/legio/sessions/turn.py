@@ -279,6 +279,7 @@ class Outcome:
 
     text: str
     kind: Literal["answer", "error", "interrupted", "held"] = "answer"  # held: not started
+    model: str | None = None  # the [models] name it ran on, when known
 
 
 def failure_outcome(

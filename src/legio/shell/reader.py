@@ -19,7 +19,10 @@ line (``-c alias.*``, ``--config-env``), a git command the installed git does no
 (an alias from a config file), a git option whose value is a command git runs
 (``legio.shell.gitwords``), or a variable git reads (``HOME``, ``GIT_DIR``…) set on a line that
 runs git; and anything that does not parse. git's other ways to push (``send-pack``…) are
-also read as ``git push`` followed by any words.
+also read as ``git push`` followed by any words; the dynamic loader and ``make --eval``
+are opaque. After a program not known to take its arguments as data (``setarch``,
+``prlimit``, ``strace``…), ``later_programs`` reads each run of words from a later word
+that may start a program, for the matcher to compare with a rule's words.
 A backslash-newline is read both as the shell joins it and as written.
 """
 
@@ -44,10 +47,13 @@ from legio.shell.tree import (
 from legio.shell.words import (
     AWKS,
     COMPOUND,
+    DATA_PROGRAMS,
     FLOCK_VALUES,
     INLINE,
     INTERPRETER_STOP,
     INTERPRETER_VALUES,
+    LOADER,
+    MAKES,
     OPAQUE_PROGRAMS,
     RUNNERS,
     SHELL_VALUES,
@@ -213,10 +219,18 @@ class _Reader:
             if program in OPAQUE_PROGRAMS:
                 self.opaque(OPAQUE_PROGRAMS[program])
                 return
+            if LOADER.fullmatch(program):
+                self.opaque("the dynamic loader (it runs the program it is given)")
+                return
+            if program in MAKES and any(_make_eval(w) for w in rest):
+                self.opaque(f"{program} --eval (a makefile given on the line)")
+                return
             if program == "env":
                 words = self.env(rest)
             elif program in WRAPPERS:
                 words = skip_options(rest, WRAPPERS[program])
+                if program in ("sudo", "doas"):  # sudo NAME=value… command
+                    words = self.assignments(words)
                 if program in ("timeout", "chrt", "taskset") and words:
                     words = words[1:]  # the duration, priority or CPU mask
                 if program == "sudo" and any(w in ("-s", "-i", "--shell", "--login") for w in rest):
@@ -249,6 +263,16 @@ class _Reader:
             else:
                 self.plain([program, *rest])
                 return
+
+    def assignments(self, words: list[Word]) -> list[Word]:
+        """Leading ``NAME=value`` words (after ``sudo``'s options) read as ``env`` reads them."""
+        count = 0
+        for word in words:
+            if word is None or "=" not in word or not NAME.fullmatch(word.partition("=")[0]):
+                break
+            count += 1
+        self.env(words[:count])
+        return words[count:]
 
     def env(self, rest: list[Word]) -> list[Word]:
         while rest and rest[0] is not None and (rest[0].startswith("-") or "=" in rest[0]):
@@ -378,6 +402,61 @@ def _v(word: Word) -> bool:
     return word is None or word.startswith("-v")
 
 
+def _make_eval(word: Word) -> bool:
+    """``make --eval=…``/``-E …`` (``--ev`` and ``-sE`` spell it too); unknown words may."""
+    return word is None or word.startswith("--ev") or bool(re.fullmatch(r"-[A-Za-z]*E.*", word))
+
+
+def _launches(word: Word, program: str) -> bool:
+    """Whether ``word``, an argument of a program that may run its arguments, may start
+    ``program`` or another program that runs commands (a wrapper, shell, interpreter…)."""
+    if word is None:
+        return True  # any word at all, ``program`` included
+    base = word.rsplit("/", 1)[-1]
+    if base == program or (program == "git" and base.startswith("git-")):
+        return True
+    return base in LAUNCHERS or interpreter(base) is not None or LOADER.fullmatch(base) is not None
+
+
+# programs that run commands, as another program may start them (shell builtins cannot be)
+LAUNCHERS = frozenset(
+    {*SHELLS, *INLINE, *WRAPPERS, *RUNNERS, *AWKS, *MAKES}
+    | {"env", "xargs", "find", "watch", "flock", "parallel"}
+)
+
+
+def later_programs(command: tuple[Word, ...], program: str) -> list[Reading]:
+    """A program not known to take its arguments as data (``setarch x86_64 git push``,
+    ``prlimit …``, ``strace -f …``, ``unshare -r …``: no list of such programs is ever
+    complete) may start a later word as a program: the reading of each run of words from
+    a later word that may be ``program`` (a rule's first word) or a program that runs
+    commands. Fails closed: a word only known when it runs may be ``program``."""
+    if not command or command[0] in DATA_PROGRAMS:
+        return []
+    readings = []
+    for i in range(1, len(command)):
+        if _launches(command[i], program):
+            reader = _Reader(depth=1)
+            reader.simple(list(command[i:]), fed=False)
+            readings.append(_finish(reader))
+    return readings
+
+
+def runs_git(command: tuple[Word, ...]) -> bool:
+    """Whether a simple command runs git, or may (a later word of a program not known to
+    take its arguments as data is git, or only known when it runs)."""
+    if command and command[0] == "git":
+        return True
+    return (
+        bool(command)
+        and command[0] not in DATA_PROGRAMS
+        and any(
+            w is None or w.rsplit("/", 1)[-1] == "git" or w.rsplit("/", 1)[-1].startswith("git-")
+            for w in command[1:]
+        )
+    )
+
+
 CACHED_LENGTH = 4096  # longer commands are read anew each time (the cache stays small)
 
 
@@ -402,7 +481,11 @@ def _read(command: str) -> Reading:
         return Reading((), "nested too deeply to read")
     except Exception as e:  # fail closed: what cannot be read asks
         return Reading((), f"it could not be read ({type(e).__name__})")
-    if reader.setting and any(c and c[0] == "git" for c in reader.commands):
+    return _finish(reader)
+
+
+def _finish(reader: _Reader) -> Reading:
+    if reader.setting and any(runs_git(c) for c in reader.commands):
         set_here = ", ".join(reader.setting)
         reader.opaque(f"{set_here} set on a line that runs git (its config, hooks, programs)")
     return Reading(tuple(reader.commands), "; ".join(reader.why))

@@ -141,7 +141,13 @@ def command_matches(command: str, words: list[str], *, prefix: bool) -> bool:
     if reading.opaque:
         return True
     words = [words[0].rsplit("/", 1)[-1], *words[1:]]
-    return any(_runs(simple, words, prefix=prefix) for simple in reading.commands)
+    for simple in reading.commands:
+        if _runs(simple, words, prefix=prefix):
+            return True
+        for later in shell.later_programs(simple, words[0]):  # setarch x86_64 git push
+            if later.opaque or any(_runs(c, words, prefix=prefix) for c in later.commands):
+                return True
+    return False
 
 
 def opaque_reason(tool: str, tool_input: dict[str, Any]) -> str:

@@ -46,6 +46,17 @@ WRAPPERS: dict[str, set[str]] = {
     "taskset": set(), "unbuffer": set(), "busybox": set(),
 }
 # fmt: on
+# programs known to take their arguments as data (text, names, paths), never as a program
+# to run; after any other program (setarch, prlimit, strace, unshare…) a later word may
+# be the program it starts (``legio.shell.reader.later_programs``). git is read by gitwords.
+_DATA_PROGRAMS_WORDS = """
+    echo printf cat ls grep egrep fgrep head tail wc cut tr uniq test [ [[ mkdir touch rm
+    cp mv ln chmod cd pwd basename dirname realpath readlink stat diff true false git
+"""
+DATA_PROGRAMS = frozenset(_DATA_PROGRAMS_WORDS.split())
+# the dynamic loader runs the program given as its argument (ld-linux-x86-64.so.2, ld.so)
+LOADER = re.compile(r"ld-linux.*|ld\.so.*|ld-.*\.so.*")
+MAKES = {"make", "gmake"}  # make --eval/-E: a makefile (its recipes) given on the line
 FLOCK_VALUES = {"-w", "-E", "--timeout", "--wait", "--conflict-exit-code"}
 XARGS_VALUES = {"-a", "-d", "-E", "-I", "-L", "-n", "-P", "-s", "--arg-file", "--delimiter"}
 XARGS_VALUES |= {"--max-args", "--max-lines", "--max-procs", "--max-chars", "--replace"}

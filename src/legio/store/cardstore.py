@@ -115,6 +115,15 @@ class CardStore:
             rows = await c.fetchall()
         return [CardRow.from_row(row) for row in rows]
 
+    async def newer(self, card_id: int, agent: str, project: str) -> list[int]:
+        """The ids of ``agent``'s cards on ``project`` made after card ``card_id``."""
+        async with self._db.execute(
+            "SELECT id FROM cards WHERE agent = ? AND project = ? AND id > ? ORDER BY id",
+            (agent, project, card_id),
+        ) as c:
+            rows = await c.fetchall()
+        return [int(row[0]) for row in rows]
+
     async def set_check(self, card_id: int, check_id: int) -> None:
         await self._db.execute("UPDATE cards SET check_id = ? WHERE id = ?", (check_id, card_id))
 

@@ -503,6 +503,22 @@ async def m016_pulls(db: aiosqlite.Connection) -> None:
     )
 
 
+@migration
+async def m017_agent_choices(db: aiosqlite.Connection) -> None:
+    """Each agent's chosen model and effort (/model, /effort: legio.sessions.choices)."""
+    await _script(
+        db,
+        [
+            """CREATE TABLE agent_choices (
+                agent TEXT PRIMARY KEY,
+                model TEXT,
+                effort TEXT,
+                updated_at TEXT NOT NULL
+            )""",
+        ],
+    )
+
+
 async def migrate(db: aiosqlite.Connection) -> None:
     """Apply the migrations this database has not had yet, each in one transaction."""
     await db.execute(

@@ -115,6 +115,16 @@ class PullStore:
             row = await cursor.fetchone()
         return _record(row) if row is not None else None
 
+    async def numbered(self, project: str, number: int) -> PullRecord | None:
+        """Pull request ``number`` of ``project``, if Legio opened it."""
+        async with self._db.execute(
+            f"SELECT {COLUMNS} FROM pulls WHERE project = ? AND number = ? ORDER BY id DESC "
+            "LIMIT 1",
+            (project, number),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return _record(row) if row is not None else None
+
     async def update(self, pull_id: int, **values: str | int) -> None:
         """Set ``head_sha``, ``state``, ``reported_sha`` or ``reported_review``."""
         allowed = {"head_sha", "state", "reported_sha", "reported_review"}

@@ -95,7 +95,7 @@ async def run_console(
     async def print_reply(reply: Reply) -> None:
         board.done(reply.agent)
         if printer.reply(reply):
-            text = reply_text(reply, agent_header(app, reply.agent, reply.project))
+            text = reply_text(reply, agent_header(app, reply.agent, reply.project, reply.model))
             show(text if reply.agent != LEGATUS else f"legatus: {text}")
         for file in reply.files:
             show(f"📎 {file.sender or reply.agent} sent {file.name}: {file.path}")

@@ -18,9 +18,12 @@ Modules:
 - ``hearing``: a voice note in Telegram
 - ``events``: the bot's ``Events`` (what belongs to no request), attached once
 - ``lanes``: the topic a request's messages go to
+- ``reactions``: 👀 and 👌 on Caesar's requests, his reactions heard (a note, 👎 → Undo)
 - ``publishview``: 🚀 Publish's preview, exactly what is posted, with Post and Cancel
 - ``opsview``: the operations' events: a failed backup said, the digest sent silently
 - ``sending``: Telegram sending
 - ``status``: Telegram's typing action and the throttled `⏳` status message
 - ``stuckview``: a stuck turn said in its agent's lane, with Stop and Keep waiting
+- ``mergeview``: ✅ Merge on a ✅ CI line, after one confirmation
+- ``undoview``: a card's ↩️ Undo and 🔀 Try again
 """

@@ -44,6 +44,7 @@ from telegram.ext import (
     CommandHandler,
     ContextTypes,
     MessageHandler,
+    MessageReactionHandler,
     TypeHandler,
     filters,
 )
@@ -53,7 +54,7 @@ from legio.config import Config
 from legio.frontends.admin import BY_NAME, COMMANDS, Admin, parse_retry
 from legio.frontends.telegram.admission import Admission, addressed_elsewhere, forwarded_from
 from legio.frontends.telegram.asking import TelegramAsker
-from legio.frontends.telegram.cockpitview import send_button, set_menu
+from legio.frontends.telegram.cockpitview import offer, send_button
 from legio.frontends.telegram.conversation import Conversation
 from legio.frontends.telegram.diffs import diff_page, diff_pictures
 from legio.frontends.telegram.downloads import UNSUPPORTED, Albums, accept, fetch, resume_pending
@@ -62,6 +63,7 @@ from legio.frontends.telegram.events import TelegramEvents
 from legio.frontends.telegram.forgeview import ForgeView
 from legio.frontends.telegram.hearing import hear
 from legio.frontends.telegram.lanes import Lane, LaneBot, in_lane
+from legio.frontends.telegram.reactions import Reactions
 from legio.frontends.telegram.sending import (
     NO_PREVIEW,
     SendChains,
@@ -125,6 +127,7 @@ class LegioBot:
         # each update's receipt, taken in the gate in the order updates arrive (handlers run
         # as tasks, so a later /stop may run before an earlier message's handler starts)
         self.arrivals: dict[int, int] = {}
+        self.reactions: Reactions | None = None  # 👀/👌 marks, Caesar's reactions
 
     @property
     def app(self) -> LegioApp:
@@ -144,6 +147,9 @@ class LegioBot:
         chats, bot = sorted(self.caesar_ids), application.bot
         self.asker = TelegramAsker(bot, chats, self._app)  # approvals, questions as buttons
         self.talk.cards.bot = bot
+        self.reactions = Reactions(
+            self.config.telegram.reactions, self._app.conversation, self.talk.cards
+        )
         self.stuck = StuckView(bot, chats, self._app, self.lanes)  # Stop or Keep waiting
         chat = min(self.caesar_ids, default=None)  # CI and reviews: ✅/❌ in the agent's lane
         self.forge = ForgeView(bot, self._app, chat, self.talk.lane_for, self._work)
@@ -174,12 +180,9 @@ class LegioBot:
             logger.exception("could not finish the downloads a restart interrupted")
         await self.tell_interruptions(application.bot)
         await self.app.start_jobs()  # after the interruptions were noted
-        # the cockpit ([web]): every request watched there too; menu button, ↗ Open
         self.cockpit = await open_cockpit(self._app, self.config, application.bot.token)
-        public = self.config.web.public_url if self.cockpit is not None else ""
-        if public:
-            self.talk.cards.cockpit = public
-            await set_menu(application.bot, sorted(self.caesar_ids), public)
+        if self.cockpit is not None:  # [web]: the menu button, ↗ Open on work cards
+            await offer(application.bot, sorted(self.caesar_ids), self.talk.cards, self.config)
 
     async def present_job(self, job: Job, run: JobRun) -> None:
         """A scheduled job's run, shown like a request in the chat it was set from."""
@@ -211,8 +214,7 @@ class LegioBot:
 
     async def shutdown(self) -> None:
         if self.cockpit is not None:
-            await self.cockpit.close()
-            self.cockpit = None
+            await self.cockpit.close()  # before the engine it shows
         if self._app is not None:
             await self._app.close()
             self._app = None
@@ -228,6 +230,8 @@ class LegioBot:
             raise ApplicationHandlerStop
         if isinstance(update, Update) and self._app is not None:
             self.arrivals[update.update_id] = self.app.receive(request=makes_request(update))
+            if self.reactions is not None and makes_request(update):  # 👀: its first sign
+                self.reactions.first_sign(context.bot, update)
             while len(self.arrivals) > ARRIVALS_KEPT:  # a handler that never took its own
                 self.app.settle(self.arrivals.pop(next(iter(self.arrivals))))
 
@@ -263,6 +267,8 @@ class LegioBot:
             return
         text = message.text
         if self.asker is not None and await self.asker.take_text(message):
+            if self.reactions is not None:  # taken: 👌
+                await self.reactions.done(context.bot, message.chat_id, message.message_id)
             return  # a deny reason, or the answer to an agent's question
         origin = origin_of(message.chat_id, message.message_id)
         source = forwarded_from(message)
@@ -386,6 +392,9 @@ class LegioBot:
             self._typing = Typing(bot)
         self.in_flight += 1
         self.idle.clear()
+        if self.reactions is not None:  # 👀 (once: a text's came at admission)
+            self.reactions.taken(bot, chat_id, reply_to)
+        replies: list[Reply] = []
         sends: list[asyncio.Task[None]] = []
         live = LiveView(
             bot,
@@ -415,13 +424,14 @@ class LegioBot:
 
                 try:
                     watch: Watch = Callbacks(live.update, live.stream, send, card, asking)
-                    if self.cockpit is not None:  # the request seen on the page too
-                        watch = self.cockpit.observe(watch)
-                    await run(watch)
+                    seen = self.cockpit.observe(watch) if self.cockpit else watch  # the page too
+                    replies = await run(seen)
                 finally:
                     for result in await asyncio.gather(*sends, return_exceptions=True):
                         if isinstance(result, BaseException):
                             logger.error("a reply could not be sent", exc_info=result)
+                    if self.reactions is not None:  # 👌 once answered
+                        await self.reactions.answered(bot, chat_id, reply_to, replies)
         finally:
             self.in_flight -= 1
             if self.in_flight == 0:
@@ -468,6 +478,14 @@ class LegioBot:
             await self.forge.on_tap(query)  # 🛠 Fix / 💬 Address
         elif query is not None and self.asker is not None:
             await self.asker.on_tap(query, receipt)
+
+    async def on_reaction(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """Caesar reacted to a message of Legio's (``reactions``)."""
+        receipt = self.arrival(update)
+        if receipt is not None:
+            self.app.settle(receipt)  # a reaction stops nothing
+        if self.reactions is not None:
+            await self.reactions.on_reaction(context.bot, update)
 
     async def on_other(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """Stickers, locations, contacts…: say what the bot can take."""
@@ -524,6 +542,7 @@ def build_application(
     edits = filters.UpdateType.EDITED_MESSAGE & (filters.TEXT | filters.CAPTION)
     app.add_handler(MessageHandler(edits, bot.talk.on_edit, block=False))
     app.add_handler(CallbackQueryHandler(bot.on_callback, block=False))
+    app.add_handler(MessageReactionHandler(bot.on_reaction, block=False))  # in allowed_updates
     app.add_error_handler(bot.on_error)
     return app
 

@@ -37,8 +37,9 @@ from legio.frontends.telegram.diffs import send_card_diff
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.telegram.publishview import PublishDesk
 from legio.frontends.telegram.sending import plain_pages, send_document, send_with_retries
+from legio.frontends.telegram.undoview import on_again, on_undo, undo_buttons
 from legio.frontends.views import card_text
-from legio.request import Reply, Watch, WorkCard
+from legio.request import Reply, Request, Watch, WorkCard
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ def card_keyboard(
     if card.publishable:
         second.append(InlineKeyboardButton("🚀 Publish", callback_data=f"card:pub:{card.id}"))
     second.append(InlineKeyboardButton("🗑 Drop", callback_data=f"card:drop:{card.id}"))
-    return InlineKeyboardMarkup([row, second])
+    return InlineKeyboardMarkup([row, second, undo_buttons(card)])
 
 
 class CardDesk:
@@ -211,6 +212,12 @@ class CardDesk:
             await query.answer("What would be posted…")
             with in_lane(lane):
                 await self._publish(message, card, force=action == "force")
+        elif action in ("undo", "undoyes", "undono"):  # "undo" from a 👎 on the card too
+            with in_lane(lane):
+                await on_undo(self.room, query, message, card, action == "undoyes")
+        elif action == "again":
+            with in_lane(lane):
+                await on_again(self.room, query, message, card, self._run)
         elif action == "nopub":
             await query.answer("Not published.")
             with contextlib.suppress(TelegramError):
@@ -259,6 +266,16 @@ class CardDesk:
             return
         await query.answer(f"Asking {card.agent} to fix it…")
         with in_lane(lane):
+            await self.work(
+                message.get_bot(),
+                message.chat_id,
+                0,
+                lambda watch: self.app.handle_message(request, watch),
+            )
+
+    async def _run(self, message: Message, request: Request) -> None:
+        """``request`` run like any request, under a live view, in the lane we are in."""
+        if self.work is not None:
             await self.work(
                 message.get_bot(),
                 message.chat_id,

@@ -15,12 +15,23 @@ from telegram import (
 )
 from telegram.error import TelegramError
 
+from legio.config import Config
+from legio.frontends.telegram.cardview import CardDesk
+
 logger = logging.getLogger(__name__)
 
 OFF = (
     "The cockpit is off: set [web] listen and [web] public_url (the HTTPS address your "
     "phone reaches) in legio.toml, then restart Legio. docs/cockpit.md shows how."
 )
+
+
+async def offer(bot: Bot, chat_ids: list[int], cards: CardDesk, config: Config) -> None:
+    """With ``[web] public_url``: the menu button opens the cockpit, cards get ↗ Open."""
+    url = config.web.public_url.rstrip("/")
+    if url:
+        cards.cockpit = url
+        await set_menu(bot, chat_ids, url)
 
 
 async def set_menu(bot: Bot, chat_ids: list[int], url: str) -> None:
@@ -39,7 +50,7 @@ async def send_button(message: Message, url: str) -> None:
     if not url:
         await message.reply_text(OFF)
         return
-    button = InlineKeyboardButton("↗ Open the cockpit", web_app=WebAppInfo(url))
+    button = InlineKeyboardButton("↗ Open the cockpit", web_app=WebAppInfo(url.rstrip("/")))
     await message.reply_text(
         "The cockpit: every agent live, approvals, work, history.",
         reply_markup=InlineKeyboardMarkup([[button]]),

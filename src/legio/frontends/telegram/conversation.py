@@ -92,7 +92,7 @@ class Conversation:
 
     async def deliver(self, bot: Bot, chat_id: int, reply: Reply, reply_to: int | None) -> None:
         """Send an answer; record which messages carry it (a reply to one points at it)."""
-        text = reply_text(reply, agent_header(self.app, reply.agent, reply.project))
+        text = reply_text(reply, agent_header(self.app, reply.agent, reply.project, reply.model))
         sent = await send_markdown(bot, chat_id, text, reply_to)
         if reply.seq is not None and sent:
             await self.facts.carried(reply.seq, chat_id, sent)

@@ -25,6 +25,7 @@ from telegram.error import TelegramError
 from legio.app import LegioApp
 from legio.frontends.forgelines import event_line
 from legio.frontends.telegram.lanes import Lane, in_lane
+from legio.frontends.telegram.mergeview import MergeDesk, merge_button
 from legio.frontends.telegram.sending import send_with_retries
 from legio.request import ForgeEvent, Reply, Watch
 
@@ -52,10 +53,11 @@ class ForgeView:
         self.events: OrderedDict[str, ForgeEvent] = OrderedDict()
         self._ids = itertools.count(1)
         self.running: set[asyncio.Task[None]] = set()  # requests sent without a tap
+        self.merging = MergeDesk(self.room)  # ✅ Merge on a ✅ CI line
 
     @staticmethod
     def owns(data: str | None) -> bool:
-        return (data or "").startswith(PREFIX + ":")
+        return (data or "").startswith(PREFIX + ":") or MergeDesk.owns(data)
 
     async def on_event(self, event: ForgeEvent) -> None:
         """Post the event's line in the agent's lane (with its button, if any)."""
@@ -71,6 +73,8 @@ class ForgeView:
                 self.events.popitem(last=False)
             button = InlineKeyboardButton(label, callback_data=f"{PREFIX}:{key}")
             markup = InlineKeyboardMarkup([[button]])
+        elif event.kind == "ci_passed":  # ✅ Merge: asks once more, showing the title
+            markup = InlineKeyboardMarkup([[merge_button(event.project, event.number)]])
         lane = await self.lane_for(self.bot, self.chat_id, event.agent)
         with in_lane(lane):
             try:
@@ -94,6 +98,9 @@ class ForgeView:
 
     async def on_tap(self, query: CallbackQuery) -> None:
         """🛠 Fix / 💬 Address: the agent gets the request, in its lane, on the project."""
+        if MergeDesk.owns(query.data):
+            await self.merging.on_tap(query)
+            return
         key = (query.data or "").partition(":")[2]
         event = self.events.pop(key, None)
         if event is None or query.message is None:

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ CSP = (
 # the diff page (review/page.py) styles itself inline and runs no script
 DIFF_CSP = f"default-src 'none'; style-src 'unsafe-inline'; frame-ancestors {FRAMERS}"
 HEARTBEAT_S = 15.0
+PUBLIC_URL = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s?#]*)?")
 OPEN = frozenset({"/auth", "/logout"})
 MAX_CONNECTIONS = 64  # held at once; one beyond them is closed at once, unanswered
 KEEPALIVE_S = 15.0  # an idle kept-alive connection is closed after this
@@ -52,9 +54,14 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def web_problem(config: Config) -> str | None:
     """Why ``[web]`` cannot be served as it is, or None."""
-    listen = config.web.listen
+    listen, url = config.web.listen, config.web.public_url
     if not listen:
         return None
+    if url and not PUBLIC_URL.fullmatch(url):
+        return (
+            f"[web] public_url = {url!r} is not an address: write the one your phone opens, "
+            'e.g. "https://legio.example.ts.net" (no query, no fragment)'
+        )
     host = listen.rpartition(":")[0].strip("[]")
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
@@ -102,7 +109,8 @@ class Cockpit:
         self.caesar_ids = frozenset(config.telegram.caesar_ids)
         self.sessions = Sessions()
         self.links = Links()
-        self.public = urlsplit(config.web.public_url) if config.web.public_url else None
+        self.public_url = config.web.public_url.rstrip("/")
+        self.public = urlsplit(self.public_url) if self.public_url else None
         self.hosts: set[str] = set()
         self.bound: tuple[str, int] | None = None
         self.web = web.Application(middlewares=[self.guard], client_max_size=64 * 1024)
@@ -179,7 +187,7 @@ class Cockpit:
         return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
     def base_url(self) -> str:
-        return self.config.web.public_url or self.local_url()
+        return self.public_url or self.local_url()
 
     def observe(self, watch: Watch) -> Watch:
         """A request's ``watch``, seen on the page too (``sharing.Observed``)."""
