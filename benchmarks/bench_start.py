@@ -50,7 +50,8 @@ step("Legio's modules", legio)
 def opened():
     from legio.app import LegioApp
     from legio.config import load_config
-    from legio.frontends.telegram.bot import LegioBot, build_application
+    from legio.frontends.telegram.bot import LegioBot
+    from legio.frontends.telegram.serving import build_application
     async def main():
         config = load_config(Path(sys.argv[1]))
         app = await LegioApp.open(config)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from legio.app import LegioApp
 from legio.config import Config
-from legio.frontends.telegram.bot import serve
+from legio.frontends.telegram.serving import serve
 from tests.conftest import FakeCli
 from tests.fakes.bot_api import Call, FakeBotApi
 from tests.legion import fake_cli_config

@@ -242,7 +242,8 @@ from pathlib import Path
 import legio.cli
 from legio.app import LegioApp
 from legio.config import load_config
-from legio.frontends.telegram.bot import LegioBot, build_application
+from legio.frontends.telegram.bot import LegioBot
+from legio.frontends.telegram.serving import build_application
 
 async def main() -> None:
     config = load_config(Path(sys.argv[1]))

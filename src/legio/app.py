@@ -21,6 +21,7 @@ from typing import Literal
 from legio.audience import Events
 from legio.castra import Roster
 from legio.config import Config
+from legio.doors.cockpitdoor import CockpitDoor
 from legio.doors.inboxdoor import InboxDoor
 from legio.doors.opsdoor import OperationsDoor
 from legio.doors.talkdoor import ConversationDoor
@@ -53,6 +54,7 @@ from legio.store.files import DOWNLOAD_LIMIT, guess_mime, kind_of, safe_name
 from legio.store.grants import Grant
 from legio.store.jobstore import Job, JobStore
 from legio.store.praetorium import Nuntius, SearchHit
+from legio.store.pullstore import PullRecord
 from legio.store.records import Compaction, UsageRow, UsageTotals
 from legio.store.threads import Topic
 
@@ -73,6 +75,7 @@ __all__ = [
     "JobRun",
     "LegioApp",
     "Nuntius",
+    "PullRecord",
     "SearchHit",
     "StatusRow",
     "Stopped",
@@ -116,6 +119,7 @@ class LegioApp:
         self.operations = OperationsDoor(engine)
         self.conversation = ConversationDoor(engine)
         self.inbox = InboxDoor(engine)
+        self.cockpit = CockpitDoor(engine)  # what only the cockpit reads
 
     @classmethod
     async def open(

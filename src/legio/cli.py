@@ -236,6 +236,16 @@ def check_config(config: Config, *, is_root: bool | None = None, console: bool =
         )
     elif config.health.listen:
         report.ok(f"health endpoint: http://{config.health.listen}/health")
+    from legio.frontends.web.server import web_problem  # aiohttp: only when asked
+
+    cockpit = web_problem(config)
+    if cockpit:
+        report.bad(cockpit)
+    elif config.web.listen:
+        where = config.web.public_url or "no public_url: `legio cockpit` links only"
+        report.ok(f"cockpit: http://{config.web.listen} ({where})")
+        if config.web.public_url.startswith("http://"):
+            report.warn("[web] public_url is http: Telegram opens only https Mini Apps")
     mark, text = folder_verdict(config)  # the backup folder: nobody else may write there
     getattr(report, mark)(text)
     login_ok, login = login_state(dict(os.environ))  # legio.limits.plan
@@ -321,6 +331,11 @@ def startup_problems(config: Config, *, telegram: bool, is_root: bool | None = N
     health = health_problem(config)
     if health:
         problems.append(health)
+    from legio.frontends.web.server import web_problem
+
+    cockpit = web_problem(config)
+    if cockpit:
+        problems.append(cockpit)
     if telegram:
         if not config.telegram_token():
             problems.append(
@@ -355,7 +370,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     announce_sandbox(config, Castra(config.castra))
 
     from legio.app import LegioApp
-    from legio.frontends.telegram.bot import serve
+    from legio.frontends.telegram.serving import serve
 
     again = False  # /restart: start this process again once it has stopped
 
@@ -401,10 +416,12 @@ def cmd_console(args: argparse.Namespace) -> int:
 
     from legio.app import LegioApp
     from legio.frontends.console.terminal import run_console
+    from legio.frontends.web.server import open_cockpit
 
     async def opened() -> LegioApp:
         app = await LegioApp.open(config)
         await app.operations.start_operations()  # `legio status` answers here too
+        await open_cockpit(app, config)  # [web]: `legio cockpit`'s links sign in
         app.operations.listening("console")
         return app
 
@@ -454,6 +471,32 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cockpit(args: argparse.Namespace) -> int:
+    """A one-time link to the cockpit, minted by the running daemon (its status socket)."""
+    config = load_config(args.config)
+    if not config.web.listen:
+        print(
+            'The cockpit is off: set [web] listen (e.g. "127.0.0.1:8788") in legio.toml '
+            "and restart Legio. docs/cockpit.md shows how.",
+            file=sys.stderr,
+        )
+        return 1
+    answer = ask_daemon(config.castra, request="cockpit")
+    if answer is None:
+        print(f"Legio is not running on the castra {config.castra}: start it first.")
+        return 3
+    if not isinstance(answer.get("url"), str):
+        print(
+            "The running Legio serves no cockpit: it was started without [web] listen, or "
+            "could not listen there (see `legio status` and its log). Restart it.",
+            file=sys.stderr,
+        )
+        return 1
+    print("Open this within 5 minutes; it works once (run `legio cockpit` again for another):")
+    print(answer["url"])
+    return 0
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -482,6 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("run", cmd_run, "run the Telegram bot"),
         ("console", cmd_console, "chat with the Legatus in this terminal"),
         ("status", cmd_status, "ask the running Legio how it is (or show its log's end)"),
+        ("cockpit", cmd_cockpit, "print a one-time link to the cockpit (the web page)"),
     ):
         command = sub.add_parser(name, help=text, description=text)
         command.add_argument("-c", "--config", type=Path, default=None, help=config_help)

@@ -365,6 +365,14 @@ class HealthSettings(_Strict):
         return value
 
 
+class WebSettings(HealthSettings):
+    """The cockpit (``legio.frontends.web``): ``listen`` and ``allow_remote`` as for
+    ``[health]``; ``public_url`` the https address Caesar's phone reaches ("": only
+    ``legio cockpit``'s links), checked with the rest by ``web_problem``."""
+
+    public_url: str = ""
+
+
 class LogSettings(_Strict):
     """The log file ``castra/state/legio.log``: rotated at ``max_mb``, ``keep`` old files."""
 
@@ -421,6 +429,7 @@ class Config(_Strict):
     digest: DigestSettings = Field(default_factory=DigestSettings)
     sessions: SessionSettings = Field(default_factory=SessionSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
     log: LogSettings = Field(default_factory=LogSettings)
     disk: DiskSettings = Field(default_factory=DiskSettings)
     models: dict[str, ModelChoice] = Field(default_factory=default_models)

@@ -115,6 +115,7 @@ class FakeBotApi:
         self.updates: list[dict[str, Any]] = []
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}
         self.commands: list[dict[str, Any]] = []
+        self.menu_buttons: dict[int, Any] = {}  # setChatMenuButton, by chat
         self._faults: dict[str, list[Fault]] = {}
         self._outages: dict[str, tuple[float, Fault]] = {}
         self._next_update_id = 1
@@ -826,6 +827,13 @@ class FakeBotApi:
 
     async def _m_setMyCommands(self, params: dict[str, Any]) -> Any:
         self.commands = list(params.get("commands") or [])
+        return True
+
+    async def _m_setChatMenuButton(self, params: dict[str, Any]) -> Any:
+        button = params.get("menu_button")
+        self.menu_buttons[int(params.get("chat_id") or 0)] = (
+            json.loads(button) if isinstance(button, str) else button
+        )
         return True
 
     async def _m_getMyCommands(self, params: dict[str, Any]) -> Any:

@@ -11,4 +11,6 @@ Modules:
 - ``talkdoor``: ``ConversationDoor`` (``app.conversation``): Telegram's conversation facts
   (messages and the nuntii they carry, topics, edits)
 - ``inboxdoor``: ``InboxDoor`` (``app.inbox``): Caesar's files and voice notes
+- ``cockpitdoor``: ``CockpitDoor`` (``app.cockpit``): what only the cockpit reads
+  (newest cards, open pull requests, the memoria)
 """

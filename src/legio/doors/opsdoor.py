@@ -6,7 +6,7 @@ events, ``/export``. ``LegioApp.operations``; the front-end parts that need it a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -59,6 +59,13 @@ class OperationsDoor:
         """Caesar waits on for ``agent``'s silent turn: said again only after another
         period of silence. False if it runs no turn now."""
         return self.engine.operations.stuck.keep_waiting(agent)
+
+    def answer_on_socket(
+        self, request: str, answer: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> None:
+        """The status socket (0600, this user's) also answers the line ``request``
+        (``legio cockpit``'s one-time link, minted by the daemon)."""
+        self.engine.operations.requests[request] = answer
 
     def running_requests(self) -> int:
         return self.engine.operations.in_flight

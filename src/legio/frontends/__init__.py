@@ -16,4 +16,5 @@ Modules:
 - ``console/``: see its own docstring.
 - ``telegram/``: see its own docstring.
 - ``undolines``: ``/undo``: what undo kept, and bringing it back
+- ``web/``: the cockpit, a web page inside Telegram; see its own docstring.
 """

@@ -122,8 +122,13 @@ def daemon_running(castra_root: Path) -> bool:
 # ------------------------------------------------------------------ the daemon's side
 
 
-async def serve_socket(castra_root: Path, answer: Answer) -> tuple[asyncio.Server, Path]:
-    """Listen on the castra's socket (the caller holds the castra's lock)."""
+async def serve_socket(
+    castra_root: Path, answer: Answer, requests: dict[str, Answer] | None = None
+) -> tuple[asyncio.Server, Path]:
+    """Listen on the castra's socket (the caller holds the castra's lock): ``status``
+    answered by ``answer``, other request lines by ``requests`` (read at each request,
+    so a front-end may add one later: ``cockpit``, the one-time link)."""
+    more = requests if requests is not None else {}
     path = listen_path(castra_root)
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # stale: its daemon is gone (we hold the lock)
@@ -132,7 +137,8 @@ async def serve_socket(castra_root: Path, answer: Answer) -> tuple[asyncio.Serve
         try:
             async with asyncio.timeout(10):
                 line = (await reader.readline())[:REQUEST_MAX].decode(errors="replace").strip()
-            reply = await answer() if line == "status" else {"error": f"unknown request {line!r}"}
+            handler = answer if line == "status" else more.get(line)
+            reply = await handler() if handler else {"error": f"unknown request {line!r}"}
             writer.write(json.dumps(reply).encode() + b"\n")
             await writer.drain()
         except Exception as e:
@@ -227,8 +233,11 @@ async def serve_health(
 # ------------------------------------------------------------------ the client's side
 
 
-def ask_daemon(castra_root: Path, timeout_s: float = 10.0) -> dict[str, Any] | None:
-    """The running daemon's status; None if no daemon runs on this castra.
+def ask_daemon(
+    castra_root: Path, timeout_s: float = 10.0, request: str = "status"
+) -> dict[str, Any] | None:
+    """The running daemon's status (or its answer to ``request``); None if no daemon runs
+    on this castra.
     ``LegioError`` if one runs but does not answer (say why)."""
     if not daemon_running(castra_root):
         return None
@@ -237,7 +246,7 @@ def ask_daemon(castra_root: Path, timeout_s: float = 10.0) -> dict[str, Any] | N
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
             client.settimeout(timeout_s)
             client.connect(os.fspath(path))
-            client.sendall(b"status\n")
+            client.sendall(request.encode() + b"\n")
             data = b""
             while not data.endswith(b"\n"):
                 chunk = client.recv(65536)

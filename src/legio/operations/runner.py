@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from legio.config import Config
 from legio.operations import report
-from legio.operations.control import health_problem, serve_health, serve_socket
+from legio.operations.control import Answer, health_problem, serve_health, serve_socket
 from legio.operations.disk import DiskGuard, FreeSpace, free_bytes
 from legio.operations.lag import LagMonitor
 from legio.operations.logfile import LastError
@@ -71,6 +71,7 @@ class Operations:
         self.lag: LagMonitor | None = None
         self.last_error: LastError | None = None
         self.socket: Path | None = None
+        self.requests: dict[str, Answer] = {}  # the socket's other requests (the cockpit's link)
         self.health: tuple[str, int] | None = None  # where /health listens, once it does
         self.on_restart: Callable[[], None] | None = None  # set by `legio run`
         self.draining: Drain | None = None
@@ -92,7 +93,7 @@ class Operations:
         logging.getLogger().addHandler(self.last_error)
         self.lag = LagMonitor()
         self.lag.start()
-        server, self.socket = await serve_socket(self.castra_root, self.snapshot)
+        server, self.socket = await serve_socket(self.castra_root, self.snapshot, self.requests)
         self._servers.append(server)
         listen = self.config.health.listen
         problem = health_problem(self.config)

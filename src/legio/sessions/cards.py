@@ -156,6 +156,10 @@ class WorkCards:
         row = await self.row(card_id)
         return self.as_card(row) if row is not None else None
 
+    async def recent(self, limit: int) -> list[WorkCard]:
+        """The newest ``limit`` cards, newest first (the cockpit's Work page)."""
+        return [self.as_card(row) for row in await self.praetorium.cards.recent(limit)]
+
     async def diff(self, card_id: int) -> CardDiff | None:
         """What card ``card_id``'s turn changed (None: no such card)."""
         row = await self.row(card_id)

@@ -107,6 +107,14 @@ class CardStore:
             row = await c.fetchone()
         return CardRow.from_row(row) if row is not None else None
 
+    async def recent(self, limit: int) -> list[CardRow]:
+        """The newest ``limit`` cards, newest first."""
+        async with self._db.execute(
+            f"SELECT {COLUMNS} FROM cards ORDER BY id DESC LIMIT ?", (limit,)
+        ) as c:
+            rows = await c.fetchall()
+        return [CardRow.from_row(row) for row in rows]
+
     async def newer(self, card_id: int, agent: str, project: str) -> list[int]:
         """The ids of ``agent``'s cards on ``project`` made after card ``card_id``."""
         async with self._db.execute(

@@ -267,6 +267,19 @@ class AgentRecords:
             for r in rows
         ]
 
+    async def spend_by_day(self, since: datetime) -> list[tuple[str, str, float]]:
+        """(UTC day, project or "", cost) of the turns since ``since``: each turn's
+        request's ``#project``, as the digest counts it."""
+        async with self._db.execute(
+            "SELECT substr(t.created_at, 1, 10) AS day, coalesce(n.project, '') AS project, "
+            "sum(t.cost_usd) AS cost FROM turns AS t "
+            "LEFT JOIN nuntii AS n ON n.seq = t.nuntius_seq "
+            "WHERE t.created_at >= ? GROUP BY 1, 2 ORDER BY 1, 2",
+            (since.astimezone(UTC).isoformat(),),
+        ) as cursor:
+            rows = await cursor.fetchall()
+        return [(r["day"], r["project"], float(r["cost"] or 0)) for r in rows]
+
     async def session_cost(self, session_id: str) -> float:
         """What one SDK session has cost so far, by the turns recorded for it."""
         async with self._db.execute(

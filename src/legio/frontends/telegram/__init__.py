@@ -7,6 +7,7 @@ Modules:
 - ``asking``: approvals and agents' questions as Telegram buttons, taps (Stop too),
   notices to Caesar
 - ``bot``: the python-telegram-bot front-end
+- ``serving``: the Application built with every handler, polling, the shutdown in order
 - ``cardview``: work cards after turns on projects, silent, with their buttons
 - ``diffs``: diffs a phone can read (a card's Diff, ``/diff``): pictures, ``.diff``, ``.html``
 - ``conversation``: Telegram's gestures
@@ -14,6 +15,7 @@ Modules:
   request, fetching them (`getFile`) for…
 - ``drafts``: streamed answers
 - ``forgeview``: forge events in the agent's lane, 🛠 Fix and 💬 Address
+- ``cockpitview``: the cockpit's menu button and ``/cockpit``
 - ``hearing``: a voice note in Telegram
 - ``events``: the bot's ``Events`` (what belongs to no request), attached once
 - ``lanes``: the topic a request's messages go to

@@ -19,7 +19,8 @@ The modules of this package are named relative to it (``admission`` is
 - The forge's events (CI, reviews) posted in the agent's lane with 🛠 Fix / 💬 Address:
   ``forgeview``.
 - A turn gone silent: said with Stop and Keep waiting by ``stuckview``.
-- ``serve`` runs the bot and stops it in order: polling, grace period, interrupt, engine.
+- ``serving`` builds the Application (every handler) and runs the bot, stopping it in
+  order: polling, grace period, interrupt, engine.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import operator
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -36,24 +36,17 @@ from telegram import Bot, BotCommand, Message, Update
 from telegram.constants import ChatType
 from telegram.error import TelegramError
 from telegram.ext import (
-    AIORateLimiter,
     Application,
-    ApplicationBuilder,
     ApplicationHandlerStop,
-    CallbackQueryHandler,
-    CommandHandler,
     ContextTypes,
-    MessageHandler,
-    MessageReactionHandler,
-    TypeHandler,
-    filters,
 )
 
 from legio.app import Job, JobRun, LegioApp
 from legio.config import Config
-from legio.frontends.admin import BY_NAME, COMMANDS, Admin, parse_retry
+from legio.frontends.admin import COMMANDS, Admin, parse_retry
 from legio.frontends.telegram.admission import Admission, addressed_elsewhere, forwarded_from
 from legio.frontends.telegram.asking import TelegramAsker
+from legio.frontends.telegram.cockpitview import offer, send_button
 from legio.frontends.telegram.conversation import Conversation
 from legio.frontends.telegram.diffs import diff_page, diff_pictures
 from legio.frontends.telegram.downloads import UNSUPPORTED, Albums, accept, fetch, resume_pending
@@ -75,6 +68,7 @@ from legio.frontends.telegram.sending import (
 from legio.frontends.telegram.status import StatusBoard, Typing
 from legio.frontends.telegram.stuckview import StuckView
 from legio.frontends.views import agent_header, interruption_notice
+from legio.frontends.web.server import Cockpit, open_cockpit
 from legio.request import UNWATCHED, Callbacks, Reply, Request, Watch, WorkCard
 from legio.timing import begin
 
@@ -119,6 +113,7 @@ class LegioBot:
         self.asker: TelegramAsker | None = None
         self.lanes: dict[str, Lane] = {}  # each working agent's request's topic (stuck turns)
         self.forge: ForgeView | None = None
+        self.cockpit: Cockpit | None = None  # the web page ([web] listen)
         self.stuck: StuckView | None = None  # stuck turns (legio.frontends.telegram.stuckview)
         self.talk = Conversation(lambda: self.app, self._work, self.caesar_ids)  # replies, topics
         # each update's receipt, taken in the gate in the order updates arrive (handlers run
@@ -177,6 +172,9 @@ class LegioBot:
             logger.exception("could not finish the downloads a restart interrupted")
         await self.tell_interruptions(application.bot)
         await self.app.start_jobs()  # after the interruptions were noted
+        self.cockpit = await open_cockpit(self._app, self.config, application.bot.token)
+        if self.cockpit is not None:  # [web]: the menu button, ↗ Open on work cards
+            await offer(application.bot, sorted(self.caesar_ids), self.talk.cards, self.config)
 
     async def present_job(self, job: Job, run: JobRun) -> None:
         """A scheduled job's run, shown like a request in the chat it was set from."""
@@ -207,6 +205,8 @@ class LegioBot:
             await self._app.stop_all()
 
     async def shutdown(self) -> None:
+        if self.cockpit is not None:
+            await self.cockpit.close()  # before the engine it shows
         if self._app is not None:
             await self._app.close()
             self._app = None
@@ -428,7 +428,9 @@ class LegioBot:
                     sends.append(self.chains.enqueue(chat_id, card.agent, show))
 
                 try:
-                    replies = await run(Callbacks(live.update, live.stream, send, card, asking))
+                    watch: Watch = Callbacks(live.update, live.stream, send, card, asking)
+                    seen = self.cockpit.observe(watch) if self.cockpit else watch  # the page too
+                    replies = await run(seen)
                 finally:
                     for result in await asyncio.gather(*sends, return_exceptions=True):
                         if isinstance(result, BaseException):
@@ -439,6 +441,13 @@ class LegioBot:
             self.in_flight -= 1
             if self.in_flight == 0:
                 self.idle.set()
+
+    async def on_cockpit(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """``/cockpit``: a button that opens the cockpit (in Caesar's private chat)."""
+        message = update.effective_message
+        if message is None or not await self._private_only(context.bot, message):
+            return
+        await send_button(message, self.config.web.public_url if self.cockpit else "")
 
     async def on_command(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         """An admin command: answered at once, even while agents work."""
@@ -505,90 +514,3 @@ class LegioBot:
                     f"⚠️ Something went wrong ({name}); the details are in Legio's log.",
                     link_preview_options=NO_PREVIEW,
                 )
-
-
-def build_application(
-    config: Config, token: str, bot: LegioBot
-) -> Application[Any, Any, Any, Any, Any, Any]:
-    """The python-telegram-bot Application with every handler registered."""
-    # No Defaults(link_preview_options=...): PTB 22.8's ExtBot then turns an empty text
-    # (the draft's "Thinking..." placeholder) into []. Every send passes NO_PREVIEW itself.
-    base = config.telegram.base_url.rstrip("/") or "https://api.telegram.org/bot"
-    file_url = base.replace("/bot", "/file/bot", 1)
-    lane_bot = LaneBot(token, base, file_url, rate_limiter=AIORateLimiter(max_retries=5))
-    app = ApplicationBuilder().bot(lane_bot).build()  # sends in the request's topic
-    app.add_handler(TypeHandler(Update, bot.gate), group=-1)
-    message = filters.UpdateType.MESSAGE
-    # every admin command from the one table (legio.frontends.admin): run by Admin, except
-    # the two this front-end answers itself; one that may wait for an agent does not block
-    own = {"retry": bot.on_retry, "project": bot.talk.on_project, "publish": bot.on_publish}
-    for command in BY_NAME.values():
-        callback = own.get(command.name, bot.on_command)
-        handler = CommandHandler(command.name, callback, filters=message, block=not command.waits)
-        app.add_handler(handler)
-    app.add_handler(MessageHandler(message & filters.COMMAND, bot.on_command))  # unknown ones
-    app.add_handler(
-        MessageHandler(message & filters.TEXT & ~filters.COMMAND, bot.on_text, block=False)
-    )
-    media = (filters.PHOTO, filters.Document.ALL, filters.AUDIO, filters.VOICE, filters.VIDEO)
-    files = functools.reduce(operator.or_, media, filters.VIDEO_NOTE)
-    app.add_handler(MessageHandler(message & files, bot.on_file, block=False))
-    app.add_handler(MessageHandler(message & ~filters.TEXT, bot.on_other))
-    edits = filters.UpdateType.EDITED_MESSAGE & (filters.TEXT | filters.CAPTION)
-    app.add_handler(MessageHandler(edits, bot.talk.on_edit, block=False))
-    app.add_handler(CallbackQueryHandler(bot.on_callback, block=False))
-    app.add_handler(MessageReactionHandler(bot.on_reaction, block=False))  # in allowed_updates
-    app.add_error_handler(bot.on_error)
-    return app
-
-
-async def serve(
-    config: Config,
-    token: str,
-    app_factory: AppFactory,
-    stop: asyncio.Event,
-    *,
-    poll_timeout: int = 30,
-    grace_s: float = 20.0,
-) -> None:
-    """Run the bot until ``stop`` is set, then shut down in order.
-
-    Stop polling (the last fetched updates are confirmed), let running requests finish
-    for ``grace_s`` seconds, interrupt what still runs, stop the application, then close
-    the engine (sessions, then the praetorium).
-    """
-    bot = LegioBot(config, app_factory)
-    application = build_application(config, token, bot)
-    async with application:
-        await bot.startup(application)
-        try:
-            await application.start()
-            assert application.updater is not None
-            await application.updater.start_polling(
-                timeout=poll_timeout, drop_pending_updates=False, allowed_updates=Update.ALL_TYPES
-            )
-            logger.info("Legio is listening (Telegram long polling)")
-            operations = bot.app.operations
-            operations.listening("Telegram long polling")  # systemd: READY=1
-            await stop.wait()
-        finally:
-            logger.info("Legio is stopping")
-            if bot._app is not None:
-                operations = bot.app.operations
-                operations.stopping()
-            if application.updater is not None and application.updater.running:
-                await application.updater.stop()
-            if bot._app is not None:
-                await bot.app.pause_jobs()  # no new job runs; running ones are in_flight
-            try:
-                await asyncio.wait_for(bot.idle.wait(), grace_s)
-            except TimeoutError:
-                logger.info(
-                    "interrupting %d running request(s) after %.0fs", bot.in_flight, grace_s
-                )
-                await bot.stop_all()
-                for download in list(bot.downloads):  # its pending row is resumed at start
-                    download.cancel()
-            if application.running:
-                await application.stop()
-            await bot.shutdown()

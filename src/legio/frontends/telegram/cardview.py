@@ -18,7 +18,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
+from telegram import (
+    Bot,
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    WebAppInfo,
+)
 from telegram.error import BadRequest, TelegramError
 
 from legio.app import CheckRecord, LegioApp, Target
@@ -48,10 +55,14 @@ class _Shown:
 
 
 def card_keyboard(
-    card: WorkCard, check: CheckRecord | None = None, *, confirm_drop: bool = False
+    card: WorkCard,
+    check: CheckRecord | None = None,
+    *,
+    confirm_drop: bool = False,
+    open_url: str = "",
 ) -> InlineKeyboardMarkup:
     """The card's buttons (``check``: its run as it is now); ``confirm_drop``: Drop's
-    second question instead."""
+    second question instead; ``open_url``: ↗ Open, its page in the cockpit (a Mini App)."""
     if confirm_drop:
         return InlineKeyboardMarkup(
             [
@@ -66,6 +77,8 @@ def card_keyboard(
     row = [InlineKeyboardButton("🔍 Diff", callback_data=f"card:diff:{card.id}")]
     if card.check_id is not None:
         row.append(InlineKeyboardButton("🧪 Checks", callback_data=f"card:checks:{card.id}"))
+    if open_url:
+        row.append(InlineKeyboardButton("↗ Open", web_app=WebAppInfo(open_url)))
     second = []
     if check is not None and check.state in ("failed", "timed_out"):
         second.append(InlineKeyboardButton("🛠 Fix", callback_data=f"card:fix:{card.id}"))
@@ -86,6 +99,15 @@ class CardDesk:
         self.lane_for: LaneFor | None = None
         self.work: Work | None = None  # runs a request under a live view (Fix)
         self.publishing = PublishDesk(app)  # 🚀 Publish's previews, waiting for a tap
+        self.cockpit = ""  # [web] public_url: each card gets ↗ Open (Caesar's private chats)
+
+    def _keyboard(
+        self, card: WorkCard, check: CheckRecord | None, chat_id: int
+    ) -> InlineKeyboardMarkup:
+        """The card's buttons; ↗ Open only where Telegram allows a Mini App button."""
+        private = chat_id > 0
+        url = f"{self.cockpit}/card/{card.id}" if self.cockpit and private else ""
+        return card_keyboard(card, check, open_url=url)
 
     @property
     def app(self) -> LegioApp:
@@ -111,7 +133,7 @@ class CardDesk:
             bot,
             chat_id,
             card_text(card, check),
-            reply_markup=card_keyboard(card, check),
+            reply_markup=self._keyboard(card, check, chat_id),
             disable_notification=True,
         )
         self._remember(card.id, message)
@@ -138,7 +160,7 @@ class CardDesk:
                     card_text(card, check),
                     chat_id=shown.chat_id,
                     message_id=shown.message_id,
-                    reply_markup=card_keyboard(card, check),
+                    reply_markup=self._keyboard(card, check, shown.chat_id),
                 )
 
     # ---------------------------------------------------------- taps
@@ -164,7 +186,9 @@ class CardDesk:
         if action == "keep":
             await query.answer("Kept.")
             if message is not None:
-                await message.edit_reply_markup(card_keyboard(card, await self._check(card)))
+                await message.edit_reply_markup(
+                    self._keyboard(card, await self._check(card), message.chat_id)
+                )
             return
         if message is None:
             await query.answer("This card is too old to answer here.")
