@@ -235,6 +235,9 @@ HEAVY = (
     "tree_sitter_bash",
     "legio.review.rendering",
     "legio.review.page",
+    "aiohttp.web",
+    "jinja2",
+    "markdown_it",
 )
 STARTED = """
 import asyncio, json, sys

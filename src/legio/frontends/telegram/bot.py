@@ -30,7 +30,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from telegram import Bot, BotCommand, Message, Update
 from telegram.constants import ChatType
@@ -68,9 +68,11 @@ from legio.frontends.telegram.sending import (
 from legio.frontends.telegram.status import StatusBoard, Typing
 from legio.frontends.telegram.stuckview import StuckView
 from legio.frontends.views import agent_header, interruption_notice
-from legio.frontends.web.server import Cockpit, open_cockpit
 from legio.request import UNWATCHED, Callbacks, Reply, Request, Watch, WorkCard
 from legio.timing import begin
+
+if TYPE_CHECKING:  # the web framework is imported only when the cockpit is on
+    from legio.frontends.web.server import Cockpit
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +174,10 @@ class LegioBot:
             logger.exception("could not finish the downloads a restart interrupted")
         await self.tell_interruptions(application.bot)
         await self.app.start_jobs()  # after the interruptions were noted
-        self.cockpit = await open_cockpit(self._app, self.config, application.bot.token)
+        if self.config.web.listen:  # the cockpit: its web framework imported only now
+            from legio.frontends.web.server import open_cockpit
+
+            self.cockpit = await open_cockpit(self._app, self.config, application.bot.token)
         if self.cockpit is not None:  # [web]: the menu button, ↗ Open on work cards
             await offer(application.bot, sorted(self.caesar_ids), self.talk.cards, self.config)
 

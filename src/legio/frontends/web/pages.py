@@ -25,7 +25,6 @@ from legio.frontends.web.auth import Session
 from legio.frontends.web.charts import bars
 from legio.frontends.web.source import Source
 from legio.operations.report import render as status_lines
-from legio.review.page import html_page
 from legio.visible import visible
 
 ENV = jinja2.Environment(
@@ -198,6 +197,8 @@ async def card_diff(request: web.Request) -> web.Response:
         raise web.HTTPNotFound(text="No such work card.")
     c = diff.card
     title = f"{c.agent} · {c.project} · card {c.id}"
+    from legio.review.page import html_page  # Pygments: imported when a diff is first asked
+
     page = await asyncio.to_thread(html_page, diff.committed + diff.uncommitted, title)
     response = web.Response(body=page, content_type="text/html", charset="utf-8")
     response.enable_compression()
