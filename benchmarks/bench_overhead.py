@@ -141,7 +141,12 @@ async def measure(root: Path) -> Measured:
     fake = FakeCli(FAKE_CLI, root / "log", root / "state")
     m = Measured()
     async with contextlib.AsyncExitStack() as stack:
-        legio = await stack.enter_async_context(running_bot(copy_castra(root), fake))
+        # like for like with the bare bot's one call: no 👀/👌 marks (two calls a request,
+        # measured apart by bench_reactions.py)
+        quiet = "reactions = false"
+        legio = await stack.enter_async_context(
+            running_bot(copy_castra(root), fake, telegram=quiet)
+        )
         bare = await stack.enter_async_context(echo_bot())
         client = ClaudeSDKClient(
             ClaudeAgentOptions(cli_path=str(FAKE_CLI), include_partial_messages=True)
