@@ -85,10 +85,17 @@ def cmd_restore(args: argparse.Namespace) -> int:
         print("\n".join(f"  {visible(name, keep='')}" for name in report.left_out))
     if report.grants:
         print(
-            "Always grants restored with the praetorium (each lets an agent act without "
-            "asking; /approvals lists them, /revoke ends one):"
+            "Always grants in the archive, restored revoked (each would let an agent act "
+            "without asking; answer Always again when an agent asks to grant one anew):"
         )
         print("\n".join(f"  {visible(grant, keep='')}" for grant in report.grants))
+    if report.jobs:
+        print(
+            "Scheduled jobs in the archive, restored disabled (each would run as Caesar's "
+            "request; none runs, /jobs does not list them, no command turns one back on: "
+            "ask the Legatus to schedule again each you recognise):"
+        )
+        print("\n".join(f"  {visible(job, keep='')}" for job in report.jobs))
     if report.prompts:
         print(
             "Prompts unlike the running castra's (a prompt's frontmatter sets its agent's "
