@@ -554,7 +554,8 @@ def load_config(path: Path | str | None = None) -> Config:
     config.sandbox.hide = [str(path) for path in hidden]
     config.sandbox.check_read = [str(path) for path in readable]
     if str(config.backup.dir) not in ("", "."):
-        config.backup.dir = (base / config.backup.dir.expanduser()).resolve()
+        # as written, links not followed: backupfolder.link_problem judges each one
+        config.backup.dir = Path(os.path.abspath(base / config.backup.dir.expanduser()))
     cli_path = config.claude.cli_path
     if cli_path and not Path(cli_path).is_absolute() and ("/" in cli_path):
         config.claude.cli_path = str(base / cli_path)

@@ -8,6 +8,7 @@ it, the file exported) and returns an exit code; ``legio.cli`` registers them
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from legio.visible import visible
 def cmd_backup(args: argparse.Namespace) -> int:
     """Write one archive of the castra (the daemon may be running)."""
     config = load_config(args.config)
-    folder = Path(args.dir).resolve() if args.dir else backup_dir(config)
+    folder = Path(os.path.abspath(args.dir)) if args.dir else backup_dir(config)
     try:
         result = make_backup(config, folder, attachments=args.attachments or None)
     except BackupError as e:
