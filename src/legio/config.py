@@ -128,6 +128,8 @@ class SandboxConfig(_Strict):
     check_processes: int = Field(1024, ge=16, le=1_000_000)
     check_memory_mb: int = Field(4096, ge=32, le=1_048_576)
     check_tmp_mb: int = Field(1024, ge=1, le=1_048_576)
+    # the largest commit (its files, summed) a check checks out on disk
+    check_tree_mb: int = Field(4096, ge=1, le=1_048_576)
 
     @field_validator("hide", "check_read")
     @classmethod
