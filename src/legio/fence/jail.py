@@ -134,7 +134,7 @@ def jail_env(
 ) -> dict[str, str]:
     """The check's environment: the daemon's (already scrubbed for agents) without what
     agents may not see nor anything that looks like a secret; ``HOME`` the check's own
-    empty one, ``TMPDIR`` its own, ``XDG_CACHE_HOME`` a cache kept between its runs."""
+    empty one, ``TMPDIR`` its own, ``XDG_CACHE_HOME`` a cache empty at each run."""
     environ = dict(os.environ if environ is None else environ)
     denied = set(denied_env_names(config, environ))
     patterns = (*SECRET_VARS, *SOCKET_VARS, *HOST_DIRS_VARS)
