@@ -164,7 +164,7 @@ async def test_a_failed_prune_says_so_in_last_json(
         real_unlink = os.unlink
 
         def refused(path: Any, *args: Any, **kwargs: Any) -> None:
-            if Path(path) == old:
+            if Path(path).name == old.name:  # removed by name, relative to the folder
                 raise PermissionError(1, "Operation not permitted", str(path))
             real_unlink(path, *args, **kwargs)
 
@@ -245,3 +245,39 @@ def test_the_default_folder_is_private_and_accepted(
     assert os.stat(result.archive.parent).st_mode & 0o777 == 0o700
     report = "\n".join(check_config(config, is_root=False).lines)
     assert f"✓ backups: {result.archive.parent}" in report
+
+
+@pytest.mark.parametrize("owner", ["nobody", "root"])
+async def test_a_backup_folder_reached_through_a_planted_link_is_refused(
+    tmp_path: Path,
+    castra_dir: Path,
+    write_config: Callable[[str], Path],
+    praetorium: None,
+    owner: str,
+) -> None:
+    """A link planted under a shared sticky folder (``/tmp/x/legio-backups -> /victim``)
+    is never followed: another instance's archives there are neither written beside nor
+    pruned; ``legio check`` says ✗, even with ``allow_shared_folder``."""
+    victim = private_folder(tmp_path / "victim")
+    for day in (1, 2):
+        make_backup(
+            load_config(write_config("")), victim, moment=datetime(2026, 1, day, tzinfo=UTC)
+        )
+    before = sorted(os.listdir(victim))
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    link = sticky / "legio-backups"
+    link.symlink_to(victim)
+    if owner == "nobody":
+        os.lchown(link, NOBODY.pw_uid, NOBODY.pw_gid)
+    for allow in ("false", "true"):
+        config = load_config(
+            write_config(f'[backup]\ndir = "{link}"\nkeep = 1\nallow_shared_folder = {allow}\n')
+        )
+        with pytest.raises(backup.BackupError, match="link"):
+            make_backup(config)
+        assert "link" in (prune(config.backup.dir, 1).error or "")
+        report = "\n".join(check_config(config, is_root=False).lines)
+        assert f"✗ backups: {link}" in report
+    assert sorted(os.listdir(victim)) == before

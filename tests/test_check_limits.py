@@ -87,8 +87,11 @@ async def test_memory_spread_over_processes_is_limited_in_total(bench: BenchFact
         TMP_BOMB.replace("/tmp/", "/var/tmp/"),
         TMP_BOMB.replace("/tmp/", "/dev/shm/"),  # bubblewrap's own /dev is half the memory
         TMP_BOMB.replace("/tmp/", "/dev/"),
+        TMP_BOMB.replace("/tmp/", "$HOME/"),  # HOME, the cache and TMPDIR: sized too
+        TMP_BOMB.replace("/tmp/", "$XDG_CACHE_HOME/"),
+        TMP_BOMB.replace("/tmp/", "$TMPDIR/"),
     ],
-    ids=["tmp", "var-tmp", "dev-shm", "dev"],
+    ids=["tmp", "var-tmp", "dev-shm", "dev", "home", "cache", "tmpdir"],
 )
 async def test_a_tmp_bomb_ends_its_check(bench: BenchFactory, bomb: str) -> None:  # noqa: F811
     b = await bench(bomb, sandbox=SMALL)

@@ -150,3 +150,40 @@ async def test_a_newer_check_gets_its_own_clean_tree(bench: BenchFactory) -> Non
     assert (await second.wait()).state == "passed"
     base = b.root / "state" / "checks" / "vorenus" / "app"
     assert not list(base.glob("tree-*"))
+
+
+async def test_a_cache_seeded_by_an_uncommitted_run_is_not_seen_by_a_commits_check(
+    bench: BenchFactory,  # noqa: F811
+) -> None:
+    """A run of the agent's uncommitted work writes into ``XDG_CACHE_HOME`` (a tool's
+    "ok (cached)"); the check of a commit starts with an empty cache, so what the agent's
+    run left there cannot make a failing commit pass."""
+    b = await bench(
+        f'if [ -f "$XDG_CACHE_HOME/verdict" ]; then echo SEEN; exit 0; fi; '
+        f'echo ok > "$XDG_CACHE_HOME/verdict"; {CHECK}'
+    )
+    (b.copy / "app.py").write_text(GOOD)
+    seeded = await (await b.checks.start("vorenus", "app", b.copy, uncommitted=True)).wait()
+    assert seeded.state == "passed", seeded.tail
+    (b.copy / "app.py").write_text(BAD)
+    bad = commit(b.copy, "refactor add")
+    await published(b)
+    record = await check(b, bad)
+    assert record.state == "failed", record.tail
+    assert "SEEN" not in record.tail
+
+
+async def test_a_commit_over_check_tree_mb_is_not_checked_out(
+    bench: BenchFactory,  # noqa: F811
+) -> None:
+    """The commit's files are measured from its objects before the clean tree is made:
+    one over ``[sandbox] check_tree_mb`` is an error saying so, never written to disk."""
+    b = await bench(CHECK, sandbox="check_tree_mb = 1\n")
+    (b.copy / "app.py").write_text(GOOD)
+    (b.copy / "blob.bin").write_bytes(bytes(3 << 20))  # 3 MB, a few KB compressed
+    big = commit(b.copy, "a big file")
+    await published(b)
+    record = await check(b, big)
+    assert record.state == "error" and "check_tree_mb" in (record.detail or ""), record.detail
+    base = b.root / "state" / "checks" / "vorenus" / "app"
+    assert not list(base.glob("tree-*"))

@@ -128,6 +128,8 @@ class SandboxConfig(_Strict):
     check_processes: int = Field(1024, ge=16, le=1_000_000)
     check_memory_mb: int = Field(4096, ge=32, le=1_048_576)
     check_tmp_mb: int = Field(1024, ge=1, le=1_048_576)
+    # the largest commit (its files, summed) a check checks out on disk
+    check_tree_mb: int = Field(4096, ge=1, le=1_048_576)
 
     @field_validator("hide", "check_read")
     @classmethod
@@ -564,7 +566,8 @@ def load_config(path: Path | str | None = None) -> Config:
     config.sandbox.hide = [str(path) for path in hidden]
     config.sandbox.check_read = [str(path) for path in readable]
     if str(config.backup.dir) not in ("", "."):
-        config.backup.dir = (base / config.backup.dir.expanduser()).resolve()
+        # as written, links not followed: backupfolder.link_problem judges each one
+        config.backup.dir = Path(os.path.abspath(base / config.backup.dir.expanduser()))
     cli_path = config.claude.cli_path
     if cli_path and not Path(cli_path).is_absolute() and ("/" in cli_path):
         config.claude.cli_path = str(base / cli_path)

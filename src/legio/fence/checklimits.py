@@ -259,6 +259,17 @@ class Confinement:
             return ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
         return ["--bind", str(folder), "/tmp", "--bind", str(folder), "/var/tmp"]
 
+    def scratch_size(self) -> list[str] | None:
+        """bubblewrap's options before ``--tmpfs`` for the check's ``TMPDIR``, cache and
+        ``HOME``: each a tmpfs of ``check_tmp_mb`` (``--size``), or charged to its memory
+        cgroup, so that what the check writes there is bounded and gone when it ends;
+        None where neither holds (they are its own folders on disk)."""
+        if self.support.tmp_size:
+            return ["--size", str(self.limits.tmp_mb * 1024 * 1024)]
+        if self.support.tmp:
+            return []
+        return None
+
     def dev_args(self, folder: Path) -> list[str]:
         """bubblewrap's options after ``--dev /dev``: ``/dev/shm`` bounded as ``/tmp`` is
         (bubblewrap's own ``/dev`` is a tmpfs as large as half the machine's memory), then

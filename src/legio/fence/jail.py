@@ -134,7 +134,7 @@ def jail_env(
 ) -> dict[str, str]:
     """The check's environment: the daemon's (already scrubbed for agents) without what
     agents may not see nor anything that looks like a secret; ``HOME`` the check's own
-    empty one, ``TMPDIR`` its own, ``XDG_CACHE_HOME`` a cache kept between its runs."""
+    empty one, ``TMPDIR`` its own, ``XDG_CACHE_HOME`` a cache empty at each run."""
     environ = dict(os.environ if environ is None else environ)
     denied = set(denied_env_names(config, environ))
     patterns = (*SECRET_VARS, *SOCKET_VARS, *HOST_DIRS_VARS)
@@ -326,6 +326,7 @@ def jail_argv(
     tmp: Sequence[str] = ("--tmpfs", "/tmp", "--tmpfs", "/var/tmp"),
     ulimits: str = "",
     dev: Sequence[str] = (),
+    scratch: Sequence[str] | None = None,
 ) -> list[str]:
     """``bwrap … -- /bin/sh -c LIMITS check command`` in ``copy`` (``limits``);
     ``writable``: the check's own folders (its ``TMPDIR``, cache, ``HOME``), made first;
@@ -338,7 +339,9 @@ def jail_argv(
     (``pinned``), bound instead of their paths (given: an entry without one is not
     bound). ``tmp``: the options making ``/tmp`` and ``/var/tmp`` (sized:
     ``legio.fence.checklimits``); ``ulimits``: more of the jail's ``ulimit`` line; ``dev``:
-    what follows ``--dev /dev`` (a sized ``/dev/shm``, ``/dev`` read-only)."""
+    what follows ``--dev /dev`` (a sized ``/dev/shm``, ``/dev`` read-only). ``scratch``
+    (not None): each of ``writable`` is a fresh tmpfs made with these options first
+    (``["--size", N]``: ``Confinement.scratch_size``), not the folder on disk."""
     given, copy = copy, copy.resolve()
     system = [Path(n).resolve() for n in SYSTEM if not Path(n).is_symlink() and Path(n).is_dir()]
     extra = [Path(p).expanduser().resolve() for p in config.sandbox.check_read]
@@ -369,7 +372,9 @@ def jail_argv(
     for path, kind in outer:
         argv += _hide(path, kind, blank)
     for folder in open_:
-        if pins is not None and folder in pins:
+        if scratch is not None and folder != copy:
+            argv += [*scratch, "--tmpfs", str(folder)]
+        elif pins is not None and folder in pins:
             argv += ["--bind-fd", str(pins[folder]), str(folder)]
         else:
             argv += ["--bind", str(folder), str(folder)]

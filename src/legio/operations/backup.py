@@ -59,7 +59,13 @@ from legio.castra import PROMPT_FILE, Castra
 from legio.config import Config
 from legio.errors import LegioError
 from legio.fence.cliconfig import state_dir
-from legio.operations.backupfolder import PREFIX, SUFFIX, clean_leftovers, create_private
+from legio.operations.backupfolder import (
+    PREFIX,
+    SUFFIX,
+    clean_leftovers,
+    create_private,
+    link_problem,
+)
 from legio.operations.backupfolder import Pruned as Pruned
 from legio.operations.backupfolder import archives as archives
 from legio.operations.backupfolder import folder_problem as folder_problem
@@ -128,7 +134,7 @@ def folder_verdict(config: Config) -> tuple[str, str]:
     problem = folder_problem(folder)
     if problem is None:
         return "ok", f"backups: {folder} (no other user can write there)"
-    if config.backup.allow_shared_folder:
+    if config.backup.allow_shared_folder and not link_problem(folder):
         return "warn", f"backups: {folder}: {problem} (allowed by [backup] allow_shared_folder)"
     return "bad", f"backups: {folder}: {shared_folder_refusal(folder, problem)}"
 
@@ -288,10 +294,18 @@ def _clean_leftovers(folder: Path) -> None:
 
 
 def _lock(folder: Path) -> int:
-    """The folder's ``.backup.lock``, opened without following a link; Legio's own."""
-    fd = os.open(
-        folder / ".backup.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-    )
+    """The folder's ``.backup.lock``, opened without following a link (the folder itself
+    opened ``O_NOFOLLOW``: never a link to another); Legio's own."""
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fd = os.open(
+            ".backup.lock",
+            os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o600,
+            dir_fd=dir_fd,
+        )
+    finally:
+        os.close(dir_fd)
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
         os.close(fd)
@@ -316,6 +330,12 @@ def make_backup(
     folder = folder if folder is not None else backup_dir(config)
     with_files = config.backup.attachments if attachments is None else attachments
     try:
+        linked = link_problem(folder)  # refused even in a folder shared on purpose
+        if linked:
+            raise BackupError(
+                f"backups into {folder} refused: {linked}; write the folder's real path in "
+                "[backup] dir"
+            )
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         problem = folder_problem(folder)
         if problem and not config.backup.allow_shared_folder:

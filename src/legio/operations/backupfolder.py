@@ -50,9 +50,38 @@ def _chain(path: Path) -> list[Path]:
     return [*spelled.parents, *resolved.parents]
 
 
+def link_problem(folder: Path) -> str | None:
+    """Why ``folder``'s path, as written, could lead somewhere else than its writer
+    meant, or None: a link on it (the folder itself or any folder above, each ``lstat``-ed)
+    owned by anyone but Legio's user or root, or in a folder others can write (sticky or
+    not: another user may have planted it before the folder was made). Followed, such a
+    link would take the archives, and pruning, into another user's folder."""
+    me = os.geteuid()
+    target = Path(os.path.abspath(folder))
+    for here in [*reversed(target.parents), target]:
+        try:
+            st = os.lstat(here)
+        except OSError:
+            return None  # not made yet: nothing below it is a link
+        if not stat.S_ISLNK(st.st_mode):
+            continue
+        if st.st_uid not in (me, 0):
+            return f"{here}, on the way to {target}, is a link owned by {_owner(st.st_uid)}"
+        above = os.lstat(here.parent)
+        if above.st_mode & OTHERS_WRITE:
+            return (
+                f"{here}, on the way to {target}, is a link in {here.parent}, which others "
+                f"can write (mode {above.st_mode & 0o7777:04o}): another user may have planted it"
+            )
+    return None
+
+
 def folder_problem(folder: Path) -> str | None:
     """Why another user could plant, swap or read files in ``folder``, or None (see the
     module docstring). A folder not made yet is judged by the folders above it."""
+    linked = link_problem(folder)
+    if linked:
+        return linked
     me = os.geteuid()
     target = Path(os.path.abspath(folder))
     if target.exists():
@@ -178,15 +207,29 @@ class Pruned:
 def prune(folder: Path, keep: int, written: Path | None = None) -> Pruned:
     """Remove all but the newest ``keep`` of Legio's archives in ``folder``; ``written``
     (the archive just made) is always one of those kept."""
+    linked = link_problem(folder)
+    if linked:
+        return Pruned([], [], f"{linked}: nothing was pruned")
     found, foreign = scan(folder)
     others = [a.path for a in found if written is None or a.path != written]
     room = keep - (1 if written is not None else 0)
     old = others[: max(len(others) - room, 0)] if keep > 0 else []
+    try:  # the folder itself, never a link to another: names removed relative to it
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        return Pruned([], foreign, f"could not open {folder}: {e.strerror or e}")
+    try:
+        return _remove(dir_fd, old, foreign)
+    finally:
+        os.close(dir_fd)
+
+
+def _remove(dir_fd: int, old: list[Path], foreign: list[Path]) -> Pruned:
     removed: list[Path] = []
     errors: list[str] = []
     for path in old:
         try:
-            os.unlink(path)
+            os.unlink(path.name, dir_fd=dir_fd)
         except FileNotFoundError:
             continue
         except OSError as e:

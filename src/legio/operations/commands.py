@@ -8,6 +8,7 @@ it, the file exported) and returns an exit code; ``legio.cli`` registers them
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from legio.visible import visible
 def cmd_backup(args: argparse.Namespace) -> int:
     """Write one archive of the castra (the daemon may be running)."""
     config = load_config(args.config)
-    folder = Path(args.dir).resolve() if args.dir else backup_dir(config)
+    folder = Path(os.path.abspath(args.dir)) if args.dir else backup_dir(config)
     try:
         result = make_backup(config, folder, attachments=args.attachments or None)
     except BackupError as e:
@@ -85,10 +86,17 @@ def cmd_restore(args: argparse.Namespace) -> int:
         print("\n".join(f"  {visible(name, keep='')}" for name in report.left_out))
     if report.grants:
         print(
-            "Always grants restored with the praetorium (each lets an agent act without "
-            "asking; /approvals lists them, /revoke ends one):"
+            "Always grants in the archive, restored revoked (each would let an agent act "
+            "without asking; answer Always again when an agent asks to grant one anew):"
         )
         print("\n".join(f"  {visible(grant, keep='')}" for grant in report.grants))
+    if report.jobs:
+        print(
+            "Scheduled jobs in the archive, restored disabled (each would run as Caesar's "
+            "request; none runs, /jobs does not list them, no command turns one back on: "
+            "ask the Legatus to schedule again each you recognise):"
+        )
+        print("\n".join(f"  {visible(job, keep='')}" for job in report.jobs))
     if report.prompts:
         print(
             "Prompts unlike the running castra's (a prompt's frontmatter sets its agent's "

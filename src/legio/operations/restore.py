@@ -11,8 +11,11 @@ are created with ``O_EXCL`` and ``O_NOFOLLOW`` in folders the restore made itsel
 the praetorium is verified: its schema must be exactly what a fresh migration to its
 version writes (a trigger, view or table Legio never made refuses the restore, named),
 ``PRAGMA integrity_check`` must say ``ok``, and its version must be one this Legio knows
-(an older one is upgraded by ``legio run``, as any praetorium is). A restore that fails
-removes what it wrote.
+(an older one is upgraded by ``legio run``, as any praetorium is). The archive's files
+must fit on the target with room to spare (their unpacked sizes, summed, before a byte is
+written), and the praetorium is written and verified before any other file. Its scheduled
+jobs come back disabled and its "Always" grants revoked, each named
+(``restoreguard.disarm``). A restore that fails removes what it wrote.
 
 The archive's ``legio.toml`` is never put in place: it is written as
 ``DIR/legio.toml.restored`` and its differences from the running configuration, in the
@@ -25,6 +28,7 @@ there is none, and Caesar writes it.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import io
 import os
 import shutil
@@ -39,6 +43,7 @@ from legio.operations.backup import BackupError
 from legio.operations.backupfolder import create_private, folder_problem
 from legio.operations.restoreguard import (
     config_differences,
+    disarm,
     prompt_differences,
     restorable,
     schema_problems,
@@ -48,7 +53,9 @@ from legio.store.migrations import MIGRATIONS
 
 TOP_FILES = ("manifest.json", "legio.toml")
 SET_ASIDE = "legio.toml.restored"
+PRAETORIUM = "castra/praetorium.db"
 CHUNK = 1 << 20
+MARGIN = 256 << 20  # free space a restore leaves on the target's file system
 
 
 @dataclass(frozen=True)
@@ -63,8 +70,9 @@ class RestoreReport:
     schema_version: int
     left_out: tuple[str, ...] = ()  # files in the archive a backup never holds
     differences: tuple[str, ...] = ()  # the archive's legio.toml against the running one
-    grants: tuple[str, ...] = ()  # "agent: rule" of each standing Always grant restored
+    grants: tuple[str, ...] = ()  # "agent: rule" of each Always grant, revoked on restore
     prompts: tuple[str, ...] = ()  # restored prompts unlike the running castra's
+    jobs: tuple[str, ...] = ()  # each scheduled job restored, kept disabled
 
 
 def member_problem(member: tarfile.TarInfo) -> str | None:
@@ -99,6 +107,30 @@ def check_archive(archive: Path) -> list[tarfile.TarInfo]:
     if "castra/praetorium.db" not in names or "legio.toml" not in names:
         raise BackupError(f"{archive} is not a Legio backup (no praetorium or legio.toml)")
     return members
+
+
+def free_bytes(folder: Path) -> int:
+    """Bytes free to an unprivileged writer on the file system holding ``folder`` (or its
+    nearest existing parent)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    st = os.statvfs(folder)
+    return st.f_bavail * st.f_frsize
+
+
+def check_room(archive: Path, members: list[tarfile.TarInfo], target: Path) -> None:
+    """Refuse, before a byte is written, an archive whose files (their real sizes: a
+    sparse member counts what it unpacks to) would not fit on ``target``'s file system
+    with ``MARGIN`` to spare: a small archive can unpack to gigabytes."""
+    total = sum(m.size for m in members if m.isfile())
+    free = free_bytes(target)
+    if total + MARGIN > free:
+        raise BackupError(
+            f"{archive} unpacks to {total / 2**20:,.0f} MiB, more than the "
+            f"{max(free - MARGIN, 0) / 2**20:,.0f} MiB free at {target} (keeping "
+            f"{MARGIN >> 20} MiB spare); free space there or restore elsewhere; nothing "
+            "was restored"
+        )
 
 
 def _empty_target(target: Path) -> bool:
@@ -160,10 +192,20 @@ def verify_praetorium(path: Path) -> tuple[int, int, list[str]]:
     return version, nuntii, grants
 
 
-def _write_new(path: Path, source: IO[bytes]) -> None:
+def _write_new(path: Path, source: IO[bytes], size: int | None = None) -> None:
+    """``source`` into a new private file at ``path``; never more than ``size`` bytes (a
+    member's declared size) when given."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with os.fdopen(create_private(path), "wb") as out:
-        shutil.copyfileobj(source, out, CHUNK)
+        if size is None:
+            shutil.copyfileobj(source, out, CHUNK)
+        else:
+            left = size
+            while chunk := source.read(min(CHUNK, left + 1)):
+                if len(chunk) > left:
+                    raise BackupError(f"{path.name}: more bytes than the archive declares")
+                out.write(chunk)
+                left -= len(chunk)
         out.flush()
         os.fsync(out.fileno())
 
@@ -175,21 +217,29 @@ def restore(archive: Path, target: Path, running: Config | None = None) -> Resto
     files = [m for m in members if m.isfile() and m.name not in TOP_FILES]
     kept = [m for m in files if restorable(m.name)]
     left_out = tuple(m.name for m in files if not restorable(m.name))
+    check_room(archive, members, target)
     made = _empty_target(target)
     aside = target / SET_ASIDE
     config_path: Path | None = None
+    praetorium = target / "castra" / "praetorium.db"
+    # the praetorium first, verified before the rest is written
+    kept.sort(key=lambda m: m.name != PRAETORIUM)
     try:
         with tarfile.open(archive, "r:*") as tar:
             for member in kept:
                 source = tar.extractfile(member)
                 assert source is not None
-                _write_new(target.joinpath(*PurePosixPath(member.name).parts), source)
+                path = target.joinpath(*PurePosixPath(member.name).parts)
+                _write_new(path, source, member.size)
+                if member.name == PRAETORIUM:
+                    version, nuntii, _ = verify_praetorium(praetorium)
             toml = next(m for m in members if m.name == "legio.toml")
             text = tar.extractfile(toml)
             assert text is not None
             raw = text.read()
         _write_new(aside, io.BytesIO(raw))
-        version, nuntii, grants = verify_praetorium(target / "castra" / "praetorium.db")
+        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        jobs, grants = disarm(praetorium, now)
         if running is not None:
             config_path = target / "legio.toml"
             _write_new(config_path, io.BytesIO(config_to_toml(running, "castra").encode()))
@@ -211,6 +261,7 @@ def restore(archive: Path, target: Path, running: Config | None = None) -> Resto
         tuple(differences),
         tuple(grants),
         tuple(prompts),
+        jobs=tuple(jobs),
     )
 
 

@@ -10,6 +10,9 @@
   never wrote, is named, and the restore refused. So is a ``_migrations`` list that does
   not match the version. The standing "Always" grants it holds are named
   (``standing_grants``): rows, restored, but each lets an agent act without asking.
+- ``disarm``: after the checks, every scheduled job is restored disabled and every
+  standing "Always" grant revoked, each named: a job runs as "the request, set earlier
+  by Caesar", and a grant lets an agent act unasked, but an archive may not be Caesar's.
 - ``config_differences``: the archive's ``legio.toml`` (set aside as
   ``legio.toml.restored``, never used) against the running configuration, in the keys
   that decide who commands, where the token goes and what agents may do.
@@ -138,6 +141,43 @@ def standing_grants(db: sqlite3.Connection) -> list[str]:
         "SELECT agent, rule FROM approval_grants WHERE revoked_at IS NULL ORDER BY id"
     ).fetchall()
     return [f"{agent}: {rule}" for agent, rule in rows]
+
+
+def disarm(path: Path, now: str) -> tuple[list[str], list[str]]:
+    """Stop what the restored praetorium at ``path`` would do on its own: each scheduled
+    job is kept but disabled (``enabled = 0``, no next run), each standing "Always" grant
+    revoked at ``now``. (the jobs, as ``name (schedule): request``; the grants, as
+    ``agent: rule``), so that the restore names them. A job or grant in an archive ran or
+    was granted as Caesar's; the archive may not be Caesar's."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("PRAGMA trusted_schema = OFF")
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        jobs: list[str] = []
+        grants: list[str] = []
+        db.execute("BEGIN IMMEDIATE")
+        if "jobs" in tables:
+            rows = db.execute(
+                "SELECT name, kind, cron, run_at, target, request FROM jobs "
+                "WHERE enabled OR next_run IS NOT NULL OR run_id IS NOT NULL ORDER BY id"
+            ).fetchall()
+            for name, kind, cron, run_at, target, request in rows:
+                when = f"every {cron!s}" if kind == "cron" else f"once at {run_at!s}"
+                jobs.append(f"{name} ({when}, for {target}): {request}")
+            db.execute(
+                "UPDATE jobs SET enabled = 0, next_run = NULL, run_id = NULL, run_due = NULL, "
+                "run_started_at = NULL, running_seq = NULL"
+            )
+        if "approval_grants" in tables:
+            rows = db.execute(
+                "SELECT agent, rule FROM approval_grants WHERE revoked_at IS NULL ORDER BY id"
+            ).fetchall()
+            grants = [f"{agent}: {rule}" for agent, rule in rows]
+            db.execute("UPDATE approval_grants SET revoked_at = ? WHERE revoked_at IS NULL", (now,))
+        db.execute("COMMIT")
+    finally:
+        db.close()
+    return jobs, grants
 
 
 # ---------------------------------------------------------------- legio.toml

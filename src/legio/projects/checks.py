@@ -117,11 +117,13 @@ def _remove_trees(base: Path) -> None:
 
 
 def _fresh_dirs(base: Path) -> tuple[Path, Path, Path]:
-    """The run's empty ``TMPDIR`` and ``HOME``, and its copy's cache (kept between
-    runs), 0700."""
+    """The run's empty ``TMPDIR``, cache and ``HOME``, 0700. The cache is not kept between
+    runs: a run of the agent's uncommitted work could seed it (a tool's "ok (cached)")
+    for the check of a commit. In the jail each is a sized tmpfs where bubblewrap makes
+    one (``Confinement.scratch_size``)."""
     tmp, cache, home = base / "tmp", base / "cache", base / "home"
-    remove_tree(tmp)
-    remove_tree(home)
+    for folder in (tmp, cache, home):
+        remove_tree(folder)
     for folder in (base, tmp, cache, home):
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     return tmp, cache, home
@@ -282,12 +284,15 @@ class Checks:
                 await asyncio.to_thread(_remove_trees, base)
                 try:
                     repo = self.projects.settings(run.project).path
-                    await gitsafe.clean_tree(repo, run.commit, tree)
+                    limit = self.projects.config.sandbox.check_tree_mb
+                    await gitsafe.clean_tree(repo, run.commit, tree, limit << 20)
                 except ProjectError as e:
                     logger.warning("check #%d: no clean tree: %s", run.id, e)
                     why = (
-                        f"commit {run.commit[:12]} is not in #{run.project} (not published "
-                        "there?): nothing was checked"
+                        f"{e}: nothing was checked"
+                        if isinstance(e, gitsafe.TreeTooLarge)
+                        else f"commit {run.commit[:12]} is not in #{run.project} (not "
+                        "published there?): nothing was checked"
                     )
                     ended: tuple[CheckState, str | None, int | None] = ("error", why, None)
                 else:
@@ -369,6 +374,7 @@ class Checks:
                     confined.tmp_args(tmp),
                     confined.shell(),
                     confined.dev_args(tmp),
+                    confined.scratch_size(),
                 )
                 argv, args = through_fd(argv)
                 if not os.access(argv[0], os.X_OK):  # said as such, not as the check's exit

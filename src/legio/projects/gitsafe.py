@@ -436,14 +436,31 @@ async def clone_shared(source: Path, target: Path, origin: str) -> None:
         raise ProjectError(f"cloning {source} failed: {err or f'exit code {code}'}")
 
 
-async def clean_tree(source: Path, commit: str, target: Path) -> None:
+class TreeTooLarge(ProjectError):
+    """A commit whose files, summed, are more than a check may check out."""
+
+
+async def tree_bytes(repo: Path, commit: str) -> int:
+    """The size of ``commit``'s files, summed (``git ls-tree -r -l``), read from its
+    objects before anything is checked out."""
+    listing = await run(repo, "ls-tree", "-r", "-l", "-z", commit, hostile=False, work_tree=False)
+    total = 0
+    for entry in listing.split("\0"):
+        size = entry.split("\t", 1)[0].split()[-1:] if entry else []
+        if size and size[0].isdigit():
+            total += int(size[0])
+    return total
+
+
+async def clean_tree(source: Path, commit: str, target: Path, max_bytes: int | None = None) -> None:
     """A fresh repository at ``target`` (which must not exist) holding exactly ``commit``
     of the project ``source``, checked out detached: what a check runs on. Its objects are
     borrowed from ``source`` (``clone --shared``: read, never written), no config of
     ``source`` or of an agent's copy comes along, and git runs with ``SAFE_SETTINGS``:
     no hook, no filter or attribute driver, no fsmonitor runs (a ``.gitattributes`` the
     commit holds names drivers nobody defines: each file is checked out as committed).
-    ``ProjectError`` if ``source`` lacks the commit."""
+    ``ProjectError`` if ``source`` lacks the commit; ``TreeTooLarge`` if its files,
+    summed, are over ``max_bytes`` (nothing is checked out)."""
     if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit):
         raise ProjectError(f"{commit[:80]!r} is not a commit id")
     await clone_shared(source, target, "project")
@@ -452,4 +469,11 @@ async def clean_tree(source: Path, commit: str, target: Path) -> None:
     )
     if code != 0:
         raise ProjectError(f"commit {commit[:12]} is not in {source}")
+    if max_bytes is not None:
+        size = await tree_bytes(target, commit)
+        if size > max_bytes:
+            raise TreeTooLarge(
+                f"commit {commit[:12]} holds {size / 2**20:,.0f} MB of files, more than a "
+                f"check checks out ([sandbox] check_tree_mb = {max_bytes >> 20})"
+            )
     await run(target, "checkout", "--quiet", "--detach", commit, hostile=False)
