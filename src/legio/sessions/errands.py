@@ -30,9 +30,12 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from legio.errors import AgentInterrupted
+
+if TYPE_CHECKING:
+    from legio.sessions.steering import Joined
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +96,8 @@ class Errand:
     woken: asyncio.Event = field(default_factory=asyncio.Event)  # set by a stop
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     kicks: set[asyncio.Task[None]] | None = None  # where its interrupt task is kept
+    project: str | None = None  # the project its turn works on (a steer must match it)
+    joined: list[Joined] = field(default_factory=list)  # messages added to its turn
 
     def stop(self) -> None:
         self.stopped = True

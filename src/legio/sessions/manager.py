@@ -48,6 +48,7 @@ from legio.sessions.pipeline import Assignment, Deliver, Prefix, TurnPipeline
 from legio.sessions.reaper import Reaper
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure
 from legio.sessions.spec import AgentSpec, ProjectTools, SpecFactory, centurio_spec
+from legio.sessions.steering import DeliverJoined, Joined, Steerer
 from legio.sessions.turn import Outcome, notify
 from legio.store.attachments import AttachmentStore
 from legio.store.files import FileStore
@@ -96,6 +97,7 @@ class SessionManager:
         self.project_tools: ProjectTools | None = None  # the forge's tools (legio.engine)
         self.errands = AgentErrands(self._close_for_stop)  # requests not ended, and stops
         self.cards = WorkCards(praetorium, self.projects, self.castra.root)  # after each turn
+        self.steerer = Steerer(praetorium, self.errands, self._slot)  # messages joining a turn
         self.pipeline = TurnPipeline(  # what happens inside an agent's turn
             praetorium,
             self.attachments,
@@ -166,6 +168,13 @@ class SessionManager:
         ``receipt`` (``Receipts.take``; None: now); pass it to ``answer`` as ``ticket=``."""
         receipt = receipt if receipt is not None else self.receipts.take()
         return self.errands.add(name, receipt, self._slot(name).lock.ticket())
+
+    def join(
+        self, name: str, nuntius: Nuntius, receipt: int, deliver: DeliverJoined
+    ) -> Joined | None:
+        """Add ``nuntius`` to agent ``name``'s running turn (``legio.sessions.steering``);
+        None if it runs none that can take it: then ``reserve`` its place in line."""
+        return self.steerer.join(name, nuntius, receipt, deliver)
 
     @contextlib.asynccontextmanager
     async def turn_of(
@@ -340,6 +349,7 @@ class SessionManager:
     async def shutdown(self) -> None:
         """Stop the reaper and disconnect every client: centuriones first, then the rest."""
         await self.reaper.stop()
+        await self.steerer.shutdown()
         await self.errands.shutdown()
         slots = list(self._slots.values())
         centuriones = [s for s in slots if s.name not in self._specs]
