@@ -30,12 +30,9 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import Any, TypeVar
 
 from legio.errors import AgentInterrupted
-
-if TYPE_CHECKING:
-    from legio.sessions.steering import Joined
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +94,7 @@ class Errand:
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     kicks: set[asyncio.Task[None]] | None = None  # where its interrupt task is kept
     project: str | None = None  # the project its turn works on (a steer must match it)
-    joined: list[Joined] = field(default_factory=list)  # messages added to its turn
+    joined: list[Any] = field(default_factory=list)  # messages added to its turn (steering.Joined)
 
     def stop(self) -> None:
         self.stopped = True

@@ -24,7 +24,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from claude_agent_sdk import ClaudeSDKClient, ResultMessage
 
@@ -32,9 +32,11 @@ from legio.sessions.history import current_message
 from legio.sessions.turn import INTERRUPTED_REPLY, Outcome
 from legio.store.praetorium import Nuntius, Praetorium
 
-if TYPE_CHECKING:
-    from legio.sessions.errands import AgentErrands, Errand
-    from legio.sessions.slot import AgentSlot
+# errands.Errand, errands.AgentErrands, slot.AgentSlot (named here, not imported: they
+# import this module's users)
+Errand = Any
+AgentErrands = Any
+AgentSlot = Any
 
 logger = logging.getLogger(__name__)
 

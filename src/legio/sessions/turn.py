@@ -15,7 +15,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from claude_agent_sdk import (
     AssistantMessage,
@@ -39,8 +39,14 @@ from legio.errors import (
 from legio.request import Status, Watch
 from legio.timing import mark
 
-if TYPE_CHECKING:
-    from legio.sessions.steering import Steering
+
+class Steering(Protocol):
+    """A turn's queries (``legio.sessions.steering.Steering``): which results answer them."""
+
+    def settle(self, result: ResultMessage, text: str) -> bool:
+        """One result read; True when every query of the turn is answered."""
+        ...
+
 
 logger = logging.getLogger(__name__)
 

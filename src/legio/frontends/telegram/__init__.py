@@ -21,5 +21,6 @@ Modules:
 - ``opsview``: the operations' events: a failed backup said, the digest sent silently
 - ``sending``: Telegram sending
 - ``status``: Telegram's typing action and the throttled `⏳` status message
+- ``steermarks``: the ➕ mark of a message that joined a running turn, and its ⏭ button
 - ``stuckview``: a stuck turn said in its agent's lane, with Stop and Keep waiting
 """
