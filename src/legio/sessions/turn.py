@@ -40,7 +40,7 @@ from legio.request import Status, Watch
 from legio.timing import mark
 
 
-class Steering(Protocol):
+class Settles(Protocol):
     """A turn's queries (``legio.sessions.steering.Steering``): which results answer them."""
 
     def settle(self, result: ResultMessage, text: str) -> bool:
@@ -211,7 +211,7 @@ async def collect_response(
     *,
     agent: str = "agent",
     observe: Callable[[object], None] | None = None,
-    steering: Steering | None = None,
+    steering: Settles | None = None,
 ) -> tuple[str, ResultMessage]:
     """Read one turn's messages: the answer text and its ``ResultMessage``.
 
@@ -239,7 +239,7 @@ async def _one_result(
     watch: Watch | None,
     agent: str,
     observe: Callable[[object], None] | None,
-    steering: Steering | None,
+    steering: Settles | None,
 ) -> tuple[str, ResultMessage, bool]:
     """``collect_response`` up to one ``ResultMessage`` (settled with ``steering`` before
     it is judged); whether it was the turn's last."""
