@@ -89,6 +89,7 @@ async def test_the_command_menu_is_set_at_startup(bot: Running) -> None:
         "issues",
         "export",
         "restart",
+        "queue",
         "help",
     ]
 
@@ -265,7 +266,7 @@ async def test_the_status_message_shows_work_and_is_removed(bot_no_stream: Runni
 async def test_messages_to_one_agent_keep_their_order(bot_no_stream: Running) -> None:
     bot = bot_no_stream
     first = await bot.ask("@vorenus first\nSLEEP 2\nREPLY first")
-    await bot.ask("@vorenus second")
+    await bot.ask("/queue @vorenus second")  # ⏭ after the turn (joining it: test_steer_bot.py)
     queued = await bot.api.wait_for_call(
         "sendMessage", lambda c: "Queued" in str(c.params.get("text")), start=first
     )

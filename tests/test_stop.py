@@ -137,8 +137,10 @@ async def test_a_stop_ends_the_running_turn_and_drops_the_queued_ones(
         if prompts_of(fake_cli, "vorenus"):
             break
         await asyncio.sleep(0.01)
-    second = asyncio.create_task(
-        app.handle_message("@vorenus REPLY never", Callbacks(on_status=on_status))
+    second = asyncio.create_task(  # ⏭ after this turn (not added to it: test_steer.py)
+        app.handle_message(
+            Request("@vorenus REPLY never", queue=True), Callbacks(on_status=on_status)
+        )
     )
     await asyncio.wait_for(queued.wait(), 20)
     assert await app.stop(["vorenus"]) == [Stopped("vorenus", running=True, queued=1)]

@@ -96,6 +96,7 @@ class Request:
     lane: str | None = None  # the agent whose topic it was written in (answers if none named)
     project: str | None = None  # the project of that topic, unless its text names one
     receipt: int | None = None  # when it arrived (``LegioApp.receive``); None: when handed over
+    queue: bool = False  # ⏭ /queue: after the agent's running turn, never joining it
 
 
 @dataclass(frozen=True)
@@ -164,8 +165,20 @@ class Reply:
     model: str | None = None  # the model it was written by ([models] name), when known
 
 
+@dataclass(frozen=True)
+class Added:
+    """Caesar's message added to an agent's running turn (a steer): the agent sees it at
+    its next step. ``after()`` (⏭ "after this turn") puts it back in line behind the turn
+    instead; False once the agent has it."""
+
+    agent: str
+    seq: int  # its nuntius
+    after: Callable[[], bool]
+
+
 ReplyCallback = Callable[[Reply], Awaitable[None]]
 CardCallback = Callable[[WorkCard], Awaitable[None]]
+AddedCallback = Callable[[Added], Awaitable[None]]
 
 
 class Watch(Protocol):
@@ -183,6 +196,9 @@ class Watch(Protocol):
     async def card(self, card: WorkCard) -> None:
         """What an agent's turn for this request changed on a project, after its answer."""
 
+    async def joined(self, added: Added) -> None:
+        """This request joined an agent's running turn instead of waiting behind it."""
+
     def asker(self) -> Asker | None:
         """Who asks Caesar about this request's tool calls and questions (in its topic);
         None: the front-end's standing asker."""
@@ -197,6 +213,7 @@ class Callbacks:
     on_reply: ReplyCallback | None = None
     on_card: CardCallback | None = None
     asking: Asker | None = None
+    on_joined: AddedCallback | None = None
 
     async def status(self, status: Status) -> None:
         if self.on_status is not None:
@@ -213,6 +230,10 @@ class Callbacks:
     async def card(self, card: WorkCard) -> None:
         if self.on_card is not None:
             await self.on_card(card)
+
+    async def joined(self, added: Added) -> None:
+        if self.on_joined is not None:
+            await self.on_joined(added)
 
     def asker(self) -> Asker | None:
         return self.asking

@@ -24,6 +24,7 @@ class CliProcess:
     raw_prompts: list[str] = field(default_factory=list)  # byte for byte as Legio sent them
     images: list[list[dict[str, Any]]] = field(default_factory=list)  # per prompt: image blocks
     prompt_times: list[float] = field(default_factory=list)
+    folded: list[str] = field(default_factory=list)  # messages that joined a running turn
     result_times: list[float] = field(default_factory=list)
     received: list[dict[str, Any]] = field(default_factory=list)
     sent: list[dict[str, Any]] = field(default_factory=list)
@@ -91,6 +92,8 @@ def read_cli_logs(log_dir: Path) -> list[CliProcess]:
                 process.raw_prompts.append(record.get("raw", record["text"]))
                 process.images.append(record.get("images", []))
                 process.prompt_times.append(record["t"])
+            elif event == "folded":
+                process.folded.append(record["text"])
             elif event == "in":
                 process.received.append(record["data"])
             elif event == "out":

@@ -24,6 +24,7 @@ What the model "says" is scripted by directives, one per line of the prompt
     THINK <text>                   emit a thinking block
     SLEEP <seconds>                wait (an interrupt ends the turn; if the SDK goes away,
                                    the turn is finished anyway, as the real CLI does)
+    PAUSE                          stop at the hold point ``pause`` (below), in mid-turn
     SLEEP_FIRST <seconds> <tag>    wait only the first time ``tag`` is seen (state dir)
     ERROR <text>                   end the turn with an error result ("API Error: <text>")
     OVERFLOW [<tokens>]            refuse the turn as the CLI does when the prompt is too
@@ -51,6 +52,11 @@ to a folder, the CLI stops at each point named in ``FAKE_CLAUDE_HOLD_AT`` (comma
 separated) — ``init`` before answering ``initialize``, ``turn`` once a user turn has come
 and before answering it (whatever follows, an interrupt, waits in the pipe) — writes
 ``<folder>/at-<point>-<pid>`` and goes on once ``<folder>/go-<point>`` exists.
+
+A user message written while a turn runs joins it at the turn's next tool result (as the
+real CLI 2.1.332 does: its directives run next, logged as a ``folded`` event, and the turn's
+one result lists both messages' uuids in ``user_message_uuids``); one that finds no more tool
+results becomes the next turn, with its own result.
 
 An interrupt that arrives while no turn runs is acknowledged and dropped, and a query
 written after it is answered in full: the real CLI 2.1.330 does the same (checked against
@@ -102,7 +108,7 @@ HISTORY_BLOCKS = re.compile(
     r"<(praetorium|context_notice|centurio_status|compaction_summary)\b.*?</\1>\s*", re.DOTALL
 )
 VERBS = (
-    "REPLY|CALL_TOOL|TOOL|THINK|SLEEP_FIRST|SLEEP|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED"
+    "REPLY|CALL_TOOL|TOOL|THINK|SLEEP_FIRST|SLEEP|PAUSE|ERROR|STDERR|BROKEN_JSON|EXIT|USAGE|MALFORMED"
     "|EXTRA_RESULT"
     "|OVERFLOW|STREAM|LIMIT_FIRST"
 )
@@ -141,6 +147,8 @@ class FakeCLI:
         self.model = self.opts.get("--model") or MODEL_DEFAULT
         self.buffer = b""
         self.pending: list[dict[str, Any]] = []  # lines read while waiting for something else
+        self.turn_uuids: list[str] = []  # the user messages the running turn answers
+        self.lines: list[str] = []  # the running turn's directives still to run
         self.eof = False
         self.extra_result: str | None = None  # EXTRA_RESULT: a second result after the turn
         self.counter = 0
@@ -445,21 +453,42 @@ class FakeCLI:
                 else:
                     self.respond(message["request_id"], {})
             elif kind == "user":
-                content = message.get("message", {}).get("content", "")
-                self.images = []
-                if isinstance(content, list):  # content blocks: text, and images logged apart
-                    blocks = [b for b in content if isinstance(b, dict)]
-                    self.images = [
-                        {
-                            "media_type": b.get("source", {}).get("media_type"),
-                            "base64_chars": len(b.get("source", {}).get("data", "")),
-                        }
-                        for b in blocks
-                        if b.get("type") == "image"
-                    ]
-                    content = "\n".join(b["text"] for b in blocks if b.get("type") == "text")
+                self.turn_uuids = [message["uuid"]] if message.get("uuid") else []
+                content = self.user_text(message)
                 hold("turn")  # the query has come; it is not answered yet
-                self.turn(str(content))
+                self.turn(content)
+
+    def user_text(self, message: dict[str, Any]) -> str:
+        """A user message's text (its images logged apart, in ``self.images``)."""
+        content = message.get("message", {}).get("content", "")
+        self.images = []
+        if isinstance(content, list):  # content blocks: text, and images logged apart
+            blocks = [b for b in content if isinstance(b, dict)]
+            self.images = [
+                {
+                    "media_type": b.get("source", {}).get("media_type"),
+                    "base64_chars": len(b.get("source", {}).get("data", "")),
+                }
+                for b in blocks
+                if b.get("type") == "image"
+            ]
+            content = "\n".join(b["text"] for b in blocks if b.get("type") == "text")
+        return str(content)
+
+    def fold(self) -> None:
+        """At a tool result, as the real CLI does: user messages that came while the turn
+        ran join it (the model reads them with the result: their directives run next in
+        this turn, and its one result answers them too)."""
+        while (line := self._read_line(0)) is not None:  # written while the tool ran
+            self.pending.append(line)
+        for message in [m for m in self.pending if m.get("type") == "user"]:
+            self.pending.remove(message)
+            raw = self.user_text(message)
+            prompt = CURRENT.sub(lambda m: html.unescape(m.group(1)), raw)
+            self.log({"event": "folded", "text": prompt, "session_id": self.session_id})
+            if message.get("uuid"):
+                self.turn_uuids.append(message["uuid"])
+            self.lines.extend(HISTORY_BLOCKS.sub("", prompt).strip().splitlines())
 
     # ------------------------------------------------------------ a turn
 
@@ -863,9 +892,10 @@ class FakeCLI:
         reply: str | None = None
         pace = (3, 0.0, 0.0)  # text deltas of the reply, the pause between them, the first
         error: str | None = None
+        self.lines = query.splitlines()
         try:
-            for line in query.splitlines():
-                line = LEADING_MENTIONS.sub("", line.strip())  # "@vorenus SLEEP 5" is a directive
+            while self.lines:
+                line = LEADING_MENTIONS.sub("", self.lines.pop(0).strip())
                 if line.startswith("FOR "):
                     _, server, line = ([*line.split(" ", 2), ""])[:3]
                     if server not in self.mcp_servers:
@@ -887,6 +917,8 @@ class FakeCLI:
                     )
                 elif verb == "SLEEP":
                     self.sleep(float(rest or 1))
+                elif verb == "PAUSE":  # the hold point ``pause`` (if held there), mid-turn
+                    hold("pause")
                 elif verb == "SLEEP_FIRST":
                     seconds, _, tag = rest.partition(" ")
                     marker = os.path.join(self.state_dir, f"slept-{tag or 'default'}")
@@ -964,6 +996,7 @@ class FakeCLI:
                         return
                     answers.append(f"TOOL_RESULT: {text}")
                     self.assistant({"type": "text", "text": answers[-1]}, usage)
+                    self.fold()
                 elif verb == "CALL_TOOL":
                     server, tool, raw = [*rest.split(" ", 2), "", "", "{}"][:3]
                     try:
@@ -998,6 +1031,7 @@ class FakeCLI:
                         turn_usage[key] += usage[key]
                     answers.append(f"TOOL_RESULT: {text}")
                     self.assistant({"type": "text", "text": answers[-1]}, usage)
+                    self.fold()
         except Interrupted:
             self.interrupted_prompt = query
             self.send(
@@ -1095,6 +1129,9 @@ class FakeCLI:
         }
         if result is not None:
             message["result"] = result
+        if self.turn_uuids:  # the user messages this result answers (folded ones too)
+            message["user_message_uuid"] = self.turn_uuids[0]
+            message["user_message_uuids"] = list(self.turn_uuids)
         if self.fault_status is not None:
             message["api_error_status"], self.fault_status = self.fault_status, None
         if subtype != "success":

@@ -25,6 +25,7 @@ import html
 import json
 import re
 import threading
+import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -161,6 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with self.server.lock:
             self.server.requests.append(body)
+            self.server.times.append(time.perf_counter())
             self.server.auth.append(
                 self.headers.get("authorization") or self.headers.get("x-api-key") or ""
             )
@@ -259,6 +261,7 @@ class _Server(ThreadingHTTPServer):
     def __init__(self) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[dict[str, Any]] = []
+        self.times: list[float] = []  # when each request came (perf_counter): benchmarks
         self.auth: list[str] = []  # each request's credential header, in order
         self.too_long_seen: dict[str, int] = {}
         self.limited: set[str] = set()
@@ -283,6 +286,12 @@ class FakeMessagesApi:
     def requests(self) -> list[dict[str, Any]]:
         with self._server.lock:
             return list(self._server.requests)
+
+    @property
+    def times(self) -> list[float]:
+        """When each request came (``time.perf_counter``), in order."""
+        with self._server.lock:
+            return list(self._server.times)
 
     @property
     def auth(self) -> list[str]:

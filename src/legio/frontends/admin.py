@@ -541,6 +541,13 @@ COMMANDS = [
         "start Legio again in place (an upgrade): running requests finish, or stop with now",
         Admin.cmd_restart,
     ),
+    CommandInfo(
+        "queue",
+        "/queue [@name] <message>",
+        "a request for after the agent's running turn (else a message joins that turn ➕)",
+        Admin.cmd_help,  # the front-ends take it as a request
+        waits=True,
+    ),
     CommandInfo("help", "/help", "this list", Admin.cmd_help),
 ]
 BY_NAME = {c.name: c for c in COMMANDS}

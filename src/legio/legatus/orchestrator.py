@@ -38,6 +38,7 @@ from legio.memoria.tools import memoria_full_tools
 from legio.names import BROADCAST, CAESAR, LEGATUS
 from legio.request import (
     UNWATCHED,
+    Added,
     Callbacks,
     PendingFile,
     Reply,
@@ -51,6 +52,7 @@ from legio.sessions.history import format_roster_xml, format_status_xml
 from legio.sessions.manager import SessionManager
 from legio.sessions.outbox import record_outgoing
 from legio.sessions.spec import AgentSpec, spec_from_prompt
+from legio.sessions.steering import Joined
 from legio.sessions.turn import Outcome
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.timing import mark
@@ -222,18 +224,46 @@ class Legatus:
                     for name in names:  # this request's model, for its turn only
                         if name in mentions.models:
                             self.sessions.choices.once(name, nuntius.seq, mentions.models[name])
-                    tickets = {name: self.sessions.reserve(name, receipt) for name in names}
+                    joined, tickets = self._join(request, nuntius, names, receipt, emit), {}
+                    if joined is None:
+                        tickets = {name: self.sessions.reserve(name, receipt) for name in names}
                     receipts.settle(receipt)  # routed: a stop from now on finds it in line
             except DuplicateOrigin:
                 logger.info("message %s was already received; not answering it twice", origin)
                 return []
             mark("nuntius posted")
+            if joined is not None:  # in the agent's running turn: answered with it
+                await watch.joined(Added(joined.agent, nuntius.seq, joined.after))
+                ticket = await joined.settled  # None: answered; else ⏭, in line after it
+                if ticket is None:
+                    return emit.replies
+                tickets = {joined.agent: ticket}
             await self._answer(nuntius, names, roster, watch, tickets, emit)
             if mentions.unusable:
                 await emit.notice("Not dispatched: " + "; ".join(mentions.unusable))
             return emit.replies
         finally:
             receipts.settle(receipt)  # routed, refused or failed: it makes no request now
+
+    def _join(
+        self, request: Request, nuntius: Nuntius, names: list[str], receipt: int, emit: _Emitter
+    ) -> Joined | None:
+        """Add Caesar's message to its one agent's running turn (a steer), if it can go
+        there: plain words (no file, no forward, not ⏭ /queue) to one agent that works."""
+        if request.queue or request.attachments or request.forwarded_from or len(names) != 1:
+            return None
+        [name] = names
+
+        async def deliver(outcome: Outcome, folded: bool) -> int | None:
+            project = nuntius.project
+            answer = await self.praetorium.post(
+                name, outcome.text, [CAESAR], reply_to=nuntius.id, project=project
+            )
+            if not folded:  # folded in: the turn's answer is its answer, said once
+                await emit.reply(Reply(name, outcome.text, outcome.kind, (), answer.seq, project))
+            return answer.seq
+
+        return self.sessions.join(name, nuntius, receipt, deliver)
 
     async def _answer(
         self,

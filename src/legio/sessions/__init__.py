@@ -27,6 +27,7 @@ Modules:
 - ``query``: one query's message
 - ``reaper``: the idle reaper
 - ``slot``: `AgentSlot`
+- ``steering``: a message added to a running turn (a steer), answered with it, once
 - ``spec``: `AgentSpec` from a prompt file (frontmatter, else `legio.toml`)
 - ``turn``: one turn
 - ``turnback``: ↩️ Undo, ``/undo`` and 🔀 Try again of a work card's turn

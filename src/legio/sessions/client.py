@@ -33,6 +33,7 @@ from claude_agent_sdk import (
 from legio.errors import AgentError, AgentInterrupted
 from legio.request import Watch
 from legio.sessions.spec import AgentSpec
+from legio.sessions.steering import Steering, messages, query_message
 from legio.sessions.turn import (
     SessionTokenTracker,
     collect_response,
@@ -81,6 +82,7 @@ class AgentSession:
     asking: int | None = None
     asked_at: float = 0.0
     heard: float = 0.0
+    steering: Steering | None = None  # the latest turn's queries (legio.sessions.steering)
 
     def rebuild_reason(self, spec: AgentSpec) -> str | None:
         """Why this session must be replaced before its next query (None: it goes on)."""
@@ -207,10 +209,10 @@ async def ask(
         if session.observe is not None:
             session.observe(message)
 
+    steering, uid = Steering.begin(session.client)
     try:
-        await session.client.query(
-            one_message(user_message(message, images)) if images else message
-        )
+        session.steering = steering  # a message added from now on joins this turn
+        await session.client.query(messages(query_message(message, list(images), uid)))
         written = True
         mark("query sent")
         session.asking, session.asked_at = seq if seq is not None else 0, time.monotonic()
@@ -223,6 +225,7 @@ async def ask(
             watch,
             agent=name,
             observe=observe,
+            steering=steering,
         )
     except (AgentError, ProcessError, CLIJSONDecodeError, CLIConnectionError) as e:
         if session.closed_because:  # we closed it: /reset, /stop, shutdown
@@ -233,10 +236,12 @@ async def ask(
         session.broken = True
         raise AgentError(name, cli_failure(e, session.stderr)) from e
     finally:
+        steering.closed = True
         session.asking = None
         session.last_active = time.monotonic()
         record(_turn(session, seq, result, started))
-        if written and not answered and not session.closed_because:
+        unread = not answered or bool(steering.pending)  # a result that may still come
+        if written and unread and not session.closed_because:
             session.broken = True  # its result may still come: the next turn must not read it
     return text, result
 

@@ -30,7 +30,7 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from legio.errors import AgentInterrupted
 
@@ -93,6 +93,8 @@ class Errand:
     woken: asyncio.Event = field(default_factory=asyncio.Event)  # set by a stop
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     kicks: set[asyncio.Task[None]] | None = None  # where its interrupt task is kept
+    project: str | None = None  # the project its turn works on (a steer must match it)
+    joined: list[Any] = field(default_factory=list)  # messages added to its turn (steering.Joined)
 
     def stop(self) -> None:
         self.stopped = True

@@ -52,6 +52,7 @@ from legio.sessions.pipeline import Assignment, Deliver, Prefix, TurnPipeline
 from legio.sessions.reaper import Reaper
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure, warm
 from legio.sessions.spec import AgentSpec, ProjectTools, SpecFactory, centurio_spec
+from legio.sessions.steering import DeliverJoined, Joined, Steerer
 from legio.sessions.turn import Outcome, notify
 from legio.store.attachments import AttachmentStore
 from legio.store.files import FileStore
@@ -102,6 +103,7 @@ class SessionManager:
         self.cards = WorkCards(praetorium, self.projects, self.castra.root)  # after each turn
         self.choices = Choices(config, praetorium)  # /model, /effort, @name:model
         self.asides = Asides()  # Caesar's reactions to answers, read with the next request
+        self.steerer = Steerer(praetorium, self.errands, self._slot)  # messages joining a turn
         self.pipeline = TurnPipeline(  # what happens inside an agent's turn
             praetorium,
             self.attachments,
@@ -204,6 +206,13 @@ class SessionManager:
         ``receipt`` (``Receipts.take``; None: now); pass it to ``answer`` as ``ticket=``."""
         receipt = receipt if receipt is not None else self.receipts.take()
         return self.errands.add(name, receipt, self._slot(name).lock.ticket())
+
+    def join(
+        self, name: str, nuntius: Nuntius, receipt: int, deliver: DeliverJoined
+    ) -> Joined | None:
+        """Add ``nuntius`` to agent ``name``'s running turn (``legio.sessions.steering``);
+        None if it runs none that can take it: then ``reserve`` its place in line."""
+        return self.steerer.join(name, nuntius, receipt, deliver)
 
     @contextlib.asynccontextmanager
     async def turn_of(
@@ -379,6 +388,7 @@ class SessionManager:
     async def shutdown(self) -> None:
         """Stop the reaper and disconnect every client: centuriones first, then the rest."""
         await self.reaper.stop()
+        await self.steerer.shutdown()
         await self.errands.shutdown()
         slots = list(self._slots.values())
         for slot in slots:  # a CLI starting ahead: not wanted now

@@ -34,6 +34,7 @@ from legio.sessions.errands import AgentErrands, Errand
 from legio.sessions.query import prepare_query
 from legio.sessions.slot import AgentSlot
 from legio.sessions.spec import AgentSpec, placed, tagged
+from legio.sessions.steering import abandon, deliver_joined
 from legio.sessions.turn import STOPPED_REPLY, Outcome, failure_outcome, notify
 from legio.store.attachments import AttachmentStore
 from legio.store.praetorium import Nuntius, Praetorium
@@ -104,12 +105,14 @@ class TurnPipeline:
     async def _run(self, job: Assignment, work: _Work) -> Outcome:
         slot, errand, nuntius, name = job.slot, job.errand, job.nuntius, job.name
         queued_stop = errand.stopped  # a stop came while it waited in line: it never starts
+        errand.project = nuntius.project  # a message added to its turn must be on it too
         try:
             errand.check()
             await self.logins.refresh()  # `claude login` renewed it, or another CLI did
             text = await self._turn(job, work)
             outcome = Outcome(text, model=work.model)
         except asyncio.CancelledError:
+            abandon(errand)
             raise
         except AgentInterrupted as e:
             words = (STOPPED_REPLY,) if queued_stop else ()
@@ -132,6 +135,7 @@ class TurnPipeline:
                 answer_seq = await job.deliver(outcome)
             except Exception:
                 logger.exception("%s: delivering its answer to #%s failed", name, nuntius.seq)
+        await deliver_joined(errand, outcome, answer_seq)  # the messages added to its turn
         await store_turns(self.praetorium, slot.unrecorded, name)
         await self.logins.refresh()  # a refreshed login reaches every other CLI
         if work.place is not None:  # in the project for Caesar to see; the answer never waits

@@ -32,7 +32,7 @@ from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
 from legio.names import LEGATUS
 from legio.projects.copies import Place, Projects, checkout_fence
-from legio.request import Asker, Reply, Status, Watch, WorkCard
+from legio.request import Added, Asker, Reply, Status, Watch, WorkCard
 from legio.sessions.gatekeeper import QUESTION_TOOL, Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for
 
@@ -172,6 +172,9 @@ class _Tagged:
 
     async def card(self, card: WorkCard) -> None:
         await self.watch.card(card)
+
+    async def joined(self, added: Added) -> None:
+        await self.watch.joined(added)
 
     def asker(self) -> Asker | None:
         return self.watch.asker()

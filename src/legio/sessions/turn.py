@@ -15,7 +15,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from claude_agent_sdk import (
     AssistantMessage,
@@ -38,6 +38,15 @@ from legio.errors import (
 )
 from legio.request import Status, Watch
 from legio.timing import mark
+
+
+class Settles(Protocol):
+    """A turn's queries (``legio.sessions.steering.Steering``): which results answer them."""
+
+    def settle(self, result: ResultMessage, text: str) -> bool:
+        """One result read; True when every query of the turn is answered."""
+        ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -202,6 +211,7 @@ async def collect_response(
     *,
     agent: str = "agent",
     observe: Callable[[object], None] | None = None,
+    steering: Settles | None = None,
 ) -> tuple[str, ResultMessage]:
     """Read one turn's messages: the answer text and its ``ResultMessage``.
 
@@ -211,7 +221,28 @@ async def collect_response(
     the SDK cannot parse is logged and skipped. An error result raises ``AgentError``
     (``AgentInterrupted`` for an interrupt); a stream that ends without a result raises
     ``AgentError``; CLI crashes and broken JSON propagate as the SDK raised them.
+
+    ``steering``: the turn's queries (a message added while it runs): results are read
+    until each is answered (``legio.sessions.steering``); the first one's is returned.
     """
+    answer: tuple[str, ResultMessage] | None = None
+    while True:
+        final, result, done = await _one_result(client, tracker, watch, agent, observe, steering)
+        answer = answer or (final, result)
+        if done:
+            return answer
+
+
+async def _one_result(
+    client: ClaudeSDKClient,
+    tracker: SessionTokenTracker | None,
+    watch: Watch | None,
+    agent: str,
+    observe: Callable[[object], None] | None,
+    steering: Settles | None,
+) -> tuple[str, ResultMessage, bool]:
+    """``collect_response`` up to one ``ResultMessage`` (settled with ``steering`` before
+    it is judged); whether it was the turn's last."""
     texts: list[str] = []
     result: ResultMessage | None = None
     last_status: Status | None = None
@@ -253,6 +284,7 @@ async def collect_response(
     if tracker is not None:
         tracker.update(result)
     final = result.result if result.result is not None else "\n".join(texts)
+    done = steering is None or steering.settle(result, final.strip())
     said = final if not result.is_error else (final or "; ".join(result.errors or []))
     if result.terminal_reason == "prompt_too_long" or is_context_overflow(
         said, is_error=result.is_error
@@ -267,7 +299,7 @@ async def collect_response(
             raise AgentInterrupted(agent, "interrupted")
         reason = result.result or "; ".join(result.errors or []) or result.subtype
         raise AgentError(agent, reason)
-    return final.strip(), result
+    return final.strip(), result, done
 
 
 # ------------------------------------------------------------------ outcomes

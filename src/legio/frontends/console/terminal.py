@@ -31,7 +31,17 @@ from legio.frontends.statusview import status_text
 from legio.frontends.views import agent_header, card_text, interruption_notice, reply_text
 from legio.names import LEGATUS
 from legio.operations.digest import DigestReady
-from legio.request import Asker, Callbacks, PendingFile, Reply, Request, Status, Stuck, WorkCard
+from legio.request import (
+    Added,
+    Asker,
+    Callbacks,
+    PendingFile,
+    Reply,
+    Request,
+    Status,
+    Stuck,
+    WorkCard,
+)
 from legio.timing import begin
 from legio.visible import visible
 
@@ -119,6 +129,9 @@ async def run_console(
         if text.split()[0] == "/help":
             show(ATTACH_USAGE.replace("Usage: ", "In this console: "))
 
+    async def joined(added: Added) -> None:  # a line typed while the agent works
+        show(f"➕ added to {added.agent}'s turn (/queue <message>: after the turn instead)")
+
     async def send(text: str, receipt: int | None = None) -> None:
         receipt = receipt if receipt is not None else app.receive()
         try:
@@ -134,10 +147,12 @@ async def run_console(
                     show(f"⚠️ {e}")
                     return
                 text = parsed[1]
+            queue = text.split(maxsplit=1)[0] == "/queue"  # ⏭ after the running turn
+            text = text.split(maxsplit=1)[1] if queue and " " in text.strip() else text
             with begin("update received"):  # each agent leaves the status line with its reply
                 await app.handle_message(
-                    Request(text, attachments=tuple(attachments), receipt=receipt),
-                    Callbacks(on_status, printer.stream, print_reply, print_card),
+                    Request(text, attachments=tuple(attachments), receipt=receipt, queue=queue),
+                    Callbacks(on_status, printer.stream, print_reply, print_card, None, joined),
                 )
         finally:
             app.settle(receipt)
@@ -162,7 +177,7 @@ async def run_console(
                 text = raw.decode("utf-8", errors="replace").rstrip("\n")
                 if not text.strip():
                     continue
-                if is_command(text) and text.split()[0] != "/attach":
+                if is_command(text) and text.split()[0] not in ("/attach", "/queue"):
                     await command(text)
                 else:
                     await send(text)

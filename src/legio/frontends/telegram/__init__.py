@@ -24,6 +24,7 @@ Modules:
 - ``opsview``: the operations' events: a failed backup said, the digest sent silently
 - ``sending``: Telegram sending
 - ``status``: Telegram's typing action and the throttled `⏳` status message
+- ``steermarks``: the ➕ mark of a message that joined a running turn, and its ⏭ button
 - ``stuckview``: a stuck turn said in its agent's lane, with Stop and Keep waiting
 - ``mergeview``: ✅ Merge on a ✅ CI line, after one confirmation
 - ``undoview``: a card's ↩️ Undo and 🔀 Try again

@@ -66,6 +66,7 @@ from legio.frontends.telegram.sending import (
     send_with_retries,
 )
 from legio.frontends.telegram.status import StatusBoard, Typing
+from legio.frontends.telegram.steermarks import SteerMarks
 from legio.frontends.telegram.stuckview import StuckView
 from legio.frontends.views import agent_header, interruption_notice
 from legio.request import UNWATCHED, Callbacks, Reply, Request, Watch, WorkCard
@@ -117,6 +118,7 @@ class LegioBot:
         self.forge: ForgeView | None = None
         self.cockpit: Cockpit | None = None  # the web page ([web] listen)
         self.stuck: StuckView | None = None  # stuck turns (legio.frontends.telegram.stuckview)
+        self.marks = SteerMarks()  # ➕ a message joined a running turn; ⏭ after it
         self.talk = Conversation(lambda: self.app, self._work, self.caesar_ids)  # replies, topics
         # each update's receipt, taken in the gate in the order updates arrive (handlers run
         # as tasks, so a later /stop may run before an earlier message's handler starts)
@@ -268,13 +270,26 @@ class LegioBot:
             if receipt is not None:
                 self.app.settle(receipt)
 
+    async def on_queue(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """/queue <message>: after the agent's running turn (⏭), never joining it."""
+        receipt = self.arrival(update)
+        try:
+            await self._on_text(update, context, receipt, queue=True)
+        finally:
+            if receipt is not None:
+                self.app.settle(receipt)
+
     async def _on_text(
-        self, update: Update, context: ContextTypes.DEFAULT_TYPE, receipt: int | None
+        self,
+        update: Update,
+        context: ContextTypes.DEFAULT_TYPE,
+        receipt: int | None,
+        queue: bool = False,
     ) -> None:
         message = update.effective_message
         if message is None or message.text is None:
             return
-        text = message.text
+        text = message.text.split(maxsplit=1)[1] if queue and " " in message.text else message.text
         if self.asker is not None and await self.asker.take_text(message):
             if self.reactions is not None:  # taken: 👌
                 await self.reactions.done(context.bot, message.chat_id, message.message_id)
@@ -296,6 +311,7 @@ class LegioBot:
                         lane=lane.agent,
                         project=lane.project,
                         receipt=receipt,
+                        queue=queue,
                     ),
                     watch,
                 ),
@@ -433,7 +449,8 @@ class LegioBot:
                     sends.append(self.chains.enqueue(chat_id, card.agent, show))
 
                 try:
-                    watch: Watch = Callbacks(live.update, live.stream, send, card, asking)
+                    marks = self.marks.shower(bot, chat_id, reply_to)  # ➕ joined a turn
+                    watch: Watch = Callbacks(live.update, live.stream, send, card, asking, marks)
                     seen = self.cockpit.observe(watch) if self.cockpit else watch  # the page too
                     replies = await run(seen)
                 finally:
@@ -480,7 +497,11 @@ class LegioBot:
         forge = query is not None and self.forge is not None and self.forge.owns(query.data)
         if (mine or forge) and receipt is not None:
             self.app.settle(receipt)  # a tap that stops nothing
-        if query is not None and stuck and self.stuck is not None:
+        if query is not None and SteerMarks.takes(query):
+            if receipt is not None:
+                self.app.settle(receipt)
+            await self.marks.on_tap(query)  # ⏭ after this turn
+        elif query is not None and stuck and self.stuck is not None:
             await self.stuck.on_tap(query, receipt)
         elif query is not None and mine:
             await self.talk.cards.on_tap(query)

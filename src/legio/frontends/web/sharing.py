@@ -15,6 +15,7 @@ from typing import Any
 
 from legio.frontends.web.live import Live
 from legio.request import (
+    Added,
     ApprovalRequest,
     Asker,
     Decision,
@@ -121,6 +122,9 @@ class Observed:
     async def card(self, card: WorkCard) -> None:
         await self.live.card(card, False)
         await self.watch.card(card)
+
+    async def joined(self, added: Added) -> None:
+        await self.watch.joined(added)
 
     def asker(self) -> Asker | None:
         return self._asker
