@@ -43,11 +43,14 @@ class Running:
         return await self.api.wait_for_call("sendMessage", sent, start=start, timeout=wait_s)
 
     def answers(self) -> list[str]:
-        """Every message sent to Caesar, status messages excluded."""
+        """Every message sent to Caesar, status messages and steering's ➕ marks (a message
+        that joined a running turn: said, then answered like the rest) excluded."""
         return [
             str(c.params.get("text", ""))
             for c in self.api.calls_of("sendMessage")
-            if int(c.params["chat_id"]) == CAESAR and not is_status(c)
+            if int(c.params["chat_id"]) == CAESAR
+            and not is_status(c)
+            and not str(c.params.get("text", "")).startswith("➕ added to ")
         ]
 
 

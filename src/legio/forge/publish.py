@@ -135,8 +135,9 @@ def title_and_body(
     text = inert(text).strip()[: MAX_BODY - 1000]  # each part alone: a comment the agent
     lines = [text] if text else []  # left open must not swallow Legio's lines after it
     lines.append(f"{work.file_count} file(s) changed, +{work.added} −{work.removed}.")
-    if inert(check).strip():  # "Last check, of c0ffee1: ✅ 212 passed" (``check_line``)
-        lines.append(inert(check).strip())
+    check = inert(check).strip()
+    if check:  # "Last check, of c0ffee1: ✅ 212 passed" (``check_line``)
+        lines.append(check if check.startswith("Last check") else f"Last check: {check}")
     lines.append(OPENED_BY.format(agent=agent))
     return title or f"{agent}'s work", "\n\n".join(lines)[:MAX_BODY]
 

@@ -137,6 +137,19 @@ class Joined:
     writer: asyncio.Task[None] | None = None
     requeue: Callable[[Joined], Errand] | None = None
     errand: Errand | None = None  # the running turn it joined
+    # its place in line, taken when it arrived: kept if it goes back in line (it must not
+    # lose its order to messages that came after it), given up once the turn has it
+    ticket: asyncio.Future[None] | None = None
+
+    def give_up_place(self, release: Callable[[], None]) -> None:
+        """The turn has it: its place in line goes (passed on if it had just come)."""
+        ticket, self.ticket = self.ticket, None
+        if ticket is None:
+            return
+        if ticket.done() and not ticket.cancelled():
+            release()  # the turn came to it meanwhile: passed on
+        else:
+            ticket.cancel()
 
     def after(self) -> bool:
         """⏭ "after this turn": back in line if the agent has not got it yet."""
@@ -154,6 +167,9 @@ class Joined:
             self.settled.set_result(self.requeue(self))
 
     def _done(self) -> None:
+        if self.ticket is not None and self.requeue is not None:
+            self.ticket.cancel()  # answered with (or ended with) the turn: no place needed
+            self.ticket = None
         self.state = "done"
         if not self.settled.done():
             self.settled.set_result(None)
@@ -181,7 +197,10 @@ class Steerer:
         errand = self.errands.running(agent)
         if errand is None or errand.stopped or errand.project != nuntius.project:
             return None
+        if self.errands.waiting(agent):  # earlier requests in line: it must not overtake them
+            return None
         joined = Joined(agent, nuntius, receipt, deliver, errand=errand)
+        joined.ticket = self.slot_of(agent).lock.ticket()  # its place, should it go back
         joined.requeue = self._requeue
         errand.joined.append(joined)
         joined.writer = asyncio.create_task(self._write(joined, errand))
@@ -195,7 +214,10 @@ class Steerer:
         if joined.errand is not None:
             with contextlib.suppress(ValueError):
                 joined.errand.joined.remove(joined)
-        return self.errands.add(joined.agent, joined.receipt, slot.lock.ticket())
+        ticket, joined.ticket = joined.ticket, None
+        if ticket is None or ticket.cancelled():
+            ticket = slot.lock.ticket()
+        return self.errands.add(joined.agent, joined.receipt, ticket)
 
     async def _write(self, joined: Joined, errand: Errand) -> None:
         await asyncio.sleep(self.hold_s)
@@ -218,6 +240,7 @@ class Steerer:
             joined._queue()
             return
         joined.uid, joined.steering = steering.last, steering
+        joined.give_up_place(self.slot_of(joined.agent).lock.release)
 
     async def shutdown(self) -> None:
         for task in list(self._tasks):
