@@ -33,7 +33,7 @@ from legio.memoria.tools import build_memoria_centurio_server
 from legio.names import LEGATUS
 from legio.projects.copies import Place, Projects, checkout_fence
 from legio.request import Added, Asker, Reply, Status, Watch, WorkCard
-from legio.sessions.gatekeeper import QUESTION_TOOL, Gatekeeper
+from legio.sessions.gatekeeper import PLAN_TOOL, QUESTION_TOOL, Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for
 
 logger = logging.getLogger(__name__)
@@ -217,7 +217,7 @@ def build_options(
         ask_hook = approvals.hook(spec.name, rules, guard)
         hooks["PreToolUse"].append(HookMatcher(matcher=None, hooks=[ask_hook]))  # type: ignore[list-item]
         extra["can_use_tool"] = approvals.can_use_tool(spec.name, rules)
-        tools += [QUESTION_TOOL] if QUESTION_TOOL not in tools else []
+        tools += [t for t in (QUESTION_TOOL, PLAN_TOOL) if t not in tools]
     return ClaudeAgentOptions(
         hooks=hooks,
         system_prompt=spec.system_prompt,
