@@ -57,6 +57,9 @@ logger = logging.getLogger(__name__)
 QUESTION_TOOL = "AskUserQuestion"
 PLAN_TOOL = "ExitPlanMode"
 GO, CHANGE, DROP = "✅ Go", "✏️ Change", "✖ Drop"
+# The real CLI refuses the plan file's write under its config dir (our permissions.deny of
+# castra/state/ wins over any allow), so ExitPlanMode may come without the plan's text.
+NO_PLAN = "(no plan text reached Legio: see {agent}'s message above)"
 HookCallback = Callable[[Any, str | None, Any], Awaitable[dict[str, Any]]]
 PermissionResult = PermissionResultAllow | PermissionResultDeny
 CanUseTool = Callable[[str, dict[str, Any], ToolPermissionContext], Awaitable[PermissionResult]]
@@ -378,7 +381,7 @@ class Gatekeeper:
 
     async def _plan(self, agent: str, tool_input: dict[str, Any]) -> PermissionResult:
         """A /plan turn's plan, for Caesar to approve (see the module docstring)."""
-        plan = str(tool_input.get("plan") or "").strip() or "(the plan came without text)"
+        plan = str(tool_input.get("plan") or "").strip() or NO_PLAN.format(agent=agent)
         asker = self.asker_for(agent)
         if asker is None:
             return PermissionResultDeny(
