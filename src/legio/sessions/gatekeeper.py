@@ -57,8 +57,8 @@ logger = logging.getLogger(__name__)
 QUESTION_TOOL = "AskUserQuestion"
 PLAN_TOOL = "ExitPlanMode"
 GO, CHANGE, DROP = "✅ Go", "✏️ Change", "✖ Drop"
-# The real CLI refuses the plan file's write under its config dir (our permissions.deny of
-# castra/state/ wins over any allow), so ExitPlanMode may come without the plan's text.
+# On a project copy the plan file would be in the CLI's config dir, which Legio's own
+# permissions.deny of castra/state/ refuses: ExitPlanMode may come without the plan's text.
 NO_PLAN = "(no plan text reached Legio: see {agent}'s message above)"
 HookCallback = Callable[[Any, str | None, Any], Awaitable[dict[str, Any]]]
 PermissionResult = PermissionResultAllow | PermissionResultDeny

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -208,6 +209,8 @@ def build_options(
         hide=config.sandbox.hide,
     )
     confined = agent_options(castra, config, spec.name, spec.tools, spec.add_dirs, fence=spec.fence)
+    if spec.place is None and approvals is not None:  # /plan: its plan file in its workspace
+        confined["settings"] = with_plans(confined["settings"], spec.cwd)
     hooks: dict[Any, list[HookMatcher]] = {
         "PreToolUse": [HookMatcher(matcher=None, hooks=[path_guard_hook(guard)])]  # type: ignore[list-item]
     }
@@ -236,3 +239,13 @@ def build_options(
         **confined,
         **extra,
     )
+
+
+PLANS = ".plans"  # plan mode's plan files, in the agent's own workspace (not a project copy)
+
+
+def with_plans(settings: str, cwd: Path) -> str:
+    """The CLI's settings with ``plansDirectory`` in ``cwd`` (created): the CLI's default,
+    its config dir, is refused by Legio's own deny rules (PROTOCOLS.md, "Plan mode")."""
+    (cwd / PLANS).mkdir(exist_ok=True)
+    return json.dumps({**json.loads(settings), "plansDirectory": PLANS})
