@@ -55,6 +55,18 @@ def test_change_sends_caesars_words_back_and_drop_stops(
     assert modes(fake_cli).count("plan") == 2
 
 
+def test_a_stop_while_the_plan_waits_ends_the_turn_and_plan_mode(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    result = run_console(castra_dir, fake_cli, f"{EXIT}\n/stop vorenus\n")
+    assert result.returncode == 0, result.stderr
+    assert "📋 vorenus's plan:" in result.stdout
+    assert "User has approved your plan" not in result.stdout
+    assert "plan changed" not in result.stdout  # /stop is a command, not Caesar's changes
+    [process] = [p for p in fake_cli.processes() if p.option("--permission-mode")]
+    assert modes(fake_cli) == ["plan", str(process.option("--permission-mode"))]
+
+
 def test_a_plain_message_never_asks_for_a_plan(castra_dir: Path, fake_cli: FakeCli) -> None:
     result = run_console(castra_dir, fake_cli, "@vorenus salve\n")
     assert result.returncode == 0, result.stderr

@@ -258,13 +258,15 @@ class TurnPipeline:
                 await restore_mode(session)
 
 
+MODE_TIMEOUT = 10.0  # seconds for the CLI to take its mode back (then it starts again)
+
+
 async def restore_mode(session: AgentSession) -> None:
     """The session's own permission mode again, after a /plan turn; a session that
     cannot be told is closed (its next turn starts in its normal mode)."""
     try:
-        await session.client.set_permission_mode(
-            session.client.options.permission_mode or "default"
-        )
+        mode = session.client.options.permission_mode or "default"
+        await asyncio.wait_for(session.client.set_permission_mode(mode), MODE_TIMEOUT)
     except Exception:
         logger.warning("could not leave plan mode; starting the session again", exc_info=True)
         session.broken = True
