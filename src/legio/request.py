@@ -97,6 +97,7 @@ class Request:
     project: str | None = None  # the project of that topic, unless its text names one
     receipt: int | None = None  # when it arrived (``LegioApp.receive``); None: when handed over
     queue: bool = False  # ⏭ /queue: after the agent's running turn, never joining it
+    plan: bool = False  # /plan: its turn in the CLI's plan mode; Caesar approves the plan
 
 
 @dataclass(frozen=True)

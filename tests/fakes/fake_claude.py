@@ -21,6 +21,7 @@ What the model "says" is scripted by directives, one per line of the prompt
     CALL_TOOL <server> <tool> <json>  call an SDK MCP tool; answer "TOOL_RESULT: <text>"
     TOOL <Name> <json>             use a built-in tool (Read, Write, Bash, Glob) after the
                                    PreToolUse hooks the SDK registered, as the real CLI does
+                                   (``ExitPlanMode {"plan": …}``: asked in plan mode)
     THINK <text>                   emit a thinking block
     SLEEP <seconds>                wait (an interrupt ends the turn; if the SDK goes away,
                                    the turn is finished anyway, as the real CLI does)
@@ -448,6 +449,13 @@ class FakeCLI:
                 elif body.get("subtype") == "set_model":  # from the next model call on
                     self.model = body.get("model") or MODEL_DEFAULT
                     self.respond(message["request_id"], {})
+                elif body.get("subtype") == "set_permission_mode":  # as the real CLI
+                    mode = str(body.get("mode") or "default")
+                    if mode == "plan":  # ExitPlanMode, once allowed, goes back to this one
+                        self.before_plan = self.opts.get("--permission-mode", "default")
+                    self.opts["--permission-mode"] = mode
+                    self.log({"event": "permission_mode", "mode": mode})
+                    self.respond(message["request_id"], {})
                 elif body.get("subtype") == "get_context_usage":
                     self.respond(message["request_id"], self.context_usage())
                 else:
@@ -778,6 +786,10 @@ class FakeCLI:
         if "--tools" in self.opts and name not in allowed:
             return f"No such tool available: {name}", True
         try:
+            if name == "ExitPlanMode":  # allowed: plan mode ends (PROTOCOLS.md)
+                self.opts["--permission-mode"] = getattr(self, "before_plan", "default")
+                self.log({"event": "permission_mode", "mode": self.opts["--permission-mode"]})
+                return "User has approved your plan. You can now start coding.", False
             if name == "AskUserQuestion":
                 answers = args.get("answers") or {}
                 said = ", ".join(f'"{q}"="{a}"' for q, a in answers.items())

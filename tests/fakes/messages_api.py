@@ -31,6 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+PLAN_FILE = re.compile(r"/[^\s\"\\]*/\.?plans/[^\s\"\\]+\.md")  # plan mode's file, in its reminder
 TOOL_LINE = re.compile(r"^(?:@\w+\s+)*CALL_TOOL (\S+) (\{.*\})\s*$", re.MULTILINE)
 REPLY_LINE = re.compile(r"^(?:@\w+\s+)*REPLY (.*)$", re.MULTILINE)
 TOO_LONG_LINE = re.compile(r"^(?:@\w+\s+)*TOO_LONG(?: (\d+))?\s*$", re.MULTILINE)
@@ -93,13 +94,16 @@ def decide(body: dict[str, Any]) -> list[dict[str, Any]]:
     prompt = reads(texts[-1]) if texts else ""
     call = TOOL_LINE.search(prompt)
     if call:
+        raw = call.group(2)
+        if "$PLAN_FILE" in raw and (plan := PLAN_FILE.search(json.dumps(body))):
+            raw = raw.replace("$PLAN_FILE", plan.group(0))
         return [
             {"type": "text", "text": f"Calling {call.group(1)}."},
             {
                 "type": "tool_use",
                 "id": f"toolu_fake_{uuid.uuid4().hex[:16]}",
                 "name": call.group(1),
-                "input": json.loads(call.group(2)),
+                "input": json.loads(raw),
             },
         ]
     reply = REPLY_LINE.search(prompt)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from legio.castra import Castra
+from legio.fence.cliconfig import cli_config_dir
 from legio.fence.policy import (
     PATH_KEYS,
     READ_TOOLS,
@@ -97,6 +98,8 @@ class PathGuard:
         self.fence = list(fence)  # more it may read but not write (a project's checkout)
         self.hide = [Path(p) for p in hide]  # [sandbox] hide
         self.fold = case_insensitive(self.root)  # compare names as the volume does
+        # Plan mode: the CLI has the model write its plan here (PROTOCOLS.md, "Plan mode")
+        self.plans = cli_config_dir(self.root, agent) / "plans"
 
     def entries(self) -> list[Protected]:
         return self.fence + protected_entries(self.castra, self.agent, self.config_path, self.hide)
@@ -185,6 +188,8 @@ class PathGuard:
         tool is checked (absolute and relative glob patterns by the folder they start
         from); a field the guard does not know that names a path is refused."""
         base = Path(cwd) if cwd else self.home
+        if self.plan_file(tool, tool_input):
+            return None
         if tool == "Bash":
             return self.check_command(str(tool_input.get("command", "")), base)
         if tool not in READ_TOOLS and tool not in WRITE_TOOLS:
@@ -214,6 +219,20 @@ class PathGuard:
         if search and not tool_input.get("path"):
             return self.check_path(base, write=False, search=True, cwd=base)
         return None
+
+    def plan_file(self, tool: str, tool_input: dict[str, Any]) -> bool:
+        """A plan-mode plan: a Write or Edit of one ``.md`` file directly in the agent's
+        own CLI config dir's ``plans/`` (no other field naming a path, no link out)."""
+        raw = tool_input.get("file_path")
+        if tool not in ("Write", "Edit") or not isinstance(raw, str) or not raw.endswith(".md"):
+            return False
+        if any(key not in PATH_FIELDS | OTHER_FIELDS for key in tool_input):
+            return False
+        path = Path(os.path.expanduser(raw))
+        if not path.is_absolute() or path.is_symlink():
+            return False
+        real = Path(os.path.realpath(path))
+        return real.parent == Path(os.path.realpath(self.plans)) and real.name == path.name
 
     def check_command(self, command: str, cwd: Path) -> str | None:
         """Best effort: refuse commands whose words name protected paths (after ``cd``)."""

@@ -548,6 +548,13 @@ COMMANDS = [
         Admin.cmd_help,  # the front-ends take it as a request
         waits=True,
     ),
+    CommandInfo(
+        "plan",
+        "/plan [@name] <message>",
+        "a request the agent plans first: you get its plan with ✅ Go, ✏️ Change, ✖ Drop",
+        Admin.cmd_help,  # the front-ends take it as a request
+        waits=True,
+    ),
     CommandInfo("help", "/help", "this list", Admin.cmd_help),
 ]
 BY_NAME = {c.name: c for c in COMMANDS}

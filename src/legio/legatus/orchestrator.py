@@ -219,6 +219,8 @@ class Legatus:
                         forwarded_from=forwarded_from,
                         project=project,
                     )
+                    if request.plan:  # its turn plans first (legio.sessions.pipeline)
+                        nuntius = dataclasses.replace(nuntius, plan=True)
                     if pointer is not None:  # before its turn can come: the agent reads the link
                         await self.conversations.link(nuntius, pointer)
                     for name in names:  # this request's model, for its turn only
@@ -250,7 +252,9 @@ class Legatus:
     ) -> Joined | None:
         """Add Caesar's message to its one agent's running turn (a steer), if it can go
         there: plain words (no file, no forward, not ⏭ /queue) to one agent that works."""
-        if request.queue or request.attachments or request.forwarded_from or len(names) != 1:
+        if request.queue or request.plan or request.attachments or request.forwarded_from:
+            return None
+        if len(names) != 1:
             return None
         [name] = names
 

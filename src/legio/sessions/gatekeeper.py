@@ -16,6 +16,10 @@ Legio remembers grants itself ("for this session": per SDK session id, in memory
 ``[approvals] timeout`` counts as Deny; a cancelled turn (``/stop``, ``/reset``,
 shutdown) cancels the wait and the request is recorded as cancelled. The CLI's
 ``AskUserQuestion`` arrives here too: the questions go to Caesar, his answers back.
+So does ``ExitPlanMode`` of a ``/plan`` turn (PROTOCOLS.md, "Plan mode"): the plan is
+asked as a question with ✅ Go (allow: the CLI leaves plan mode and carries it out),
+✏️ Change (his own words instead deny with them as the changes) and ✖ Drop (deny and
+stop the turn; no answer in time counts as Drop).
 """
 
 from __future__ import annotations
@@ -51,6 +55,11 @@ from legio.store.grants import ApprovalStore, Grant
 logger = logging.getLogger(__name__)
 
 QUESTION_TOOL = "AskUserQuestion"
+PLAN_TOOL = "ExitPlanMode"
+GO, CHANGE, DROP = "✅ Go", "✏️ Change", "✖ Drop"
+# On a project copy the plan file would be in the CLI's config dir, which Legio's own
+# permissions.deny of castra/state/ refuses: ExitPlanMode may come without the plan's text.
+NO_PLAN = "(no plan text reached Legio: see {agent}'s message above)"
 HookCallback = Callable[[Any, str | None, Any], Awaitable[dict[str, Any]]]
 PermissionResult = PermissionResultAllow | PermissionResultDeny
 CanUseTool = Callable[[str, dict[str, Any], ToolPermissionContext], Awaitable[PermissionResult]]
@@ -219,6 +228,8 @@ class Gatekeeper:
         ) -> PermissionResult:
             if tool == QUESTION_TOOL:
                 return await self._question(agent, tool_input)
+            if tool == PLAN_TOOL:
+                return await self._plan(agent, tool_input)
             asked = self._asked.pop(context.tool_use_id or "", None)
             if asked is None:  # not our hook's ask (another permission mode): check anew
                 needed = self.pending(agent, "", rules or self.rules, tool, tool_input)
@@ -367,3 +378,40 @@ class Gatekeeper:
         if not answers:
             return PermissionResultDeny(message="Caesar did not answer your question.")
         return PermissionResultAllow(updated_input={**tool_input, "answers": dict(answers)})
+
+    async def _plan(self, agent: str, tool_input: dict[str, Any]) -> PermissionResult:
+        """A /plan turn's plan, for Caesar to approve (see the module docstring)."""
+        plan = str(tool_input.get("plan") or "").strip() or NO_PLAN.format(agent=agent)
+        asker = self.asker_for(agent)
+        if asker is None:
+            return PermissionResultDeny(
+                message="Caesar cannot be asked about your plan now; change nothing and "
+                "tell him your plan waits.",
+                interrupt=True,
+            )
+        options = [
+            {"label": GO, "description": "carry it out"},
+            {"label": CHANGE, "description": "write your changes instead of tapping"},
+            {"label": DROP, "description": "stop here, change nothing"},
+        ]
+        question = {"question": f"📋 {agent}'s plan:\n\n{plan}", "header": "Plan"}
+        request = QuestionRequest(
+            self._new_id(), agent, [{**question, "options": options}], self.timeout_s
+        )
+        await notify(self.watch_of(agent), Status(agent, "question", note="plan"))
+        answers = await self._wait(request, asker.answer(request))
+        answer = next(iter(answers.values()), "").strip() if answers else ""
+        logger.info("%s: its plan: %s", agent, answer[:80] or "no answer")
+        if answer == GO:
+            return PermissionResultAllow()
+        if answer in ("", DROP):
+            return PermissionResultDeny(message="Caesar dropped this plan.", interrupt=True)
+        if answer == CHANGE:
+            return PermissionResultDeny(
+                message="Caesar wants this plan changed but did not say how yet: ask him "
+                "what to change, and change nothing."
+            )
+        return PermissionResultDeny(
+            message=f"Caesar wants this plan changed: {answer}\nRevise the plan and "
+            "propose it again with ExitPlanMode."
+        )

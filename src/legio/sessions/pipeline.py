@@ -244,6 +244,8 @@ class TurnPipeline:
             )
             return text
 
+        if job.nuntius.plan:  # /plan: proposes first; ExitPlanMode asks Caesar (gatekeeper)
+            await session.client.set_permission_mode("plan")
         try:
             return await send()
         except AgentError:
@@ -251,3 +253,20 @@ class TurnPipeline:
                 raise
             errand.check()
             return await send()  # after a plan limit's reset: the same message once more
+        finally:
+            if job.nuntius.plan:  # back to the agent's normal mode for its next turn
+                await restore_mode(session)
+
+
+MODE_TIMEOUT = 10.0  # seconds for the CLI to take its mode back (then it starts again)
+
+
+async def restore_mode(session: AgentSession) -> None:
+    """The session's own permission mode again, after a /plan turn; a session that
+    cannot be told is closed (its next turn starts in its normal mode)."""
+    try:
+        mode = session.client.options.permission_mode or "default"
+        await asyncio.wait_for(session.client.set_permission_mode(mode), MODE_TIMEOUT)
+    except Exception:
+        logger.warning("could not leave plan mode; starting the session again", exc_info=True)
+        session.broken = True

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -33,7 +34,7 @@ from legio.memoria.tools import build_memoria_centurio_server
 from legio.names import LEGATUS
 from legio.projects.copies import Place, Projects, checkout_fence
 from legio.request import Added, Asker, Reply, Status, Watch, WorkCard
-from legio.sessions.gatekeeper import QUESTION_TOOL, Gatekeeper
+from legio.sessions.gatekeeper import PLAN_TOOL, QUESTION_TOOL, Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for
 
 logger = logging.getLogger(__name__)
@@ -208,6 +209,8 @@ def build_options(
         hide=config.sandbox.hide,
     )
     confined = agent_options(castra, config, spec.name, spec.tools, spec.add_dirs, fence=spec.fence)
+    if spec.place is None and approvals is not None:  # /plan: its plan file in its workspace
+        confined["settings"] = with_plans(confined["settings"], spec.cwd)
     hooks: dict[Any, list[HookMatcher]] = {
         "PreToolUse": [HookMatcher(matcher=None, hooks=[path_guard_hook(guard)])]  # type: ignore[list-item]
     }
@@ -217,7 +220,7 @@ def build_options(
         ask_hook = approvals.hook(spec.name, rules, guard)
         hooks["PreToolUse"].append(HookMatcher(matcher=None, hooks=[ask_hook]))  # type: ignore[list-item]
         extra["can_use_tool"] = approvals.can_use_tool(spec.name, rules)
-        tools += [QUESTION_TOOL] if QUESTION_TOOL not in tools else []
+        tools += [t for t in (QUESTION_TOOL, PLAN_TOOL) if t not in tools]
     return ClaudeAgentOptions(
         hooks=hooks,
         system_prompt=spec.system_prompt,
@@ -236,3 +239,13 @@ def build_options(
         **confined,
         **extra,
     )
+
+
+PLANS = ".plans"  # plan mode's plan files, in the agent's own workspace (not a project copy)
+
+
+def with_plans(settings: str, cwd: Path) -> str:
+    """The CLI's settings with ``plansDirectory`` in ``cwd`` (created): the CLI's default,
+    its config dir, is refused by Legio's own deny rules (PROTOCOLS.md, "Plan mode")."""
+    (cwd / PLANS).mkdir(exist_ok=True)
+    return json.dumps({**json.loads(settings), "plansDirectory": PLANS})

@@ -73,6 +73,7 @@ class Nuntius:
     origin: str | None = None
     forwarded_from: str | None = None  # a forward's (or inline bot's) source, not Caesar
     project: str | None = None  # the [projects] entry it was about (its #name)
+    plan: bool = False  # /plan: answered in plan mode (this run's flag, not stored)
 
 
 @dataclass(frozen=True)

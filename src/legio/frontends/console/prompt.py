@@ -126,7 +126,7 @@ async def run_prompt(
                 break
             if not text.strip():
                 continue
-            if is_command(text) and text.split()[0] not in ("/attach", "/queue"):
+            if is_command(text) and text.split()[0] not in ("/attach", "/queue", "/plan"):
                 # stamped as it arrives, before its task starts: a stop after it ends it
                 start(
                     command(text, app.receive(request=False))

@@ -147,11 +147,18 @@ async def run_console(
                     show(f"⚠️ {e}")
                     return
                 text = parsed[1]
-            queue = text.split(maxsplit=1)[0] == "/queue"  # ⏭ after the running turn
-            text = text.split(maxsplit=1)[1] if queue and " " in text.strip() else text
+            first = text.split(maxsplit=1)[0]
+            queue, plan = first == "/queue", first == "/plan"  # ⏭ after the turn; plan first
+            text = text.split(maxsplit=1)[1] if (queue or plan) and " " in text.strip() else text
             with begin("update received"):  # each agent leaves the status line with its reply
                 await app.handle_message(
-                    Request(text, attachments=tuple(attachments), receipt=receipt, queue=queue),
+                    Request(
+                        text,
+                        attachments=tuple(attachments),
+                        receipt=receipt,
+                        queue=queue,
+                        plan=plan,
+                    ),
                     Callbacks(on_status, printer.stream, print_reply, print_card, None, joined),
                 )
         finally:
@@ -177,7 +184,7 @@ async def run_console(
                 text = raw.decode("utf-8", errors="replace").rstrip("\n")
                 if not text.strip():
                     continue
-                if is_command(text) and text.split()[0] not in ("/attach", "/queue"):
+                if is_command(text) and text.split()[0] not in ("/attach", "/queue", "/plan"):
                     await command(text)
                 else:
                     await send(text)

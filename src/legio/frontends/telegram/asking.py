@@ -263,7 +263,7 @@ class TelegramAsker:
     ) -> tuple[str, InlineKeyboardMarkup | None]:
         item = question.request.questions[index]
         options = [o for o in item.get("options") or [] if isinstance(o, dict)]
-        lines = [f"⚔️ {question.request.agent} asks: {str(item.get('question', ''))[:1000]}"]
+        lines = [f"⚔️ {question.request.agent} asks: {str(item.get('question', ''))[:3500]}"]
         lines += [
             f"• {str(o.get('label', ''))[:OPTION_MAX]} — {str(o.get('description', ''))[:200]}"
             for o in options

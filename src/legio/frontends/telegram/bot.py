@@ -279,17 +279,28 @@ class LegioBot:
             if receipt is not None:
                 self.app.settle(receipt)
 
+    async def on_plan(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        """/plan <message>: the agent plans first; its plan comes with Go/Change/Drop."""
+        receipt = self.arrival(update)
+        try:
+            await self._on_text(update, context, receipt, plan=True)
+        finally:
+            if receipt is not None:
+                self.app.settle(receipt)
+
     async def _on_text(
         self,
         update: Update,
         context: ContextTypes.DEFAULT_TYPE,
         receipt: int | None,
         queue: bool = False,
+        plan: bool = False,
     ) -> None:
         message = update.effective_message
         if message is None or message.text is None:
             return
-        text = message.text.split(maxsplit=1)[1] if queue and " " in message.text else message.text
+        words = (queue or plan) and " " in message.text
+        text = message.text.split(maxsplit=1)[1] if words else message.text
         if self.asker is not None and await self.asker.take_text(message):
             if self.reactions is not None:  # taken: 👌
                 await self.reactions.done(context.bot, message.chat_id, message.message_id)
@@ -312,6 +323,7 @@ class LegioBot:
                         project=lane.project,
                         receipt=receipt,
                         queue=queue,
+                        plan=plan,
                     ),
                     watch,
                 ),

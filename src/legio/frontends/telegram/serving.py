@@ -50,6 +50,7 @@ def build_application(
     # the two this front-end answers itself; one that may wait for an agent does not block
     own = {"retry": bot.on_retry, "project": bot.talk.on_project, "publish": bot.on_publish}
     own["queue"] = bot.on_queue  # a request, after the agent's running turn
+    own["plan"] = bot.on_plan  # a request its agent plans first
     for command in BY_NAME.values():
         callback = own.get(command.name, bot.on_command)
         handler = CommandHandler(command.name, callback, filters=message, block=not command.waits)

@@ -1,0 +1,56 @@
+"""/plan with the real bundled Claude CLI on the fake Messages API: the turn runs in plan
+mode, its ExitPlanMode reaches Caesar through ``can_use_tool``, Go leaves plan mode (the
+next turn is a normal one)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from tests.conftest import FakeCli
+from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
+from tests.legion import Legion
+from tests.test_approvals_real_cli import APPROVALS, ScriptedCaesar
+
+WRITE = {"file_path": "$PLAN_FILE", "content": "1. Read main.py\n2. Add the flag"}
+
+
+async def test_a_plan_turn_asks_caesar_and_go_leaves_plan_mode(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    caesar = ScriptedCaesar()
+    with FakeMessagesApi() as api:
+        legion = await Legion(
+            castra_dir,
+            fake_cli,
+            cli_path="",
+            model=PINNED_MODEL,
+            env=api.safe_cli_env(tmp_path / "cli"),
+            asker=caesar,
+            toml=APPROVALS.format(timeout=10),
+        ).start()
+
+        async def plan(text: str) -> str:
+            nuntius = await legion.post(text, ["vorenus"])
+            planned = dataclasses.replace(nuntius, plan=True)
+            return (await legion.manager.dispatch_many(["vorenus"], planned))["vorenus"].text
+
+        try:
+            written = await plan(f"CALL_TOOL Write {json.dumps(WRITE)}")
+            caesar.answers = [{"?": "✅ Go"}]
+            went = await plan("CALL_TOOL ExitPlanMode {}")
+            after = await legion.say(["vorenus"], "REPLY salve")
+        finally:
+            await legion.stop()
+    assert "File created successfully" in written, written
+    [question] = caesar.questions
+    shown = question.questions[0]["question"]
+    assert shown.startswith("📋 vorenus's plan:") and "2. Add the flag" in shown, shown
+    assert [o["label"] for o in question.questions[0]["options"]] == ["✅ Go", "✏️ Change", "✖ Drop"]
+    assert "approved" in went, went
+    assert after["vorenus"] == "salve"
+    lasts = [json.dumps(r["messages"][-1]) for r in api.requests]
+    assert "Plan mode is active" in lasts[0]
+    assert "Exited Plan Mode" in lasts[3]  # Go: the CLI left plan mode in the same turn
+    assert "Plan mode is active" not in lasts[-1]  # salve: a normal turn
