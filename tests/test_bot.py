@@ -90,6 +90,7 @@ async def test_the_command_menu_is_set_at_startup(bot: Running) -> None:
         "export",
         "restart",
         "queue",
+        "plan",
         "help",
     ]
 
