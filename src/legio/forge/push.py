@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -185,27 +186,40 @@ async def _transport(
     return settings, fds, read
 
 
-async def fetch_base(repo: Path, target: PushRemote, base: str, token: str) -> str:
-    """The forge's ``base`` branch fetched into the project as ``refs/legio/base/<base>``
-    (Legio's own ref: Caesar's branches untouched); the commit it names now."""
-    settings, fds, read = await _transport(repo, target, token, "fetching the merged base")
-    ref = f"refs/legio/base/{base}"
-    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-maintenance"]
-    args += ["--no-recurse-submodules", "--", target.url, f"+refs/heads/{base}:{ref}"]
+async def _reach(
+    repo: Path,
+    target: PushRemote,
+    token: str,
+    what: str,
+    args: list[str],
+    extra: Sequence[tuple[str, str]] = (),
+) -> tuple[int, bytes, str]:
+    """Run git ``args`` in ``repo`` reaching ``target`` (``_transport``: the token, if
+    any, through a pipe the credential helper reads), the pipe closed whatever happens."""
+    settings, fds, read = await _transport(repo, target, token, what)
     try:
-        code, _, err = await gitsafe.run_raw(
+        return await gitsafe.run_raw(
             repo,
             *args,
             hostile=False,
             work_tree=False,
             limit_s=PUSH_TIMEOUT_S,
-            settings=settings,
+            settings=settings + list(extra),
             pass_fds=fds,
         )
     finally:
         if read >= 0:
             with contextlib.suppress(OSError):
                 os.close(read)
+
+
+async def fetch_base(repo: Path, target: PushRemote, base: str, token: str) -> str:
+    """The forge's ``base`` branch fetched into the project as ``refs/legio/base/<base>``
+    (Legio's own ref: Caesar's branches untouched); the commit it names now."""
+    ref = f"refs/legio/base/{base}"
+    args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-maintenance"]
+    args += ["--no-recurse-submodules", "--", target.url, f"+refs/heads/{base}:{ref}"]
+    code, _, err = await _reach(repo, target, token, "fetching the merged base", args)
     if code != 0:
         said = redact(err).replace(token, REDACTED) if token else redact(err)
         raise ForgeError("fetching the merged base", said[:500] or f"exit code {code}")
@@ -244,24 +258,10 @@ async def push(
     if not agents_branch(branch, agent) or branch == base:
         raise ForgeError("publishing", f"{branch!r} is not Legio's branch of {agent}: not pushed")
     spec = f"{'+' if force else ''}{commit}:refs/heads/{branch}"
-    settings, fds, read = await _transport(repo, target, token, "publishing")
-    settings += [("push.default", "nothing"), ("push.gpgSign", "false")]
     args = ["push", "--porcelain", "--no-verify", "--no-signed", "--no-follow-tags"]
     args += ["--no-recurse-submodules", "--", target.url, spec]
-    try:
-        code, out, err = await gitsafe.run_raw(
-            repo,
-            *args,
-            hostile=False,
-            work_tree=False,
-            limit_s=PUSH_TIMEOUT_S,
-            settings=settings,
-            pass_fds=fds,
-        )
-    finally:
-        if read >= 0:
-            with contextlib.suppress(OSError):
-                os.close(read)
+    extra = [("push.default", "nothing"), ("push.gpgSign", "false")]
+    code, out, err = await _reach(repo, target, token, "publishing", args, extra)
     text = out.decode(errors="replace")
     clean = redact(text).replace(token, REDACTED) if token else redact(text)
     errors = redact(err).replace(token, REDACTED) if token else redact(err)
