@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
+from _procs import rss_mib, tree
 from _report import make_castra, table, update_section
 
 from legio.config import load_config
@@ -27,27 +28,8 @@ from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
 NAMES = [f"c{i}" for i in range(8)]
 
 
-def rss_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
 def descendants(pid: int) -> list[int]:
-    children = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().split(") ", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            if ppid == pid:
-                children.append(int(entry.name))
-    return children + [d for c in children for d in descendants(c)]
+    return tree(pid)[1:]
 
 
 def measure() -> tuple[float, float, int]:
