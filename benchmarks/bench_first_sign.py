@@ -18,16 +18,15 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from _report import ms_stats, table, update_section
-from bench_overhead import copy_castra
+from bench_overhead import copy_castra, echo_bot
 from telegram import Update
 from telegram.constants import ChatAction
-from telegram.ext import AIORateLimiter, ApplicationBuilder, ContextTypes, MessageHandler, filters
+from telegram.ext import ContextTypes
 
 from tests.botbench import CAESAR, running_bot
 from tests.conftest import FakeCli
@@ -55,34 +54,17 @@ async def signs(api: FakeBotApi, text: str, runs: int) -> tuple[list[float], lis
     return out, costs
 
 
-@contextlib.asynccontextmanager
-async def typing_bot() -> AsyncIterator[FakeBotApi]:
-    """A bare PTB bot: the typing action first, then an echo (same ``AIORateLimiter``)."""
+async def typing_echo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A bare PTB bot's answer: the typing action first, then an echo."""
+    message = update.effective_message
+    assert message is not None
+    await context.bot.send_chat_action(message.chat_id, ChatAction.TYPING)
+    await message.reply_text(str(message.text).removeprefix("REPLY "))
 
-    async def echo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        message = update.effective_message
-        assert message is not None
-        await context.bot.send_chat_action(message.chat_id, ChatAction.TYPING)
-        await message.reply_text(str(message.text).removeprefix("REPLY "))
 
-    async with FakeBotApi() as api:
-        app = (
-            ApplicationBuilder()
-            .token(api.token)
-            .base_url(api.base_url)
-            .rate_limiter(AIORateLimiter(max_retries=5))
-            .build()
-        )
-        app.add_handler(MessageHandler(filters.TEXT, echo))
-        async with app:
-            await app.start()
-            assert app.updater is not None
-            await app.updater.start_polling(poll_interval=0, timeout=1)
-            try:
-                yield api
-            finally:
-                await app.updater.stop()
-                await app.stop()
+def typing_bot() -> contextlib.AbstractAsyncContextManager[FakeBotApi]:
+    """A bare PTB bot (same ``AIORateLimiter``): the typing action first, then an echo."""
+    return echo_bot(typing_echo)
 
 
 async def measure(root: Path) -> tuple[list[float], list[float], list[list[str]]]:

@@ -25,7 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,6 +89,9 @@ async def burst(api: FakeBotApi, text: str, n: int = BURST) -> float:
         await asyncio.sleep(0.01)
 
 
+Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Awaitable[None]]
+
+
 def copy_castra(root: Path) -> Path:
     castra = root / "castra"
     shutil.copytree(
@@ -99,14 +102,15 @@ def copy_castra(root: Path) -> Path:
     return castra
 
 
+async def echo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    assert update.effective_message is not None
+    await update.effective_message.reply_text(str(update.effective_message.text))
+
+
 @contextlib.asynccontextmanager
-async def echo_bot() -> AsyncIterator[FakeBotApi]:
-    """A bare PTB echo bot with the same ``AIORateLimiter``, on a fake server of its own."""
-
-    async def echo(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        assert update.effective_message is not None
-        await update.effective_message.reply_text(str(update.effective_message.text))
-
+async def echo_bot(handler: Handler = echo) -> AsyncIterator[FakeBotApi]:
+    """A bare PTB bot with the same ``AIORateLimiter``, on a fake server of its own:
+    ``handler`` answers each text (an echo unless told otherwise)."""
     async with FakeBotApi() as api:
         app = (
             ApplicationBuilder()
@@ -115,7 +119,7 @@ async def echo_bot() -> AsyncIterator[FakeBotApi]:
             .rate_limiter(AIORateLimiter(max_retries=5))
             .build()
         )
-        app.add_handler(MessageHandler(filters.TEXT, echo))
+        app.add_handler(MessageHandler(filters.TEXT, handler))
         async with app:
             await app.start()
             assert app.updater is not None
