@@ -199,8 +199,8 @@ def test_check_and_start_up_name_the_agents_with_unsandboxed_bash(
 
 def test_the_daemon_can_make_itself_non_dumpable() -> None:
     code = (
-        "from legio.fence.launch import is_dumpable, set_non_dumpable;"
-        "print(is_dumpable(), set_non_dumpable(), is_dumpable())"
+        "from legio.fence.handoff import non_dumpable; from legio.fence.launch import is_dumpable;"
+        "print(is_dumpable(), non_dumpable(), is_dumpable())"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)

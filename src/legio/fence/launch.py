@@ -26,26 +26,14 @@ from pathlib import Path
 from legio.config import Config
 from legio.errors import LegioError
 from legio.fence import handoff
-from legio.fence.handoff import TOKEN_FD_ENV
+from legio.fence.handoff import TOKEN_FD_ENV, non_dumpable
 from legio.fence.keys import remember_sockets
 from legio.fence.policy import denied_env_names
 from legio.fence.vault import forge_token, keep
 
 logger = logging.getLogger(__name__)
 
-PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
-
-
-def set_non_dumpable() -> bool:
-    """Make this process non-dumpable (Linux); False where the platform cannot."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return int(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 def is_dumpable() -> bool | None:
@@ -107,7 +95,7 @@ def take_token(config: Config, command: str = "run") -> str:
         token, forge = handed
         keep(config.forge_token_env(), forge)
         keep(config.telegram.token_env, token)  # a file holding it is hidden from agents
-        set_non_dumpable()
+        non_dumpable()
         return token
     token = config.telegram_token()
     keep(config.telegram.token_env, token)
@@ -128,5 +116,5 @@ def take_token(config: Config, command: str = "run") -> str:
             )
     for name in secrets:
         os.environ.pop(name, None)
-    set_non_dumpable()
+    non_dumpable()
     return token
