@@ -78,31 +78,27 @@ def cmd_restore(args: argparse.Namespace) -> int:
         f"restored {report.files} files into {report.castra.parent}: the praetorium is whole "
         f"({report.nuntii:,} messages, schema {report.schema_version})."
     )
-    if report.left_out:
-        print(
-            f"not restored ({len(report.left_out)} files a backup never holds: Legio's own "
-            "state, logins, workspaces; this archive was changed after it was written):"
-        )
-        print("\n".join(f"  {visible(name, keep='')}" for name in report.left_out))
-    if report.grants:
-        print(
-            "Always grants in the archive, restored revoked (each would let an agent act "
-            "without asking; answer Always again when an agent asks to grant one anew):"
-        )
-        print("\n".join(f"  {visible(grant, keep='')}" for grant in report.grants))
-    if report.jobs:
-        print(
-            "Scheduled jobs in the archive, restored disabled (each would run as Caesar's "
-            "request; none runs, /jobs does not list them, no command turns one back on: "
-            "ask the Legatus to schedule again each you recognise):"
-        )
-        print("\n".join(f"  {visible(job, keep='')}" for job in report.jobs))
-    if report.prompts:
-        print(
-            "Prompts unlike the running castra's (a prompt's frontmatter sets its agent's "
-            "tools, folders and approvals; read them before starting it):"
-        )
-        print("\n".join(f"  {line}" for line in report.prompts))
+    _listed(
+        [visible(name, keep="") for name in report.left_out],
+        f"not restored ({len(report.left_out)} files a backup never holds: Legio's own "
+        "state, logins, workspaces; this archive was changed after it was written):",
+    )
+    _listed(
+        [visible(grant, keep="") for grant in report.grants],
+        "Always grants in the archive, restored revoked (each would let an agent act "
+        "without asking; answer Always again when an agent asks to grant one anew):",
+    )
+    _listed(
+        [visible(job, keep="") for job in report.jobs],
+        "Scheduled jobs in the archive, restored disabled (each would run as Caesar's "
+        "request; none runs, /jobs does not list them, no command turns one back on: "
+        "ask the Legatus to schedule again each you recognise):",
+    )
+    _listed(
+        list(report.prompts),
+        "Prompts unlike the running castra's (a prompt's frontmatter sets its agent's "
+        "tools, folders and approvals; read them before starting it):",
+    )
     mine = "the running configuration" if running is not None else "Legio's defaults"
     print(
         f"The archive's legio.toml is set aside as {report.restored_config}, not applied"
@@ -204,3 +200,10 @@ def add_commands(
         help="default: legio-export-<date>.<md|html|jsonl> here",
     )
     export.set_defaults(func=cmd_export)
+
+
+def _listed(lines: list[str], heading: str) -> None:
+    """``heading`` and ``lines`` indented under it; nothing when there are none."""
+    if lines:
+        print(heading)
+        print("\n".join(f"  {line}" for line in lines))
