@@ -464,3 +464,39 @@ def test_sudo_setting_variables_is_read_as_env_reads_them(command: str) -> None:
     assert PUSH.matches("Bash", {"command": command})
     assert read("sudo -u legio A=1 git push").commands == (("git", "push"),)
     assert read("sudo A=1 git status").commands == (("git", "status"),)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sed -n '1e git push' /etc/hostname",
+        "sed -e 's/.*/git push/e' f",
+        "tar -xf t.tar --to-command='git push'",
+        "tar -I 'sh -c \"git push\"' -xf a.tar",
+        "rsync --rsh='git push' a b:c",
+        "ssh -o ProxyCommand='git push' x",
+        "man -P 'git push' ls",
+        "vim -c '!git push' x",
+        "emacs --batch --eval '(shell-command \"git push\")'",
+        "sg x -c 'git push'",
+        "expect -c 'spawn git push'",
+        "script -q --command='git push' /dev/null",
+        "env -vS'git push'",
+        "env -iS'git push'",
+        "MANPAGER='git push' man ls",
+        "SYSTEMD_PAGER='git push' systemctl status",
+        "git config core.fsmonitor 'git push' && git status",
+        "git config core.pager 'git push #' && git log",
+        "git config core.hooksPath /tmp/h && git commit -m x",
+    ],
+)
+def test_a_push_handed_over_as_a_string_or_planted_in_git_config_asks(command: str) -> None:
+    """A third attacker's pass: a program that runs a string it is given (sed's e, tar's
+    --to-command, ssh's ProxyCommand, an editor's !), env -S in a cluster, a pager
+    variable, and a git config write that a later git obeys."""
+    assert PUSH.matches("Bash", {"command": command}), read(command)
+
+
+def test_a_string_naming_git_given_to_a_data_program_is_still_data() -> None:
+    for command in ("echo 'git push'", "grep -r 'git push' docs", "git config user.name x"):
+        assert not PUSH.matches("Bash", {"command": command}), command

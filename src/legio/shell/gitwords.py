@@ -218,6 +218,10 @@ def _subcommand(reading: GitReading, sub: str, args: list[Word]) -> None:
         reading.also.append(("git", "push", None))
     if any(w is not None and "ext::" in w for w in args):
         why.append("a git address ext::… (a command)")
+    if sub == "config":  # git config core.fsmonitor '…': what a later git will run
+        keys = [w for w in args if w is None or not w.startswith("-")]
+        if keys and (keys[0] is None or (len(keys) > 1 and git_config_opaque(keys[0]))):
+            why.append("git config writes a setting that could make git run a command")
     if sub == "for-each-repo":  # git -C <each repository> <its arguments>
         inner = read_git(skip_options(args, {"--config"}))
         why.extend(inner.why)

@@ -290,7 +290,8 @@ class _Reader:
                 self.opaque(f"{name} set (it makes programs run commands)")
             if not option.startswith("-"):
                 self.sets(name, value)
-            if option.startswith(("-S", "--split-string")):
+            cluster = option.startswith("-") and not option.startswith("--")
+            if option.startswith("--split-string") or (cluster and "S" in option.split("=")[0]):
                 self.opaque("env -S (a command line in one word)")
                 return []
             rest = rest[1:]
@@ -426,6 +427,14 @@ def _launches(word: Word, program: str) -> bool:
     return base in LAUNCHERS or interpreter(base) is not None or LOADER.fullmatch(base) is not None
 
 
+def _holds(word: Word, program: str) -> bool:
+    """Whether ``word`` holds ``program`` as a word inside it (``1e git push``,
+    ``--to-command=git push``, ``!git push``): a program that runs strings may run it."""
+    if word is None or word.rsplit("/", 1)[-1] == program:
+        return False  # unknown, or the program itself: read as a later program
+    return re.search(rf"(?<![\w.-]){re.escape(program)}(?![\w.])", word) is not None
+
+
 # programs that run commands, as another program may start them (shell builtins cannot be)
 LAUNCHERS = frozenset(
     {*SHELLS, *INLINE, *WRAPPERS, *RUNNERS, *AWKS, *MAKES}
@@ -442,6 +451,9 @@ def later_programs(command: tuple[Word, ...], program: str) -> list[Reading]:
     if not command or command[0] in DATA_PROGRAMS:
         return []
     readings = []
+    if any(_holds(w, program) for w in command[1:]):  # sed '1e git push', ssh -o ProxyCommand=…
+        why = f"{command[0]} is given a string that names {program} (it may run it)"
+        readings.append(Reading((), why))
     for i in range(1, len(command)):
         if _launches(command[i], program):
             reader = _Reader(depth=1)
