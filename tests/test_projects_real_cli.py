@@ -111,7 +111,12 @@ async def test_the_project_checkout_and_the_copys_git_internals_are_out_of_reach
         "echo /tmp > .git/objects/info/alternates",
     ):
         text = await s.bash(d + command)
-        refused = ("Read-only file system", "could not lock config", "Legio's policy")
+        refused = (
+            "Read-only file system",
+            "could not lock config",
+            "Legio's policy",
+            "Legio refuses this line",
+        )
         assert any(r in text for r in refused), (command, text)
     # the file tools: the CLI's own deny rule, else Legio's path guard
     denied = ("denied by your permission settings", "Legio's policy")
