@@ -19,7 +19,7 @@ import pytest
 
 from legio.app import LegioApp
 from legio.castra import Castra
-from legio.config import ProjectSettings, load_config
+from legio.config import load_config
 from legio.errors import ProjectError
 from legio.fence.jail import JailSupport, jail_support
 from legio.frontends.views import projects_lines
@@ -28,6 +28,7 @@ from legio.projects.checks import Checks
 from legio.projects.checkwords import check_badge
 from legio.projects.copies import Place, Projects
 from legio.projects.overview import check_projects, overview
+from legio.settings.projects import ProjectSettings
 from legio.store.checkstore import CheckRecord, CheckStore
 from legio.store.praetorium import Praetorium
 from legio.timing import now

@@ -17,8 +17,6 @@ from typing import Any, Literal
 
 import tomli_w
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -28,20 +26,17 @@ from pydantic import (
 from legio.errors import ConfigError
 from legio.jobs.schedule import zone_name_error
 from legio.names import NAME, NAME_RULE
+from legio.settings.projects import ForgeSettings, ProjectOptions, ProjectSettings
+from legio.settings.strict import ENV_NAME, Strict
 from legio.shell.rules import DEFAULT_ASK, rule_problems
 
 CONFIG_ENV = "LEGIO_CONFIG"
 DEFAULT_CONFIG_NAME = "legio.toml"
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 MODEL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")  # a [models] key: @vorenus:<name>
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-class ClaudeSettings(_Strict):
+class ClaudeSettings(Strict):
     """How agents reach Claude: the CLI and its permission mode."""
 
     cli_path: str = ""
@@ -51,7 +46,7 @@ class ClaudeSettings(_Strict):
     env_deny: list[str] = Field(default_factory=lambda: ["TELEGRAM_*", "*_BOT_TOKEN"])
 
 
-class TelegramSettings(_Strict):
+class TelegramSettings(Strict):
     """The Telegram front-end: where the token is, who Caesar is, which server."""
 
     token_env: str = "TELEGRAM_BOT_TOKEN"
@@ -64,7 +59,7 @@ class TelegramSettings(_Strict):
     @field_validator("token_env")
     @classmethod
     def _env_name(cls, value: str) -> str:
-        if not _ENV_NAME.match(value):
+        if not ENV_NAME.match(value):
             raise ValueError("must be the name of an environment variable, e.g. TELEGRAM_BOT_TOKEN")
         return value
 
@@ -95,7 +90,7 @@ class TelegramSettings(_Strict):
         return value
 
 
-class MemoriaSettings(_Strict):
+class MemoriaSettings(Strict):
     """Limits of the shared memory."""
 
     max_document_bytes: int = Field(64 * 1024, ge=1024, le=16 * 1024 * 1024)
@@ -116,7 +111,7 @@ _DOMAIN = re.compile(
 )
 
 
-class SandboxConfig(_Strict):
+class SandboxConfig(Strict):
     """The OS sandbox of agents' shell commands (see docs/security.md)."""
 
     mode: Literal["auto", "off"] = "auto"
@@ -154,13 +149,13 @@ class SandboxConfig(_Strict):
         return value
 
 
-class SchedulerSettings(_Strict):
+class SchedulerSettings(Strict):
     """Scheduled jobs (reminders, recurring requests)."""
 
     max_jobs: int = Field(50, ge=1, le=10_000)
 
 
-class ApprovalSettings(_Strict):
+class ApprovalSettings(Strict):
     """Tool calls that wait for Caesar's answer (rules in the Claude CLI's syntax)."""
 
     ask: list[str] = Field(default_factory=lambda: list(DEFAULT_ASK))
@@ -175,7 +170,7 @@ class ApprovalSettings(_Strict):
         return value
 
 
-class BudgetSettings(_Strict):
+class BudgetSettings(Strict):
     """Spending limits in US dollars (0: no limit), counted from Legio's turn records."""
 
     daily_usd: float = Field(0, ge=0)  # the whole legion, per day in the owner's time zone
@@ -183,117 +178,10 @@ class BudgetSettings(_Strict):
     per_turn_usd: float = Field(5.0, ge=0)
 
 
-class ForgeSettings(_Strict):
-    """Where projects' pull requests, CI and issues live (``[forge]``): GitHub or GitHub
-    Enterprise through the REST API; the token is read once, never shown to agents."""
-
-    kind: Literal["github"] = "github"
-    api_url: str = "https://api.github.com"  # GitHub Enterprise: https://<host>/api/v3
-    token_env: str = "GITHUB_TOKEN"
-    # CI of a pull request Legio opened is polled this often, doubling to max_poll_seconds
-    # while nothing changes (conditional requests: an unchanged answer costs no rate limit)
-    poll_seconds: float = Field(30, gt=0, le=3600)
-    max_poll_seconds: float = Field(300, gt=0, le=24 * 3600)
-    follow_reviews: bool = False  # a review asking for changes goes to the agent unasked
-
-    @field_validator("api_url")
-    @classmethod
-    def _api(cls, value: str) -> str:
-        if not re.match(r"https?://[^\s/]+(/\S*)?\Z", value):
-            raise ValueError(
-                'must be an http(s) URL, e.g. "https://api.github.com" or '
-                '"https://github.example.com/api/v3"'
-            )
-        return value.rstrip("/")
-
-    @field_validator("token_env")
-    @classmethod
-    def _env_name(cls, value: str) -> str:
-        if not _ENV_NAME.match(value):
-            raise ValueError("must be the name of an environment variable, e.g. GITHUB_TOKEN")
-        return value
-
-
-class ProjectSettings(_Strict):
-    """One of Caesar's git repositories agents may work on (``[projects.<name>]``), each
-    agent in its own clone on its own branch (see docs/projects.md)."""
-
-    path: Path
-    base: str = ""  # the branch agents start from; "" = the repository's current branch
-    # a shell command run in an agent's copy after a turn changed it ("" = no check),
-    # sandboxed like the agent's shell commands, with no network (docs/projects.md)
-    check: str = ""
-    check_timeout: float = Field(15, gt=0, le=24 * 60)  # minutes; then it is killed
-
-    @field_validator("check")
-    @classmethod
-    def _check(cls, value: str) -> str:
-        if value and not value.strip():
-            raise ValueError('must be a shell command, e.g. "make test", or "" for no check')
-        if "\0" in value:
-            raise ValueError("must not hold a NUL character")
-        if len(value) > MAX_CHECK_CHARS:
-            raise ValueError(
-                f"is {len(value)} characters; keep it under {MAX_CHECK_CHARS} "
-                "(put a longer one in a script in the project and run that)"
-            )
-        return value.strip()
-
-    @model_validator(mode="after")
-    def _timeout_needs_check(self) -> ProjectSettings:
-        if "check_timeout" in self.model_fields_set and not self.check:
-            raise ValueError(
-                'check_timeout is set but check is not: add check = "make test" (the '
-                "command to run), or remove check_timeout"
-            )
-        return self
-
-    repo: str = ""  # "owner/name" on the forge; "" = read from the remote's URL
-    remote: str = "origin"  # the remote Publish pushes to
-    # ✅ Merge's method: "squash", "merge" or "rebase"; "" = the forge's (what the repo allows)
-    merge: Literal["", "squash", "merge", "rebase"] = ""
-
-    @field_validator("repo")
-    @classmethod
-    def _repo(cls, value: str) -> str:
-        if value and not _REPO.match(value):
-            raise ValueError('must be "owner/name" as on the forge, e.g. "caesar/app"')
-        return value
-
-    @field_validator("remote")
-    @classmethod
-    def _remote(cls, value: str) -> str:
-        if value.startswith("-") or not _BRANCH.match(value) or ".." in value or "/" in value:
-            raise ValueError('must be the name of a git remote, e.g. "origin"')
-        return value
-
-    @field_validator("base")
-    @classmethod
-    def _branch(cls, value: str) -> str:
-        if value and (value.startswith("-") or not _BRANCH.match(value) or ".." in value):
-            raise ValueError('must be a branch name, e.g. "main"')
-        return value
-
-
-_BRANCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}\Z")
-MAX_CHECK_CHARS = 2000
-_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}\Z")
-
-
-class ProjectOptions(_Strict):
-    """What holds for every project: the keys of ``[projects]`` itself that have a value.
-    Its tables (``[projects.app]``) are the projects; ``Config`` splits the two."""
-
-    # what publishing one agent's branch may bring into a project's .git at once
-    max_publish_mb: float = Field(200, gt=0)
-    # the address space each git Legio runs itself may take (RLIMIT_AS; legio.projects.gitsafe)
-    git_memory_mb: float = Field(2048, ge=64)
-
-
 OPTIONS = "project_options"  # where [projects]'s own keys go in the model
 
 
-class VoiceSettings(_Strict):
+class VoiceSettings(Strict):
     """Caesar's voice notes, transcribed on this machine by faster-whisper."""
 
     enabled: bool = True
@@ -321,7 +209,7 @@ class VoiceSettings(_Strict):
 _LANGUAGE = re.compile(r"[a-z]{2,3}\Z")
 
 
-class BackupSettings(_Strict):
+class BackupSettings(Strict):
     """Automatic backups of the castra (``legio backup`` by hand works without them)."""
 
     every: Literal["off", "hourly", "daily", "weekly"] = "off"
@@ -332,7 +220,7 @@ class BackupSettings(_Strict):
     allow_shared_folder: bool = False
 
 
-class DigestSettings(_Strict):
+class DigestSettings(Strict):
     """The morning digest: one silent message a day, built from the records."""
 
     at: str = ""  # "08:00" in the configured timezone; "" = no digest
@@ -345,14 +233,14 @@ class DigestSettings(_Strict):
         return value
 
 
-class SessionSettings(_Strict):
+class SessionSettings(Strict):
     """Agents' turns as Legio watches them (``legio.operations.stuck``)."""
 
     # a turn whose CLI has sent nothing this long is said to Caesar (Stop / Keep waiting)
     stuck_minutes: float = Field(10, gt=0, le=24 * 60)
 
 
-class HealthSettings(_Strict):
+class HealthSettings(Strict):
     """The optional HTTP health endpoint (``GET /health``): off while ``listen`` is empty."""
 
     listen: str = ""  # "127.0.0.1:8787"; "" = no endpoint
@@ -375,14 +263,14 @@ class WebSettings(HealthSettings):
     public_url: str = ""
 
 
-class LogSettings(_Strict):
+class LogSettings(Strict):
     """The log file ``castra/state/legio.log``: rotated at ``max_mb``, ``keep`` old files."""
 
     max_mb: float = Field(10, gt=0)
     keep: int = Field(5, ge=0, le=1000)
 
 
-class ModelChoice(_Strict):
+class ModelChoice(Strict):
     """One entry of ``[models]`` (``legio.limits.prices``): the id ``--model`` and
     ``set_model`` take (the CLI's aliases ``opus``/``sonnet``/``haiku`` work) and the price
     in US dollars per million tokens (the budget's "would this turn fit")."""
@@ -398,7 +286,7 @@ def default_models() -> dict[str, ModelChoice]:
     return {n: ModelChoice(id=n, input_usd=i, output_usd=o) for n, (i, o) in prices.items()}
 
 
-class DiskSettings(_Strict):
+class DiskSettings(Strict):
     """The castra's free disk space: a notice under ``warn_mb``, no new file under
     ``refuse_mb``."""
 
@@ -406,7 +294,7 @@ class DiskSettings(_Strict):
     refuse_mb: float = Field(200, ge=0)
 
 
-class Config(_Strict):
+class Config(Strict):
     """Everything in ``legio.toml``; ``path`` is where it was read from."""
 
     castra: Path = Path("castra")

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from legio.config import Config, ProjectSettings
+from legio.config import Config
 from legio.errors import ForgeError, ProjectError
 from legio.forge.base import Forge, PullRequest
 from legio.forge.prtext import closing_words, inert, inert_title
@@ -39,6 +39,7 @@ from legio.projects import gitsafe
 from legio.projects.branchwork import BranchWork, branch_work, tip_of
 from legio.projects.copies import Place, Projects
 from legio.projects.publishing import agents_branch
+from legio.settings.projects import ProjectSettings
 from legio.store.pullstore import PullRecord, PullStore
 
 logger = logging.getLogger(__name__)

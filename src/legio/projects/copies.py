@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from legio.castra import Castra
-from legio.config import Config, ProjectSettings
+from legio.config import Config
 from legio.errors import ProjectError
 from legio.fence.policy import Protected
 from legio.projects import gitsafe, publishing
+from legio.settings.projects import ProjectSettings
 
 logger = logging.getLogger(__name__)
 
