@@ -115,7 +115,7 @@ class LegioApp:
         self.engine = engine  # its parts, for the tests that look inside (never a front-end's)
         # the door's rooms (legio.doors), each given to the front-end parts that need it
         # (tests/test_structure.py: no ``app.<room>.<method>`` chain in a front-end)
-        self.work = WorkDoor(engine)
+        self.work = WorkDoor(engine, self.handle_message)
         self.operations = OperationsDoor(engine)
         self.conversation = ConversationDoor(engine)
         self.inbox = InboxDoor(engine)

@@ -4,11 +4,12 @@ A request's feedback goes to its ``Watch`` (``legio.request``). Everything else 
 has to say goes here: a notice (a budget warning, a plan limit, a disk running low, the
 forge's rate limit), a centurio's answer to the Legatus's dispatch, a work card nobody's
 request showed (or one whose check ended), the forge's events, a stuck turn, a failed
-backup or the morning digest, and a scheduled job's run. A front-end implements the
+backup or the morning digest, a scheduled job's run, and a request Caesar made on a page
+that shows no answers (the cockpit's 🛠 Fix). A front-end implements the
 methods it shows (``Quiet`` does nothing for the rest) and attaches once
 (``LegioApp.attach``). Several may attach (Telegram and the cockpit): each is told every
-event; a job's run is shown by the first that takes it, and a tool call outside any
-request is asked by the first that has an asker.
+event; a job's run or a page's request is shown by the first that takes it, and a tool
+call outside any request is asked by the first that has an asker.
 
 A new kind of feedback that belongs to no request is one method here (with its no-op in
 ``Quiet``) and one call where the engine knows it.
@@ -64,6 +65,10 @@ class Events(Protocol):
     async def job(self, job: Job, run: JobRun) -> bool:
         """Show a scheduled job's run (``run(watch)`` answers it); False: not here."""
 
+    async def requested(self, agent: str, run: JobRun) -> bool:
+        """Show a request to ``agent`` that Caesar made where answers are not shown (the
+        cockpit's 🛠 Fix) like one of his own (``run(watch)`` answers it); False: not here."""
+
 
 class Quiet:
     """An ``Events`` that shows nothing: a front-end overrides what it shows."""
@@ -90,6 +95,9 @@ class Quiet:
         return None
 
     async def job(self, job: Job, run: JobRun) -> bool:
+        return False
+
+    async def requested(self, agent: str, run: JobRun) -> bool:
         return False
 
 
@@ -141,5 +149,13 @@ class Audience:
         """The job's run, shown by the first front-end that takes it (else unseen)."""
         for events in list(self.attached):
             if await events.job(job, run):
+                return None
+        return await run(UNWATCHED)
+
+    async def requested(self, agent: str, run: JobRun) -> object:
+        """A page's request to ``agent``, shown by the first front-end that takes it (else
+        answered unseen: its answer is in the history and on the cockpit's page)."""
+        for events in list(self.attached):
+            if await events.requested(agent, run):
                 return None
         return await run(UNWATCHED)

@@ -5,6 +5,7 @@ issues). ``LegioApp.work``; the front-end parts that show this work are given it
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +23,9 @@ from legio.projects.undoing import Kept
 from legio.request import (
     CardDiff,
     ForgeEvent,
+    Reply,
     Request,
+    Watch,
     WorkCard,
 )
 from legio.sessions.desk import ProjectDesk, Target
@@ -30,12 +33,15 @@ from legio.sessions.manager import SessionManager
 from legio.sessions.turnback import TurnBack, UndoAsk
 from legio.store.checkstore import CheckRecord
 
+Handle = Callable[[Request, Watch], Awaitable[list[Reply]]]  # ``LegioApp.handle_message``
+
 
 class WorkDoor:
     """Projects, cards, checks and the forge, for the front-ends."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, handle: Handle) -> None:
         self.engine = engine
+        self.handle = handle
         self.config: Config = engine.config
         self.sessions: SessionManager = engine.sessions
         self.projects: ProjectDesk = engine.projects
@@ -81,6 +87,23 @@ class WorkDoor:
         """🛠 Fix: a request asking card ``card_id``'s agent to fix its failed check, on its
         project, with the failing output (bounded, escaped); None if there is nothing to fix."""
         return await self.sessions.cards.fix_request(card_id)
+
+    async def fix_elsewhere(self, card_id: int) -> str:
+        """🛠 Fix asked on a page that shows no answers (the cockpit): the request goes to
+        the card's agent now (not awaited), shown where Caesar reads answers
+        (``Events.requested``: that agent's lane in Telegram, the console). What to say."""
+        card = await self.card(card_id)
+        request = await self.fix_request(card_id) if card is not None else None
+        if card is None or request is None:
+            return "Its check did not fail: nothing to fix."
+
+        async def run(watch: Watch) -> list[Reply]:
+            return await self.handle(request, watch)
+
+        self.engine.operations.spawn(
+            self.engine.audience.requested(card.agent, run), f"legio-fix-{card_id}"
+        )
+        return f"🛠 Asked {card.agent} to fix it: the answer comes where you read its answers."
 
     async def publish_preview(self, card_id: int) -> PublishPreview:
         """What 🚀 Publish of card ``card_id`` would post, nothing pushed: exactly the commit

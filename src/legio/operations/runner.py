@@ -84,7 +84,7 @@ class Operations:
 
     def start(self) -> None:
         """Start the watch (stuck turns, disk space)."""
-        self._spawn(self._watch(), "operations-watch")
+        self.spawn(self._watch(), "operations-watch")
 
     async def start_daemon(self, on_restart: Callable[[], None] | None = None) -> None:
         """The daemon's parts: socket, health endpoint, lag, last error, watchdog."""
@@ -108,7 +108,7 @@ class Operations:
                 self._servers.append(health)
                 self.health = health.sockets[0].getsockname()[:2]
                 logger.info("health endpoint on http://%s:%s/health", *self.health)
-        self._spawn(self.systemd.keep_alive(), "systemd-watchdog")
+        self.spawn(self.systemd.keep_alive(), "systemd-watchdog")
 
     def ready(self, how: str) -> None:
         """Legio listens (``how``: Telegram polling, the console): systemd's READY=1."""
@@ -134,7 +134,8 @@ class Operations:
             logging.getLogger().removeHandler(self.last_error)
         self.systemd.close()
 
-    def _spawn(self, work: Awaitable[Any], name: str) -> None:
+    def spawn(self, work: Awaitable[Any], name: str) -> None:
+        """Run ``work`` in the background until it ends or Legio closes (then cancelled)."""
         task = asyncio.ensure_future(work)
         task.set_name(name)
         self._tasks.add(task)
@@ -189,7 +190,7 @@ class Operations:
                 stuck.silent_for_s,
             )
             for follower in list(self._followers):
-                self._spawn(self._tell(follower, stuck), f"stuck-{stuck.agent}")
+                self.spawn(self._tell(follower, stuck), f"stuck-{stuck.agent}")
         notice = self.disk.check()
         if notice is not None and self.notify is not None:
             await self.notify(notice)
@@ -238,7 +239,7 @@ class Operations:
         running = self.in_flight
         if mode == "now":
             await stop_all()
-        self._spawn(self._restart_when_idle(), "restart-drain")
+        self.spawn(self._restart_when_idle(), "restart-drain")
         if mode == "now" or not running:
             return "♻️ Restarting now."
         return (

@@ -114,7 +114,7 @@ async def run_console(
         board.done(card.agent)
         show(card_text(card))
 
-    async def present_job(job: Job, run: JobRun) -> object:
+    async def present_job(job: Job | None, run: JobRun) -> object:
         return await run(Callbacks(on_status, None, print_reply, print_card))  # whole, after ⏰
 
     async def command(text: str, receipt: int | None = None) -> None:
@@ -195,10 +195,13 @@ async def run_console(
 
 class ConsoleEvents(Quiet):
     """What belongs to no request, printed: notices, a failed backup, the digest, a stuck
-    turn; a scheduled job's run printed like a request; approvals asked by ``asking``."""
+    turn; a scheduled job's run or the cockpit's request (🛠 Fix) printed like a request;
+    approvals asked by ``asking``."""
 
     def __init__(
-        self, show: Callable[[str], None], present: Callable[[Job, JobRun], Awaitable[object]]
+        self,
+        show: Callable[[str], None],
+        present: Callable[[Job | None, JobRun], Awaitable[object]],
     ) -> None:
         self.show, self.present = show, present
         self.asking: Asker | None = None
@@ -224,4 +227,8 @@ class ConsoleEvents(Quiet):
 
     async def job(self, job: Job, run: JobRun) -> bool:
         await self.present(job, run)
+        return True
+
+    async def requested(self, agent: str, run: JobRun) -> bool:
+        await self.present(None, run)
         return True

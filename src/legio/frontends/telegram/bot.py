@@ -158,6 +158,7 @@ class LegioBot:
             self.forge,
             self.talk.dispatched,
             self.present_job,
+            self.present_request,
         )
         await self._app.attach(self.events)  # what belongs to no request, from now on
         if isinstance(application.bot, LaneBot):  # threaded mode: a topic per centurio
@@ -190,6 +191,16 @@ class LegioBot:
             await run(UNWATCHED)
             return
         with in_lane(await self.talk.lane_for(self._bot, chat, job.target)):  # its topic
+            await self._work(self._bot, chat, 0, run)
+
+    async def present_request(self, agent: str, run: JobRun) -> None:
+        """A request Caesar made on the cockpit (🛠 Fix), shown like one of his in the
+        agent's lane of his private chat."""
+        chat = min(self.caesar_ids, default=None)
+        if chat is None or self._bot is None:
+            await run(UNWATCHED)
+            return
+        with in_lane(await self.talk.lane_for(self._bot, chat, agent)):
             await self._work(self._bot, chat, 0, run)
 
     async def tell_interruptions(self, bot: Bot) -> None:

@@ -2,7 +2,8 @@
 attached once at start-up. Each kind goes to the part that shows it: approvals outside a
 request and notices to the asker, a dispatch's answer to its agent's topic, cards to the
 card desk, forge events to their one line, a stuck turn with its buttons, a failed backup
-or the digest, and a scheduled job's run shown like a request."""
+or the digest, and a scheduled job's run or a request made on the cockpit (its 🛠 Fix)
+shown like a request."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class TelegramEvents(Quiet):
     forge_view: ForgeView
     on_dispatch: Callable[[str, str], Awaitable[None]]  # its agent's topic
     present: Callable[[Job, JobRun], Awaitable[None]]  # a job's run, like a request
+    present_request: Callable[[str, JobRun], Awaitable[None]]  # in its agent's lane
 
     def asker(self) -> Asker | None:
         return self.asking
@@ -57,4 +59,8 @@ class TelegramEvents(Quiet):
 
     async def job(self, job: Job, run: JobRun) -> bool:
         await self.present(job, run)
+        return True
+
+    async def requested(self, agent: str, run: JobRun) -> bool:
+        await self.present_request(agent, run)
         return True

@@ -183,6 +183,9 @@ class Live:
         self.publish("job", {"id": job.id, "name": job.name})
         return False  # shown by the chat, which runs it
 
+    async def requested(self, agent: str, run: JobRun) -> bool:
+        return False  # the page's own 🛠 Fix: shown by the chat, seen here through its watch
+
 
 def card_data(card: WorkCard) -> dict[str, Any]:
     return {

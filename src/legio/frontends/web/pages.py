@@ -110,6 +110,7 @@ def routes(router: web.UrlDispatcher) -> None:
     router.add_post("/card/{id:\\d+}/preview", preview)
     router.add_post("/publish/{digest:[0-9a-f]{12}}", publish)
     router.add_post("/card/{id:\\d+}/drop", drop)
+    router.add_post("/card/{id:\\d+}/fix", fix)
 
 
 # ---------------------------------------------------------------- Now
@@ -256,6 +257,16 @@ async def publish(request: web.Request) -> web.Response:
     except (ForgeError, ProjectError) as e:
         return web.json_response({"said": f"Not published: {e}"})
     return web.json_response({"said": published_text(done)})
+
+
+async def fix(request: web.Request) -> web.Response:
+    """🛠 Fix (the chat's button): a request to the card's agent holding its check's
+    failure, answered in the chat where the agent's answers go, live on the Now page."""
+    source = door(request)
+    found = await source.card(int(request.match_info["id"]))
+    if found is None:
+        return web.json_response({"error": "This card is gone."}, status=404)
+    return web.json_response({"said": await source.fix(found)})
 
 
 async def drop(request: web.Request) -> web.Response:

@@ -121,6 +121,10 @@ class Source:
         """Post exactly ``preview`` (``PushRejected``, ``ForgeError``, ``ProjectError``)."""
         return await self.work.publish(preview, force=force)
 
+    async def fix(self, card: WorkCard) -> str:
+        """🛠 Fix: the card's agent asked to fix its failed check, answered in the chat."""
+        return await self.work.fix_elsewhere(card.id)
+
     async def drop(self, card: WorkCard) -> int | None:
         """🗑 Drop the card's copy (its branch published first; ``ProjectError``)."""
         return await self.work.drop_copy(Target(card.agent, card.project))
