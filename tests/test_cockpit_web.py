@@ -448,3 +448,26 @@ async def test_connections_beyond_the_bound_are_closed_at_once(
     await asyncio.sleep(0.1)
     async with client() as http, http.get(f"{cockpit.url}/") as r:
         assert r.status == 401  # served again once they went
+
+
+async def test_a_console_request_is_live_on_the_page(cockpit: Running) -> None:
+    """`legio console` with `[web] listen`: what the console asks shows on the Now page as
+    it happens (its watch observed), not only in the history afterwards."""
+    import io
+    import os
+
+    from legio.frontends.console.terminal import run_console
+
+    async def opened() -> Any:
+        return cockpit.app
+
+    out = io.StringIO()
+    read, write = os.pipe()  # the console reads a real descriptor, as from a pipe
+    os.write(write, b"@vorenus STREAM 3 0.05 seen live on the page\n")
+    os.close(write)
+    with open(read, encoding="utf-8") as stdin:
+        await run_console(opened, stdin=stdin, out=out, observe=cockpit.cockpit.observe)
+    assert "seen live on the page" in out.getvalue()
+    events = [(kind, data) for _, kind, data in cockpit.source.live.ring]
+    assert any(k == "stream" and "vorenus" in d for k, d in events), events
+    assert any(k == "reply" and "seen live on the page" in d for k, d in events), events

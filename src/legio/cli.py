@@ -416,17 +416,24 @@ def cmd_console(args: argparse.Namespace) -> int:
 
     from legio.app import LegioApp
     from legio.frontends.console.terminal import run_console
-    from legio.frontends.web.server import open_cockpit
+    from legio.frontends.web.server import Cockpit, open_cockpit
+    from legio.request import Watch
+
+    cockpit: list[Cockpit] = []
 
     async def opened() -> LegioApp:
         app = await LegioApp.open(config)
         await app.operations.start_operations()  # `legio status` answers here too
-        await open_cockpit(app, config)  # [web]: `legio cockpit`'s links sign in
+        page = await open_cockpit(app, config)  # [web]: `legio cockpit`'s links sign in
+        cockpit.extend([page] if page is not None else [])
         app.operations.listening("console")
         return app
 
+    def observe(watch: Watch) -> Watch:  # each request live on the cockpit's page too
+        return cockpit[0].observe(watch) if cockpit else watch
+
     with contextlib.suppress(KeyboardInterrupt):  # the console says it closed, once
-        asyncio.run(run_console(opened, note=note))
+        asyncio.run(run_console(opened, note=note, observe=observe))
     return 0
 
 

@@ -40,6 +40,7 @@ from legio.request import (
     Request,
     Status,
     Stuck,
+    Watch,
     WorkCard,
 )
 from legio.timing import begin
@@ -81,8 +82,10 @@ async def run_console(
     stdin: TextIO = sys.stdin,
     out: TextIO = sys.stdout,
     note: str = "",
+    observe: Callable[[Watch], Watch] = lambda watch: watch,
 ) -> None:
-    """Chat until end of input; always close the engine."""
+    """Chat until end of input; always close the engine. ``observe``: each request's
+    watch, seen elsewhere too (the cockpit's page, ``Cockpit.observe``)."""
     from legio.frontends.console.prompt import Board, run_prompt
 
     app = await app_factory()
@@ -115,7 +118,7 @@ async def run_console(
         show(card_text(card))
 
     async def present_job(job: Job | None, run: JobRun) -> object:
-        return await run(Callbacks(on_status, None, print_reply, print_card))  # whole, after ⏰
+        return await run(observe(Callbacks(on_status, None, print_reply, print_card)))
 
     async def command(text: str, receipt: int | None = None) -> None:
         pages = await admin.run(text, receipt)
@@ -159,7 +162,9 @@ async def run_console(
                         queue=queue,
                         plan=plan,
                     ),
-                    Callbacks(on_status, printer.stream, print_reply, print_card, None, joined),
+                    observe(
+                        Callbacks(on_status, printer.stream, print_reply, print_card, None, joined)
+                    ),
                 )
         finally:
             app.settle(receipt)
