@@ -137,3 +137,39 @@ async def test_reactions_off(castra_dir: Path, fake_cli: FakeCli) -> None:
         await bot.answer(start, lambda t: t.endswith("later"))
         assert bot.api.calls_of("setMessageReaction") == []
         assert not any("Caesar reacted" in p for p in prompts_of(bot.fake_cli))
+
+
+async def test_marks_in_a_group_leave_its_twenty_messages_a_minute_to_the_answers() -> None:
+    """Telegram allows a bot some 20 messages a minute in a group (python-telegram-bot's
+    limiter keeps to it); a mark is no message: it never waits for the group's budget, so
+    marking a forum's requests does not hold up their answers."""
+    from legio.frontends.telegram.serving import FloodLimits
+
+    limits = FloodLimits(group_max_rate=1, group_time_period=3600)  # one a hour, per group
+    await limits.initialize()
+    sent: list[str] = []
+
+    async def post(endpoint: str, data: dict[str, Any]) -> bool:
+        sent.append(endpoint)
+        return True
+
+    async def call(endpoint: str) -> object:
+        data = {"chat_id": -100123, "message_id": 7}
+        return await limits.process_request(
+            callback=post,
+            args=(endpoint, data),
+            kwargs={},
+            endpoint=endpoint,
+            data=data,
+            rate_limit_args=None,
+        )
+
+    await asyncio.wait_for(call("sendMessage"), 30)  # the group's one message this hour
+    for _ in range(3):  # 👀, 👌 and more: not held for an hour behind it
+        await asyncio.wait_for(call("setMessageReaction"), 30)
+    assert sent == ["sendMessage"] + ["setMessageReaction"] * 3
+    second = asyncio.ensure_future(call("sendMessage"))  # a second message does wait
+    await asyncio.sleep(0.2)
+    assert not second.done()
+    second.cancel()
+    await limits.shutdown()
