@@ -124,3 +124,35 @@ async def test_retry_after_a_restart_runs_the_request_on_its_model_again(
         finally:
             if daemon.process and daemon.process.poll() is None:
                 daemon.kill()
+
+
+async def test_try_again_is_priced_at_its_model_and_retry_keeps_it(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    """The day's budget fits a Try again on haiku where one on opus would not; the held
+    one, /retry'd once the limit is raised, runs on opus."""
+    project = make_project(tmp_path / "app")
+    extra = f'[projects.app]\npath = "{project}"\n[budget]\ndaily_usd = 5\n'
+    work = bash("echo one > one.py && git add one.py && git commit -qm one")
+    async with running_bot(castra_dir, fake_cli, extra) as bot:
+        card = await card_after(bot, f"@vorenus #app add one\nUSAGE 2000 0 0 1000\n{work}")
+        budget = bot.app.engine.sessions.budget
+        assert budget is not None
+        [row] = await bot.app.engine.praetorium.records.usage_since(budget.day_start())
+        opus = (row.input_tokens * 5 + row.output_tokens * 25) / 1e6
+        haiku = (row.input_tokens * 1 + row.output_tokens * 5) / 1e6
+        bot.app.engine.config.budget.daily_usd = row.cost_usd + (haiku + opus) / 2
+
+        question = await tap(bot, card, "🔀 Try again", ASKED)
+        said = await tap(bot, question, "opus", "🔀 vorenus tries card 1's request again")
+        held = await bot.answer(position(bot, said), lambda t: "/retry" in t)
+        assert "daily_usd" in str(held.params["text"])
+        assert "opus" not in models_answered(fake_cli)  # nothing ran on it
+
+        _, answer, _ = await again_on(bot, card, "haiku")  # fits
+        assert str(answer.params["text"]).startswith("⚔️ vorenus #app · haiku")
+
+        bot.app.engine.config.budget.daily_usd = 100
+        retried = await bot.answer(await bot.ask("/retry"), lambda t: t.startswith("⚔️ vorenus"))
+        assert str(retried.params["text"]).startswith("⚔️ vorenus #app · opus")
+        assert models_answered(fake_cli)[-1] == "opus"
