@@ -7,7 +7,10 @@ again at /retry."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+
+import pytest
 
 from tests.botbench import CAESAR, Running, running_bot
 from tests.conftest import FakeCli
@@ -16,6 +19,8 @@ from tests.gitrepo import make_project
 from tests.legion import processes_of
 from tests.reliability.daemon import Daemon, until, write_daemon_config
 from tests.test_models import models_answered, set_models
+from tests.test_steer import TOOL
+from tests.test_stop import hold_at
 from tests.test_undo_bot import bash, buttons, card_after, position, tap
 
 ASKED = "🔀 Try card"
@@ -156,3 +161,30 @@ async def test_try_again_is_priced_at_its_model_and_retry_keeps_it(
         retried = await bot.answer(await bot.ask("/retry"), lambda t: t.startswith("⚔️ vorenus"))
         assert str(retried.params["text"]).startswith("⚔️ vorenus #app · opus")
         assert models_answered(fake_cli)[-1] == "opus"
+
+
+async def test_a_message_naming_a_model_waits_for_its_own_turn_on_it(
+    castra_dir: Path, fake_cli: FakeCli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``@vorenus:haiku …`` to a working vorenus does not join its turn (which runs on its
+    own model): it waits, then runs on haiku."""
+    hold = hold_at(monkeypatch, tmp_path, "pause")
+    async with running_bot(castra_dir, fake_cli) as bot:
+        bot.app.engine.sessions.steerer.hold_s = 0
+        start = await bot.ask(f"@vorenus PAUSE\n{TOOL}")
+        await hold.reached("pause")
+        second = await bot.ask("@vorenus:haiku REPLY on its own")
+        errands = bot.app.engine.sessions.errands
+        for _ in range(6000):  # a bound for a broken test, not a timing: 60 s
+            running = errands.running("vorenus")
+            if errands.waiting("vorenus") or (running is not None and running.joined):
+                break
+            await asyncio.sleep(0.01)
+        hold.go("pause")
+        first = await bot.answer(start, lambda t: "TOOL_RESULT" in t)
+        assert str(first.params["text"]).startswith("⚔️ vorenus —")  # its own model
+        answer = await bot.answer(second, lambda t: t.endswith("on its own"))
+        assert str(answer.params["text"]).startswith("⚔️ vorenus · haiku")
+        assert "➕ added to vorenus's turn" not in bot.api.sent_texts(CAESAR)
+        [process] = processes_of(fake_cli, "vorenus")
+        assert process.folded == [] and models_answered(fake_cli)[-1] == "haiku"

@@ -229,7 +229,11 @@ class Legatus:
                         chosen = request.model or mentions.models.get(name)
                         if chosen:
                             await self.sessions.choices.once(name, nuntius.seq, chosen)
-                    joined, tickets = self._join(request, nuntius, names, receipt, emit), {}
+                    own_model = bool(own & set(names))  # its own turn, on its model
+                    joined = (
+                        None if own_model else self._join(request, nuntius, names, receipt, emit)
+                    )
+                    tickets = {}
                     if joined is None:
                         tickets = {name: self.sessions.reserve(name, receipt) for name in names}
                     receipts.settle(receipt)  # routed: a stop from now on finds it in line
@@ -256,8 +260,6 @@ class Legatus:
         """Add Caesar's message to its one agent's running turn (a steer), if it can go
         there: plain words (no file, no forward, not ⏭ /queue) to one agent that works."""
         if request.queue or request.plan or request.attachments or request.forwarded_from:
-            return None
-        if request.model:  # its own model: a turn of its own
             return None
         if len(names) != 1:
             return None
