@@ -46,6 +46,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "nuntii_fts",
             "agent_sessions",
             "agent_choices",
+            "request_models",
             "turns",
             "interruptions",
             "compactions",
@@ -127,6 +128,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m015_cards",
             "m016_pulls",
             "m017_agent_choices",
+            "m018_request_models",
         ]
         plan = " ".join(
             str(r)

@@ -166,7 +166,8 @@ async def test_try_again_forks_from_the_turns_start_and_asks_again(
         card = await card_after(bot, f"@vorenus #app add one\n{bash(first)}")
         turn_end = tip(project, BRANCH)
         before = len(processes_of(fake_cli, "vorenus"))
-        said = await tap(bot, card, "🔀 Try again", "🔀 vorenus tries card 1's request again")
+        question = await tap(bot, card, "🔀 Try again", "🔀 Try card 1's request again")
+        said = await tap(bot, question, "🔀 Same model", "🔀 vorenus tries card 1's request again")
         text = str(said.params["text"])
         assert "legio/vorenus/try-2" in text and f"from {base[:7]}" in text
         assert "1 uncommitted change(s) kept" in text

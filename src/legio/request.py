@@ -98,6 +98,7 @@ class Request:
     receipt: int | None = None  # when it arrived (``LegioApp.receive``); None: when handed over
     queue: bool = False  # ⏭ /queue: after the agent's running turn, never joining it
     plan: bool = False  # /plan: its turn in the CLI's plan mode; Caesar approves the plan
+    model: str | None = None  # a [models] name for this request (🔀 Try again on another model)
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ class WorkCard:
     check_id: int | None = None  # the project check run after this turn (None: no check)
     tip: str = ""  # the branch's commit after this turn: what its Diff shows and Publish pushes
     publishable: bool = False  # a forge is configured for the project
+    model: str | None = None  # the [models] name its turn ran on, when known
 
 
 @dataclass(frozen=True)

@@ -170,10 +170,16 @@ class WorkDoor:
         """``/undo <n>``: card ``n``'s kept work back (``ProjectError`` with the reason)."""
         return await self.turnback.restore(card_id)
 
-    async def try_again(self, card_id: int) -> tuple[str, Request]:
+    async def try_again(self, card_id: int, model: str | None = None) -> tuple[str, Request]:
         """🔀 Try again: a new branch from card ``card_id``'s start, and its request to
-        send again (run it like any request)."""
-        return await self.turnback.again(card_id)
+        send again (run it like any request) on ``model`` (a [models] name; None: the
+        model that turn was asked on)."""
+        return await self.turnback.again(card_id, model)
+
+    async def try_again_models(self, card_id: int) -> tuple[str | None, list[str]]:
+        """What 🔀 Try again offers: the model card ``card_id``'s turn was asked on (None:
+        the agent's own), and every ``[models]`` name (``ProjectError``: no such card)."""
+        return await self.turnback.models(card_id)
 
     async def merge_plan(self, project: str, number: int) -> MergePlan:
         """✅ Merge's question: the pull request's title, method and head, or the reason

@@ -423,7 +423,8 @@ def agent_header(
 
 
 def card_text(card: WorkCard, check: CheckRecord | None = None) -> str:
-    """A work card: ``🗂 vorenus #app · legio/vorenus/main`` then what the turn changed
+    """A work card: ``🗂 vorenus #app · legio/vorenus/main`` (`` · opus``: the model its turn
+    ran on, when known) then what the turn changed
     (``2 new commits · 4 files +120 −30``) and its check (``check``: its run as it is now;
     none given while a run is named: ``⏳ running``)."""
     changed = []
@@ -439,7 +440,8 @@ def card_text(card: WorkCard, check: CheckRecord | None = None) -> str:
         changed.append(f"{check_badge(check)} {check_on(check)}")
     elif card.check_id is not None:
         changed.append("⏳ running")
-    return f"🗂 {card.agent} #{card.project} · {card.branch}\n" + " · ".join(changed)
+    model = f" · {card.model}" if card.model else ""
+    return f"🗂 {card.agent} #{card.project} · {card.branch}{model}\n" + " · ".join(changed)
 
 
 def reply_text(reply: Reply, header: str) -> str:

@@ -181,7 +181,8 @@ class Legatus:
             project = picked or project
             if problem:  # an unknown #name: nothing runs, the projects are listed
                 return await emit.notice(problem)
-            for model in mentions.models.values():  # @vorenus:opus: a model [models] names
+            asked = [*mentions.models.values(), *([request.model] if request.model else [])]
+            for model in asked:  # @vorenus:opus, or Try again's: a model [models] names
                 refusal = self.sessions.choices.refusal(model)
                 if refusal:
                     return await emit.notice(
@@ -199,7 +200,8 @@ class Legatus:
                 default = LEGATUS
             audience = ([BROADCAST] if mentions.broadcast else mentions.names) or [default]
             names = mentions.names or [default]
-            ahead = [n for n in names if n not in mentions.models]  # @name:model: in its turn
+            own = set(mentions.models) | (set(names) if request.model else set())
+            ahead = [n for n in names if n not in own]  # on a model of its own: in its turn
             self.sessions.prewarm(ahead, project)  # their CLIs start while it is stored
             try:
                 # One message at a time through here, in arrival order: it is stored, then takes
@@ -224,9 +226,14 @@ class Legatus:
                     if pointer is not None:  # before its turn can come: the agent reads the link
                         await self.conversations.link(nuntius, pointer)
                     for name in names:  # this request's model, for its turn only
-                        if name in mentions.models:
-                            self.sessions.choices.once(name, nuntius.seq, mentions.models[name])
-                    joined, tickets = self._join(request, nuntius, names, receipt, emit), {}
+                        chosen = request.model or mentions.models.get(name)
+                        if chosen:
+                            await self.sessions.choices.once(name, nuntius.seq, chosen)
+                    own_model = bool(own & set(names))  # its own turn, on its model
+                    joined = (
+                        None if own_model else self._join(request, nuntius, names, receipt, emit)
+                    )
+                    tickets = {}
                     if joined is None:
                         tickets = {name: self.sessions.reserve(name, receipt) for name in names}
                     receipts.settle(receipt)  # routed: a stop from now on finds it in line
@@ -344,6 +351,8 @@ class Legatus:
         for nuntius, agents in pending:
             if not await self.praetorium.mark_retried(nuntius.seq):
                 continue  # another /retry took it
+            for name in agents:  # the model it was asked on (@vorenus:opus), if any
+                await self.sessions.choices.recall(name, nuntius.seq)
             tickets = {name: self.sessions.reserve(name) for name in agents}
             await self._answer(nuntius, agents, roster, watch, tickets, emit)
         return emit.replies

@@ -93,9 +93,11 @@ class WorkCards:
                 )
         return found
 
-    async def after(self, place: Place, before: Mark, answer_seq: int | None) -> WorkCard | None:
-        """The card of the turn that started at ``before``, stored; None if it changed
-        nothing (or cannot be read, logged)."""
+    async def after(
+        self, place: Place, before: Mark, answer_seq: int | None, model: str | None = None
+    ) -> WorkCard | None:
+        """The card of the turn that started at ``before`` (on ``model``, a [models] name),
+        stored; None if it changed nothing (or cannot be read, logged)."""
         try:
             work = await measure(place, before)
         except ProjectError as e:
@@ -116,6 +118,7 @@ class WorkCards:
             removed=work.removed,
             uncommitted=work.uncommitted.count,
             answer_seq=answer_seq,
+            model=model,
         )
         self._keep(row.id, work.uncommitted.diff, work.uncommitted.untracked)
         self._keep_start(row.id, before.kept)
@@ -147,6 +150,7 @@ class WorkCards:
             check_id=row.check_id,
             tip=row.to_tip,
             publishable=self.projects.config.forge is not None,
+            model=row.model,
         )
 
     async def row(self, card_id: int) -> CardRow | None:

@@ -4,9 +4,12 @@
 changed back with ``default``; they are kept in the praetorium (``agent_choices``), so a
 restart keeps them. ``@vorenus:opus …`` chooses for that one request: the turn runs on
 that model (``ClaudeSDKClient.set_model``, a control request to the running CLI) and the
-next turn switches back. A name is a key of ``legio.toml``'s ``[models]`` (id and price);
-an unknown one is refused with the list. Effort is the CLI's ``--effort``, fixed when
-its process starts: a changed effort restarts the CLI, resuming the same session.
+next turn switches back. A request's model is kept in the praetorium (``request_models``):
+``/retry`` after a restart runs it on that model again (``recall``), and 🔀 Try again's
+"same model" is the one it was asked on (``asked``). A name is a key of ``legio.toml``'s
+``[models]`` (id and price); an unknown one is refused with the list. Effort is the CLI's
+``--effort``, fixed when its process starts: a changed effort restarts the CLI, resuming
+the same session.
 
 When no model is configured, the bundled CLI runs on its own default (an opus model,
 PROTOCOLS.md): switching back from a one-request model then sets ``RESTORE`` explicitly.
@@ -91,11 +94,33 @@ class Choices:
         )
         await self.praetorium.connection.commit()
 
-    def once(self, agent: str, seq: int, model: str) -> None:
-        """``agent``'s turn for nuntius ``seq`` runs on ``model`` (a [models] name)."""
+    async def once(self, agent: str, seq: int, model: str) -> None:
+        """``agent``'s turn for nuntius ``seq`` runs on ``model`` (a [models] name), kept."""
         self._once[(agent, seq)] = model.lower()
         while len(self._once) > ONCE_KEPT:  # requests stopped before their turn came
             self._once.pop(next(iter(self._once)))
+        await self.praetorium.connection.execute(
+            "INSERT OR REPLACE INTO request_models (seq, agent, model) VALUES (?, ?, ?)",
+            (seq, agent, model.lower()),
+        )
+        await self.praetorium.connection.commit()
+
+    async def asked(self, agent: str, seq: int) -> str | None:
+        """The model ``agent`` was asked to answer nuntius ``seq`` on (a [models] name
+        legio.toml still has), or None: its session's."""
+        async with self.praetorium.connection.execute(
+            "SELECT model FROM request_models WHERE seq = ? AND agent = ?", (seq, agent)
+        ) as cursor:
+            row = await cursor.fetchone()
+        name = str(row["model"]) if row is not None else None
+        return name if name in self.config.models else None
+
+    async def recall(self, agent: str, seq: int) -> None:
+        """Run ``agent``'s next turn for nuntius ``seq`` on the model it was asked on
+        (``/retry``: a restart or a hold lost it)."""
+        name = await self.asked(agent, seq)
+        if name is not None:
+            self._once[(agent, seq)] = name
 
     def chosen(self, agent: str) -> tuple[str | None, str | None]:
         """``agent``'s session model name and effort, if chosen."""

@@ -141,15 +141,17 @@ class TurnPipeline:
         if work.place is not None:  # in the project for Caesar to see; the answer never waits
             await self.projects.publish_quietly(work.place)
             if work.before is not None and outcome.kind != "held":
-                await self._card(work.place, work.before, job.watch, answer_seq)
+                await self._card(work, job.watch, answer_seq)
         return outcome
 
-    async def _card(self, place: Place, before: Mark, watch: Watch, answer_seq: int | None) -> None:
+    async def _card(self, work: _Work, watch: Watch, answer_seq: int | None) -> None:
         """The work card of a turn that changed the agent's work (stored with the answer
-        ``answer_seq`` the turn gave: what Publish says the work is), after its answer."""
-        assert self.cards is not None
+        ``answer_seq`` the turn gave: what Publish says the work is, and the model it ran
+        on), after its answer."""
+        assert self.cards is not None and work.place is not None and work.before is not None
+        place = work.place
         try:
-            card = await self.cards.after(place, before, answer_seq)
+            card = await self.cards.after(place, work.before, answer_seq, work.model)
             if card is not None:
                 await watch.card(card)
         except Exception:

@@ -12,7 +12,9 @@ the next Publish, which asks before it force-pushes). ``kept`` lists what is kep
 first), ``restore`` brings one back when the branch is still where the undo left it and
 the copy holds no new uncommitted work. ``again`` keeps the copy's uncommitted work the
 same way, starts ``legio/<agent>/try-<n>`` at the turn's start and returns the turn's
-request (Caesar's own words, as recorded) for the agent to answer on it.
+request (Caesar's own words, as recorded) for the agent to answer on it, on the model
+Caesar picked: ``model`` a [models] name, or None for the model that turn was asked on
+(its ``@vorenus:opus``; else the agent's own). ``models`` is what it offers.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from legio.request import Request
 from legio.sessions.manager import SessionManager
 from legio.sessions.pointers import nuntius_at
 from legio.store.cardstore import CardRow
+from legio.store.praetorium import Nuntius
 from legio.store.pullstore import PullStore
 
 logger = logging.getLogger(__name__)
@@ -271,20 +274,37 @@ class TurnBack:
             return False
         return trees[0] == trees[1] != ""
 
-    async def again(self, card_id: int) -> tuple[str, Request]:
-        """🔀 Try again: a new branch from card ``card_id``'s start in its copy (the copy's
-        uncommitted work kept as an undo keeps it), and the turn's request to ask again;
-        what was done, in a sentence."""
+    async def models(self, card_id: int) -> tuple[str | None, list[str]]:
+        """What 🔀 Try again on card ``card_id`` offers: the model its turn was asked on
+        (None: the agent's own), and every model of ``[models]`` (``ProjectError``: no card)."""
+        choices = self.sessions.choices
         row = await self._row(card_id)
-        text = await self._request_text(row)
+        asked = await self._asked(row)
+        same = await choices.asked(row.agent, asked.seq) if asked is not None else None
+        return same, choices.names
+
+    async def again(self, card_id: int, model: str | None = None) -> tuple[str, Request]:
+        """🔀 Try again: a new branch from card ``card_id``'s start in its copy (the copy's
+        uncommitted work kept as an undo keeps it), and the turn's request to ask again on
+        ``model`` (None: the model that turn was asked on); what was done, in a sentence."""
+        row = await self._row(card_id)
+        asked = await self._asked(row)
+        if asked is None or not asked.text.strip():
+            raise ProjectError(f"The request of card {row.id}'s turn is not recorded: ask it anew.")
+        choices = self.sessions.choices
+        if model is not None and choices.refusal(model):
+            raise ProjectError(str(choices.refusal(model)))
+        model = model or await choices.asked(row.agent, asked.seq)
         async with self.idle(row.agent):
             branch, kept = await self._fork(row)
         said = (
-            f"🔀 {row.agent} tries card {row.id}'s request again on {branch}, from "
-            f"{row.from_tip[:7]}; {row.branch} stays as it is"
+            f"🔀 {row.agent} tries card {row.id}'s request again on {branch}"
+            + (f", on {model}" if model else "")
+            + f", from {row.from_tip[:7]}; {row.branch} stays as it is"
             + (f" (the copy's {kept} uncommitted change(s) kept: /undo)." if kept else ".")
         )
-        return said, Request(text=text, lane=row.agent, project=row.project)
+        request = Request(text=asked.text, lane=row.agent, project=row.project, model=model)
+        return said, request
 
     async def _fork(self, row: CardRow) -> tuple[str, int]:
         """The new branch of a Try again, and how many uncommitted changes were kept."""
@@ -306,18 +326,14 @@ class TurnBack:
             await undoing.keep(place, kept, self._max_mb())
         return await undoing.fork(place, row.from_tip, row.agent), left.count
 
-    async def _request_text(self, row: CardRow) -> str:
+    async def _asked(self, row: CardRow) -> Nuntius | None:
+        """The request card ``row``'s turn answered, as recorded."""
         answer = (
             await nuntius_at(self.sessions.praetorium, row.answer_seq) if row.answer_seq else None
         )
-        asked = (
-            await self.sessions.praetorium.get(answer.reply_to)
-            if answer and answer.reply_to
-            else None
-        )
-        if asked is None or not asked.text.strip():
-            raise ProjectError(f"The request of card {row.id}'s turn is not recorded: ask it anew.")
-        return asked.text
+        if answer is None or not answer.reply_to:
+            return None
+        return await self.sessions.praetorium.get(answer.reply_to)
 
     async def prune(self) -> int:
         """Remove what was kept longer than ``KEEP_DAYS``, in every project; how many."""

@@ -17,8 +17,9 @@ from legio.timing import now
 
 COLUMNS = (
     "id, agent, project, branch, base, from_tip, to_tip, commits, files, added, removed, "
-    "uncommitted, answer_seq, created_at, check_id"
+    "uncommitted, answer_seq, created_at, check_id, model"
 )
+ADDED = COLUMNS.partition(", ")[2].replace(", check_id", "")  # what ``add`` writes
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class CardRow:
     answer_seq: int | None
     created_at: str
     check_id: int | None = None  # the project check run for this turn, if any
+    model: str | None = None  # the [models] name its turn ran on, when known
 
     @classmethod
     def from_row(cls, row: Any) -> CardRow:
@@ -67,10 +69,10 @@ class CardStore:
         removed: int,
         uncommitted: int,
         answer_seq: int | None,
+        model: str | None = None,
     ) -> CardRow:
         cursor = await self._db.execute(
-            f"INSERT INTO cards ({COLUMNS.partition(', ')[2].rpartition(', ')[0]}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO cards ({ADDED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 agent,
                 project,
@@ -85,6 +87,7 @@ class CardStore:
                 uncommitted,
                 answer_seq,
                 now().isoformat(),
+                model,
             ),
         )
         card_id = cursor.lastrowid

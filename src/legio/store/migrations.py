@@ -519,6 +519,24 @@ async def m017_agent_choices(db: aiosqlite.Connection) -> None:
     )
 
 
+@migration
+async def m018_request_models(db: aiosqlite.Connection) -> None:
+    """The model one request was asked on (``@vorenus:opus``, 🔀 Try again on another model:
+    legio.sessions.choices), so /retry and Try again keep it; the model a card's turn ran on."""
+    await _script(
+        db,
+        [
+            """CREATE TABLE request_models (
+                seq INTEGER NOT NULL,
+                agent TEXT NOT NULL,
+                model TEXT NOT NULL,
+                PRIMARY KEY (seq, agent)
+            )""",
+            "ALTER TABLE cards ADD COLUMN model TEXT",
+        ],
+    )
+
+
 async def migrate(db: aiosqlite.Connection) -> None:
     """Apply the migrations this database has not had yet, each in one transaction."""
     await db.execute(

@@ -171,7 +171,7 @@ class CardDesk:
             await self.publishing.on_tap(query)
             return
         parts = (query.data or "").split(":")
-        number = digits(parts[2]) if len(parts) == 3 else None
+        number = digits(parts[2]) if len(parts) in (3, 4) else None  # 4: Try again's model
         card = await self.room.card(number) if number is not None else None
         if card is None:
             await query.answer("This card is gone.")
@@ -217,7 +217,8 @@ class CardDesk:
                 await on_undo(self.room, query, message, card, action == "undoyes")
         elif action == "again":
             with in_lane(lane):
-                await on_again(self.room, query, message, card, self._run)
+                model = parts[3] if len(parts) == 4 else None
+                await on_again(self.room, query, message, card, self._run, model)
         elif action == "nopub":
             await query.answer("Not published.")
             with contextlib.suppress(TelegramError):

@@ -3,8 +3,10 @@
 Undo of a branch that is only in the project goes at once (nothing is lost: the turn's
 work is kept for 14 days, ``/undo`` brings it back); of a branch on the forge, a second
 question names its pull request first (``card:undoyes:<id>`` undoes, ``card:undono:<id>``
-keeps). ``card:undo:<id>`` may come from a 👎 on the card too. Try again answers with
-the new branch, then runs the turn's request again under a live view, in the lane.
+keeps). ``card:undo:<id>`` may come from a 👎 on the card too. Try again asks on which
+model first (``card:again:<id>:`` the same one, ``card:again:<id>:<name>`` a ``[models]``
+entry, for that one request), answers with the new branch, then runs the turn's request
+again under a live view, in the lane.
 """
 
 from __future__ import annotations
@@ -74,11 +76,22 @@ async def on_undo(
 
 
 async def on_again(
-    room: WorkDoor, query: CallbackQuery, message: Message, card: WorkCard, run: Run
+    room: WorkDoor,
+    query: CallbackQuery,
+    message: Message,
+    card: WorkCard,
+    run: Run,
+    choice: str | None = None,
 ) -> None:
-    """🔀 Try again: the new branch said, then the request run again."""
+    """🔀 Try again: on which model (``choice`` None: ask; "": the same), then the new
+    branch said and the request run again."""
+    if choice is None and await _ask_model(room, query, message, card):
+        return
+    if choice is not None:
+        with contextlib.suppress(TelegramError):
+            await message.edit_reply_markup(None)  # one tap, one try
     try:
-        said, request = await room.try_again(card.id)
+        said, request = await room.try_again(card.id, choice or None)
     except ProjectError as e:
         await query.answer("Not tried again.")
         await send_with_retries(message.get_bot(), message.chat_id, f"Not tried again: {e}")
@@ -86,3 +99,29 @@ async def on_again(
     await query.answer(f"Asking {card.agent} again…")
     await send_with_retries(message.get_bot(), message.chat_id, said)
     await run(message, request)
+
+
+async def _ask_model(
+    room: WorkDoor, query: CallbackQuery, message: Message, card: WorkCard
+) -> bool:
+    """The model question, as buttons under a message of its own; False when there is no
+    choice to make (no ``[models]``): then it goes at once on the same model."""
+    try:
+        same, names = await room.try_again_models(card.id)
+    except ProjectError as e:
+        await query.answer("Not tried again.")
+        await send_with_retries(message.get_bot(), message.chat_id, f"Not tried again: {e}")
+        return True
+    if not names:
+        return False
+    await query.answer()
+    data = f"card:again:{card.id}:"
+    label = "🔀 Same model" + (f" ({same})" if same else "")
+    rows = [[InlineKeyboardButton(label, callback_data=data)]]
+    others = [InlineKeyboardButton(n, callback_data=data + n) for n in names]
+    rows += [others[i : i + 3] for i in range(0, len(others), 3)]
+    text = f"🔀 Try card {card.id}'s request again ({card.agent} #{card.project}) on which model?"
+    await send_with_retries(
+        message.get_bot(), message.chat_id, text, reply_markup=InlineKeyboardMarkup(rows)
+    )
+    return True
