@@ -8,9 +8,12 @@ import os
 from pathlib import Path
 
 from legio.castra import Castra
+from legio.config import load_config
 from legio.fence.cliconfig import cli_config_dir
 from legio.fence.guard import PathGuard
+from legio.projects.copies import Projects
 from tests.conftest import FakeCli
+from tests.gitrepo import git, make_project
 from tests.test_console import run_console
 
 PLAN = "1. Read main.py\n2. Add the flag"
@@ -94,3 +97,31 @@ def test_the_guard_lets_the_cli_write_its_plan_and_nothing_else_there(castra_dir
     for call in refused:
         assert guard.check("Write", call) is not None, call
     assert guard.check("Read", {"file_path": str(plans / "bold-plan.md")}) is not None
+
+
+async def test_a_copys_plans_are_ignored_by_git_also_in_a_copy_made_before(
+    castra_dir: Path, tmp_path: Path
+) -> None:
+    project = make_project(tmp_path / "app")
+    path = castra_dir.parent / "legio.toml"
+    path.write_text(f'[projects.app]\npath = "{project}"\n')
+    config = load_config(path)
+    projects = Projects(config, Castra(config.castra))
+    place = await projects.place("vorenus", "app")
+    (place.copy / ".plans").mkdir()
+    (place.copy / ".plans" / "bold.md").write_text("1. go\n")
+    assert git(place.copy, "status", "--porcelain") == ""
+    exclude = place.copy / ".git" / "info" / "exclude"
+    exclude.write_text("/.idea")  # a copy of an older Legio: no line for plans, no newline
+    assert ".plans/" in git(place.copy, "status", "--porcelain")
+    await projects.place("vorenus", "app")  # its next request
+    assert exclude.read_text() == "/.idea\n/.plans/\n"
+    assert git(place.copy, "status", "--porcelain") == ""
+    await projects.place("vorenus", "app")
+    assert exclude.read_text().count(".plans") == 1
+    outside = tmp_path / "outside"
+    outside.write_text("keep\n")
+    exclude.unlink()
+    exclude.symlink_to(outside)  # never followed
+    await projects.place("vorenus", "app")
+    assert outside.read_text() == "keep\n"

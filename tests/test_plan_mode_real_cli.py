@@ -10,8 +10,10 @@ from pathlib import Path
 
 from tests.conftest import FakeCli
 from tests.fakes.messages_api import PINNED_MODEL, FakeMessagesApi
+from tests.gitrepo import git
 from tests.legion import Legion
 from tests.test_approvals_real_cli import APPROVALS, ScriptedCaesar
+from tests.test_projects_real_cli import OnProject, on_project  # noqa: F401  (a fixture)
 
 WRITE = {"file_path": "$PLAN_FILE", "content": "1. Read main.py\n2. Add the flag"}
 
@@ -54,3 +56,26 @@ async def test_a_plan_turn_asks_caesar_and_go_leaves_plan_mode(
     assert "Plan mode is active" in lasts[0]
     assert "Exited Plan Mode" in lasts[3]  # Go: the CLI left plan mode in the same turn
     assert "Plan mode is active" not in lasts[-1]  # salve: a normal turn
+
+
+async def test_a_plan_on_a_project_copy_arrives_with_its_text_and_stays_out_of_git(
+    on_project: OnProject,  # noqa: F811
+) -> None:
+    s = on_project
+
+    async def plan(text: str) -> str:
+        nuntius = await s.legion.post(text, ["vorenus"], project="app")
+        planned = dataclasses.replace(nuntius, plan=True)
+        return (await s.legion.manager.dispatch_many(["vorenus"], planned))["vorenus"].text
+
+    written = await plan(f"CALL_TOOL Write {json.dumps(WRITE)}")
+    s.caesar.answers = [{"?": "✅ Go"}]
+    await plan("CALL_TOOL ExitPlanMode {}")
+    assert "File created successfully" in written, written
+    [question] = s.caesar.questions
+    shown = question.questions[0]["question"]
+    assert "2. Add the flag" in shown, shown
+    [plan_file] = (s.copies / ".plans").glob("*.md")  # in the copy, not in castra/state
+    assert git(s.copies, "status", "--porcelain") == ""  # never committed, never in a diff
+    assert await s.legion.praetorium.cards.recent(5) == []  # nor on a work card
+    assert plan_file.read_text().startswith("1. Read main.py")

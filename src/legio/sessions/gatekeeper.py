@@ -57,8 +57,8 @@ logger = logging.getLogger(__name__)
 QUESTION_TOOL = "AskUserQuestion"
 PLAN_TOOL = "ExitPlanMode"
 GO, CHANGE, DROP = "✅ Go", "✏️ Change", "✖ Drop"
-# On a project copy the plan file would be in the CLI's config dir, which Legio's own
-# permissions.deny of castra/state/ refuses: ExitPlanMode may come without the plan's text.
+# The plan file is written in .plans/ of the agent's working directory (or copy); when
+# that write failed (a path guard refusal), ExitPlanMode comes without the plan's text.
 NO_PLAN = "(no plan text reached Legio: see {agent}'s message above)"
 HookCallback = Callable[[Any, str | None, Any], Awaitable[dict[str, Any]]]
 PermissionResult = PermissionResultAllow | PermissionResultDeny
