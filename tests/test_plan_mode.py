@@ -125,3 +125,22 @@ async def test_a_copys_plans_are_ignored_by_git_also_in_a_copy_made_before(
     exclude.symlink_to(outside)  # never followed
     await projects.place("vorenus", "app")
     assert outside.read_text() == "keep\n"
+
+
+def test_plan_vorenus_on_in_the_console_is_kept_and_plan_requests_still_run(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    plain = EXIT.removeprefix("/plan ")  # no /plan: vorenus plans first all the same
+    lines = f"/plan vorenus on\n{plain}\n1\n/plan vorenus fix the bug\n/status\n"
+    result = run_console(castra_dir, fake_cli, lines)
+    assert result.returncode == 0, result.stderr
+    assert "📋 vorenus now plans every request of yours first" in result.stdout
+    assert "📋 vorenus's plan:" in result.stdout
+    assert "User has approved your plan" in result.stdout
+    assert "legatus: ECHO: vorenus fix the bug" in result.stdout  # a /plan request, as before
+    assert "📋 plan first (/plan vorenus off ends it)" in result.stdout
+    assert modes(fake_cli).count("plan") == 2
+    result = run_console(castra_dir, fake_cli, "/plan\n/plan pullo\n/plan vorenus off\n")
+    assert "Planning first: vorenus." in result.stdout  # kept across the restart
+    assert "pullo does not plan first." in result.stdout
+    assert "vorenus no longer plans first" in result.stdout

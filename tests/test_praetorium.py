@@ -127,6 +127,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m015_cards",
             "m016_pulls",
             "m017_agent_choices",
+            "m018_plan_first",
         ]
         plan = " ".join(
             str(r)

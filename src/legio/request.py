@@ -136,6 +136,7 @@ class WorkCard:
     check_id: int | None = None  # the project check run after this turn (None: no check)
     tip: str = ""  # the branch's commit after this turn: what its Diff shows and Publish pushes
     publishable: bool = False  # a forge is configured for the project
+    plan_seq: int | None = None  # the plan Caesar agreed to before this turn (its nuntius)
 
 
 @dataclass(frozen=True)
@@ -299,6 +300,8 @@ class QuestionRequest:
     questions: list[dict[str, Any]]
     timeout_s: float = 600.0
     outcome: str | None = None
+    plan: bool = False  # an agent's plan (ExitPlanMode): ✅ Go, ✏️ Change, ✖ Drop
+    seq: int | None = None  # the plan's nuntius (a reply to its message points at it)
 
 
 class Asker(Protocol):

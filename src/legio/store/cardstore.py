@@ -17,8 +17,9 @@ from legio.timing import now
 
 COLUMNS = (
     "id, agent, project, branch, base, from_tip, to_tip, commits, files, added, removed, "
-    "uncommitted, answer_seq, created_at, check_id"
+    "uncommitted, answer_seq, created_at, check_id, plan_seq"
 )
+ADDED = COLUMNS.split(", ")[1:14]  # what ``add`` writes: agent … created_at
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class CardRow:
     answer_seq: int | None
     created_at: str
     check_id: int | None = None  # the project check run for this turn, if any
+    plan_seq: int | None = None  # the plan Caesar agreed to in this turn (its nuntius)
 
     @classmethod
     def from_row(cls, row: Any) -> CardRow:
@@ -69,8 +71,7 @@ class CardStore:
         answer_seq: int | None,
     ) -> CardRow:
         cursor = await self._db.execute(
-            f"INSERT INTO cards ({COLUMNS.partition(', ')[2].rpartition(', ')[0]}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO cards ({', '.join(ADDED)}) VALUES ({', '.join('?' * len(ADDED))})",
             (
                 agent,
                 project,
@@ -134,6 +135,9 @@ class CardStore:
         ) as c:
             rows = await c.fetchall()
         return [CardRow.from_row(row) for row in rows]
+
+    async def set_plan(self, card_id: int, seq: int) -> None:
+        await self._db.execute("UPDATE cards SET plan_seq = ? WHERE id = ?", (seq, card_id))
 
     async def set_answer(self, card_id: int, seq: int) -> None:
         await self._db.execute("UPDATE cards SET answer_seq = ? WHERE id = ?", (seq, card_id))
