@@ -67,7 +67,9 @@ async def test_a_plan_on_a_project_copy_arrives_with_its_text_and_stays_out_of_g
 
     async def ask(text: str) -> str:  # a plain request: planned first all the same
         nuntius = await s.legion.post(text, ["vorenus"], project="app")
-        return (await s.legion.manager.dispatch_many(["vorenus"], nuntius))["vorenus"].text
+        answer = (await s.legion.manager.dispatch_many(["vorenus"], nuntius))["vorenus"].text
+        assert await s.legion.praetorium.repliers(nuntius.id) == set()  # a plan is no answer
+        return answer
 
     written = await ask(f"CALL_TOOL Write {json.dumps(WRITE)}")
     s.caesar.answers = [{"?": "✅ Go"}]

@@ -7,10 +7,11 @@ plan asked of Caesar (``legio.sessions.gatekeeper``). It is kept in the praetori
 which agents plan first. A scheduled job's request and the Legatus's dispatch run as they
 are (nobody waits to approve their plans), and the Legatus itself never plans first.
 
-Each plan an agent proposes is stored as its nuntius, for Caesar, replying to the request
-it plans: it is in the conversation (``/history``; a reply to its message goes to that
-agent; a fresh session reads it) and outlives a restart. The plan Caesar agreed to (✅ Go)
-is the one its turn's work card links to (``cards.plan_seq``).
+Each plan an agent proposes is stored as its nuntius for Caesar, on the request's project:
+it is in the conversation (``/history``; a reply to its message goes to that agent; a
+fresh session reads it) and outlives a restart. It is no answer (no ``reply_to``): the
+request stays unanswered until its turn ends, so a restart meanwhile still names it. The
+plan Caesar agreed to (✅ Go) is the one its turn's work card links to (``cards.plan_seq``).
 """
 
 from __future__ import annotations
@@ -107,15 +108,13 @@ class Planning:
 
     async def record(self, agent: str, plan: str) -> int | None:
         """Store ``agent``'s proposed ``plan`` (its text as Caesar is shown it) as its
-        nuntius for Caesar, replying to the request it plans; its seq (None: no plan turn
-        runs, or it could not be stored, logged)."""
+        nuntius for Caesar; its seq (None: no plan turn runs, or it could not be stored,
+        logged)."""
         request = self._turns.get(agent)
         if request is None:
             return None
         try:
-            stored = await self.praetorium.post(
-                agent, plan, [CAESAR], reply_to=request.id, project=request.project
-            )
+            stored = await self.praetorium.post(agent, plan, [CAESAR], project=request.project)
         except PraetoriumError:
             logger.exception("%s: its plan for #%s could not be stored", agent, request.seq)
             return None
