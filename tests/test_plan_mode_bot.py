@@ -129,3 +129,19 @@ async def test_a_card_after_an_agreed_plan_shows_the_plan_also_after_a_restart(
         shown = await bot.answer(start, lambda t: PLAN.splitlines()[1] in t)
         assert "📋 vorenus's plan:" in str(shown.params["text"])
         assert shown.params["reply_parameters"]["message_id"] == card_id
+
+
+async def test_a_stop_while_the_plan_waits_says_so_on_the_plan(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    async with running_bot(castra_dir, fake_cli) as bot:
+        start = await bot.ask(EXIT)
+        message_id, _ = await plan_message(bot, start)
+        await bot.ask("/stop vorenus")
+        await bot.api.wait_for_call(
+            "editMessageText",
+            lambda c: "✖ The turn was stopped: nothing was changed." in str(c.params["text"]),
+            start=start,
+        )
+        assert bot.api.buttons(CAESAR, message_id) == []
+        assert PLAN in bot.api.messages[(CAESAR, message_id)]["text"]

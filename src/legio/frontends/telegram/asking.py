@@ -42,7 +42,12 @@ from legio.app import LegioApp
 from legio.doors.talkdoor import ConversationDoor
 from legio.frontends.numbers import digits
 from legio.frontends.telegram.lanes import Lane, in_lane
-from legio.frontends.telegram.planview import decided_plan, decision_line, plan_pages
+from legio.frontends.telegram.planview import (
+    UNDECIDED,
+    decided_plan,
+    decision_line,
+    plan_pages,
+)
 from legio.frontends.views import stop_text
 from legio.request import ApprovalRequest, Asker, Decision, QuestionRequest
 from legio.shell.rules import SHOWN_MAX, shorten_middle
@@ -261,6 +266,11 @@ class TelegramAsker:
                         logger.warning("could not ask chat %s a question: %s", chat_id, e)
             return await question.future
         except asyncio.CancelledError:
+            if request.plan:  # its last part says why it ended
+                line = UNDECIDED.get(request.outcome or "", UNDECIDED["cancelled"])
+                for (chat_id, message_id), shown in question.buttons.items():
+                    await decided_plan(self.bot, chat_id, message_id, shown, line)
+                raise
             for messages in question.messages.values():
                 for chat_id, message_id in messages:
                     with contextlib.suppress(TelegramError):

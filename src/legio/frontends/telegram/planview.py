@@ -25,6 +25,10 @@ DECIDED = (
     "✏️ Change: it asks you what to change.",
     "✖ Dropped: nothing was changed.",
 )
+UNDECIDED = {  # why a plan ended without Caesar's choice (the request's outcome)
+    "timeout": "⌛ No answer in time: dropped, nothing was changed.",
+    "cancelled": "✖ The turn was stopped: nothing was changed.",
+}
 Page = tuple[str, InlineKeyboardMarkup | None, list[MessageEntity]]
 
 
