@@ -12,6 +12,7 @@ from legio.config import load_config
 from legio.fence.cliconfig import cli_config_dir
 from legio.fence.guard import PathGuard
 from legio.projects.copies import Projects
+from legio.projects.overview import diff
 from tests.conftest import FakeCli
 from tests.gitrepo import git, make_project
 from tests.test_console import run_console
@@ -111,6 +112,8 @@ async def test_a_copys_plans_are_ignored_by_git_also_in_a_copy_made_before(
     (place.copy / ".plans").mkdir()
     (place.copy / ".plans" / "bold.md").write_text("1. go\n")
     assert git(place.copy, "status", "--porcelain") == ""
+    report = await diff(projects, place)  # /diff, through Legio's own git: nothing new
+    assert report.copy.uncommitted == [] and report.copy.count == 0
     exclude = place.copy / ".git" / "info" / "exclude"
     exclude.write_text("/.idea")  # a copy of an older Legio: no line for plans, no newline
     assert ".plans/" in git(place.copy, "status", "--porcelain")
