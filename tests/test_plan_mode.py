@@ -8,9 +8,13 @@ import os
 from pathlib import Path
 
 from legio.castra import Castra
+from legio.config import load_config
 from legio.fence.cliconfig import cli_config_dir
 from legio.fence.guard import PathGuard
+from legio.projects.copies import Projects
+from legio.projects.overview import diff
 from tests.conftest import FakeCli
+from tests.gitrepo import git, make_project
 from tests.test_console import run_console
 
 PLAN = "1. Read main.py\n2. Add the flag"
@@ -94,3 +98,52 @@ def test_the_guard_lets_the_cli_write_its_plan_and_nothing_else_there(castra_dir
     for call in refused:
         assert guard.check("Write", call) is not None, call
     assert guard.check("Read", {"file_path": str(plans / "bold-plan.md")}) is not None
+
+
+async def test_a_copys_plans_are_ignored_by_git_also_in_a_copy_made_before(
+    castra_dir: Path, tmp_path: Path
+) -> None:
+    project = make_project(tmp_path / "app")
+    path = castra_dir.parent / "legio.toml"
+    path.write_text(f'[projects.app]\npath = "{project}"\n')
+    config = load_config(path)
+    projects = Projects(config, Castra(config.castra))
+    place = await projects.place("vorenus", "app")
+    (place.copy / ".plans").mkdir()
+    (place.copy / ".plans" / "bold.md").write_text("1. go\n")
+    assert git(place.copy, "status", "--porcelain") == ""
+    report = await diff(projects, place)  # /diff, through Legio's own git: nothing new
+    assert report.copy.uncommitted == [] and report.copy.count == 0
+    exclude = place.copy / ".git" / "info" / "exclude"
+    exclude.write_text("/.idea")  # a copy of an older Legio: no line for plans, no newline
+    assert ".plans/" in git(place.copy, "status", "--porcelain")
+    await projects.place("vorenus", "app")  # its next request
+    assert exclude.read_text() == "/.idea\n/.plans/\n"
+    assert git(place.copy, "status", "--porcelain") == ""
+    await projects.place("vorenus", "app")
+    assert exclude.read_text().count(".plans") == 1
+    outside = tmp_path / "outside"
+    outside.write_text("keep\n")
+    exclude.unlink()
+    exclude.symlink_to(outside)  # never followed
+    await projects.place("vorenus", "app")
+    assert outside.read_text() == "keep\n"
+
+
+def test_plan_vorenus_on_in_the_console_is_kept_and_plan_requests_still_run(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    plain = EXIT.removeprefix("/plan ")  # no /plan: vorenus plans first all the same
+    lines = f"/plan vorenus on\n{plain}\n1\n/plan vorenus fix the bug\n/status\n"
+    result = run_console(castra_dir, fake_cli, lines)
+    assert result.returncode == 0, result.stderr
+    assert "📋 vorenus now plans every request of yours first" in result.stdout
+    assert "📋 vorenus's plan:" in result.stdout
+    assert "User has approved your plan" in result.stdout
+    assert "legatus: ECHO: vorenus fix the bug" in result.stdout  # a /plan request, as before
+    assert "📋 plan first (/plan vorenus off ends it)" in result.stdout
+    assert modes(fake_cli).count("plan") == 2
+    result = run_console(castra_dir, fake_cli, "/plan\n/plan pullo\n/plan vorenus off\n")
+    assert "Planning first: vorenus." in result.stdout  # kept across the restart
+    assert "pullo does not plan first." in result.stdout
+    assert "vorenus no longer plans first" in result.stdout

@@ -129,6 +129,7 @@ async def test_blank_database_gets_exactly_this_schema(tmp_path: Path) -> None:
             "m016_pulls",
             "m017_agent_choices",
             "m018_request_models",
+            "m019_plan_first",
         ]
         plan = " ".join(
             str(r)

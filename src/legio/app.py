@@ -98,6 +98,7 @@ class StatusRow:
     compaction: Compaction | None
     usage: UsageTotals | None
     model: str | None = None  # "opus · effort high": its chosen model and effort, if any
+    plan_first: bool = False  # /plan <name> on: its requests are planned first
 
 
 @dataclass(frozen=True)
@@ -284,7 +285,9 @@ class LegioApp:
             model, effort = self.engine.sessions.choices.chosen(status.name)
             model = model or self.engine.sessions.choices.short(status.model)  # its live CLI's
             label = " · ".join(filter(None, [model, f"effort {effort}" if effort else None]))
-            rows.append(StatusRow(status, compaction, totals.get(status.name), label or None))
+            first = self.engine.sessions.planning.first(status.name)
+            row = StatusRow(status, compaction, totals.get(status.name), label or None, first)
+            rows.append(row)
         return rows
 
     def sandbox_notes(self) -> list[str]:

@@ -147,6 +147,7 @@ class Engine:
             health=health or PlanHealth(),  # tests pass one with a controllable clock
         )
         await sessions.choices.load()  # /model and /effort as a restart left them
+        await sessions.planning.load()  # /plan <agent> on, as a restart left it
         sessions.start()
         legatus = Legatus(config, praetorium, memoria, sessions)
         castra = Castra(config.castra)

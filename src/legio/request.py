@@ -138,6 +138,7 @@ class WorkCard:
     tip: str = ""  # the branch's commit after this turn: what its Diff shows and Publish pushes
     publishable: bool = False  # a forge is configured for the project
     model: str | None = None  # the [models] name its turn ran on, when known
+    plan_seq: int | None = None  # the plan Caesar agreed to before this turn (its nuntius)
 
 
 @dataclass(frozen=True)
@@ -301,6 +302,8 @@ class QuestionRequest:
     questions: list[dict[str, Any]]
     timeout_s: float = 600.0
     outcome: str | None = None
+    plan: bool = False  # an agent's plan (ExitPlanMode): ✅ Go, ✏️ Change, ✖ Drop
+    seq: int | None = None  # the plan's nuntius (a reply to its message points at it)
 
 
 class Asker(Protocol):

@@ -93,3 +93,10 @@ class OperationsDoor:
         session, kept across restarts (``legio.sessions.choices``); the answer to show."""
         agents = [LEGATUS, *self.engine.castra.roster().names]
         return await self.engine.sessions.choices.command(kind, args, agents)
+
+    async def plan_first(self, args: str) -> str | None:
+        """``/plan``, ``/plan <agent>``, ``/plan <agent> on|off``: which centuriones plan
+        every request first (``legio.sessions.planning``); the answer to show, or None
+        when ``args`` is a request to plan, to run as one."""
+        agents = self.engine.castra.roster().names
+        return await self.engine.sessions.planning.command(args, agents)

@@ -83,6 +83,10 @@ class WorkDoor:
         """A check run's whole log, while it is kept."""
         return self.checks.log_path(run_id)
 
+    async def card_plan(self, card_id: int) -> str | None:
+        """📋 Plan: the plan Caesar agreed to before card ``card_id``'s turn (None: none)."""
+        return await self.sessions.cards.plan(card_id)
+
     async def fix_request(self, card_id: int) -> Request | None:
         """🛠 Fix: a request asking card ``card_id``'s agent to fix its failed check, on its
         project, with the failing output (bounded, escaped); None if there is nothing to fix."""

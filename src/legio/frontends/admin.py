@@ -399,6 +399,11 @@ class Admin:
     async def cmd_effort(self, args: str) -> list[str]:
         return [await self.operations.choose("effort", args)]
 
+    async def plan_first(self, args: str) -> list[str] | None:
+        """``/plan [<agent> [on|off]]``'s answer; None: ``args`` is a request to plan."""
+        answer = await self.operations.plan_first(args)
+        return [answer] if answer is not None else None
+
     async def cmd_usage(self, args: str) -> list[str]:
         report = await self.app.usage()
         if report is None:
@@ -550,8 +555,9 @@ COMMANDS = [
     ),
     CommandInfo(
         "plan",
-        "/plan [@name] <message>",
-        "a request the agent plans first: you get its plan with ✅ Go, ✏️ Change, ✖ Drop",
+        "/plan [@name] <message> · /plan <name> on|off",
+        "a request the agent plans first: you get its plan with ✅ Go, ✏️ Change, ✖ Drop "
+        "(on: every request to that agent)",
         Admin.cmd_help,  # the front-ends take it as a request
         waits=True,
     ),

@@ -184,6 +184,8 @@ def status_lines(rows: list[StatusRow], limit: int, problems: tuple[str, ...]) -
         lines.append(status_line(status, limit))
         if row.model:  # /model, /effort
             lines.append(f"   model: {row.model}")
+        if row.plan_first:  # /plan <name> on
+            lines.append(f"   📋 plan first (/plan {status.name} off ends it)")
         if status.compaction_failure:
             lines.append(
                 f"   ⚠️ compaction failed, {status.compaction_failure}; "
@@ -441,7 +443,10 @@ def card_text(card: WorkCard, check: CheckRecord | None = None) -> str:
     elif card.check_id is not None:
         changed.append("⏳ running")
     model = f" · {card.model}" if card.model else ""
-    return f"🗂 {card.agent} #{card.project} · {card.branch}{model}\n" + " · ".join(changed)
+    planned = f"\n📋 after the plan you agreed to (#{card.plan_seq})" if card.plan_seq else ""
+    return (
+        f"🗂 {card.agent} #{card.project} · {card.branch}{model}\n" + " · ".join(changed) + planned
+    )
 
 
 def reply_text(reply: Reply, header: str) -> str:

@@ -53,6 +53,8 @@ SANDBOX_EXCLUDES = "".join(
         ".mcp.json", ".profile", ".ripgreprc", ".vscode", ".zprofile", ".zshrc",
     )
 )  # fmt: skip
+PLANS = ".plans"  # plan mode's plan files, in the agent's working directory (legio.sessions.spec)
+PLANS_EXCLUDE = f"/{PLANS}/\n"  # ignored in each copy: never committed, never on a card
 COPY_REASON = (
     "your copy's git settings, hooks and borrowed objects are Legio's to keep: "
     "work on the files and commit; ask Caesar for anything else"
@@ -66,6 +68,26 @@ CHECKOUT_REASON = (
 def find_tags(text: str) -> list[str]:
     """The ``#names`` in ``text``, lowercased, first mention first, no repeats."""
     return list(dict.fromkeys(m.group(1).lower() for m in TAG.finditer(text)))
+
+
+def exclude_plans(copy: Path) -> None:
+    """``PLANS_EXCLUDE`` in ``copy``'s ``.git/info/exclude`` if not there yet (no link
+    followed; a failure is logged: the plans would then show as new files on its card)."""
+    info = copy / ".git" / "info"
+    try:
+        if not stat.S_ISDIR(os.lstat(info).st_mode):
+            raise OSError(f"{info} is not a folder")
+        path = info / "exclude"
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+        fd = os.open(path, flags, 0o644)
+        with os.fdopen(fd, "r+", encoding="utf-8") as exclude:
+            if not stat.S_ISREG(os.fstat(exclude.fileno()).st_mode):
+                raise OSError(f"{path} is not a file")
+            text = exclude.read()
+            if PLANS_EXCLUDE.strip() not in text.splitlines():
+                exclude.write(("\n" if text and not text.endswith("\n") else "") + PLANS_EXCLUDE)
+    except (OSError, UnicodeDecodeError) as e:
+        logger.warning("%s: %s/ not ignored in the copy: %s", copy, PLANS, e)
 
 
 def branch_for(agent: str, base: str) -> str:
@@ -270,6 +292,7 @@ class Projects:
             copy = self.unlinked(agent, name)
             if copy.exists():
                 gitsafe.git_dir_of(copy)  # a broken copy says so (and /drop starts over)
+                exclude_plans(copy)  # a copy made before plans were written in it
                 head = head_of(copy)
                 branch = head if publishing.agents_branch(head, agent) else branch_for(agent, base)
                 return Place(name, agent, repo, base, branch, copy, head)
@@ -300,7 +323,7 @@ class Projects:
             for key, value in settings:
                 await gitsafe.run(part, "config", key, value, hostile=False, work_tree=False)
             with (part / ".git" / "info" / "exclude").open("a", encoding="utf-8") as exclude:
-                exclude.write(SANDBOX_EXCLUDES)
+                exclude.write(SANDBOX_EXCLUDES + PLANS_EXCLUDE)
             os.rename(part, copy)
         except BaseException:
             shutil.rmtree(part, ignore_errors=True)

@@ -23,6 +23,7 @@ Modules:
 - ``outbox``: `send_file` (workspace and granted folders, the path guard's checks, 50
   MB; opened once by a link-free…
 - ``pipeline``: `TurnPipeline`: what happens inside one agent's turn, step by step
+- ``planning``: `Planning`: who plans every request first (``/plan <agent> on``), plans stored
 - ``pointers``: what the current message points at, for the agent answering it
 - ``query``: one query's message
 - ``reaper``: the idle reaper

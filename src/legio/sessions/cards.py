@@ -94,10 +94,16 @@ class WorkCards:
         return found
 
     async def after(
-        self, place: Place, before: Mark, answer_seq: int | None, model: str | None = None
+        self,
+        place: Place,
+        before: Mark,
+        answer_seq: int | None,
+        model: str | None = None,
+        plan: int | None = None,
     ) -> WorkCard | None:
         """The card of the turn that started at ``before`` (on ``model``, a [models] name),
-        stored; None if it changed nothing (or cannot be read, logged)."""
+        stored (with the ``plan`` Caesar agreed to in it, if any); None if it changed
+        nothing (or cannot be read, logged)."""
         try:
             work = await measure(place, before)
         except ProjectError as e:
@@ -120,6 +126,9 @@ class WorkCards:
             answer_seq=answer_seq,
             model=model,
         )
+        if plan is not None:
+            await self.praetorium.cards.set_plan(row.id, plan)
+            row = replace(row, plan_seq=plan)
         self._keep(row.id, work.uncommitted.diff, work.uncommitted.untracked)
         self._keep_start(row.id, before.kept)
         self._prune()
@@ -151,6 +160,7 @@ class WorkCards:
             tip=row.to_tip,
             publishable=self.projects.config.forge is not None,
             model=row.model,
+            plan_seq=row.plan_seq,
         )
 
     async def row(self, card_id: int) -> CardRow | None:
@@ -270,6 +280,15 @@ class WorkCards:
             return ""
         answer = await nuntius_at(self.praetorium, row.answer_seq)
         return answer.text[:SUMMARY_CHARS] if answer is not None else ""
+
+    async def plan(self, card_id: int) -> str | None:
+        """The plan Caesar agreed to before card ``card_id``'s turn did its work, as the
+        agent proposed it (None: the card has none, or it is gone)."""
+        row = await self.row(card_id)
+        if row is None or row.plan_seq is None:
+            return None
+        found = await nuntius_at(self.praetorium, row.plan_seq)
+        return found.text if found is not None else None
 
     async def fix_request(self, card_id: int) -> Request | None:
         """A request to card ``card_id``'s agent, on its project and in its lane: fix the

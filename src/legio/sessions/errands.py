@@ -95,6 +95,7 @@ class Errand:
     kicks: set[asyncio.Task[None]] | None = None  # where its interrupt task is kept
     project: str | None = None  # the project its turn works on (a steer must match it)
     joined: list[Any] = field(default_factory=list)  # messages added to its turn (steering.Joined)
+    plan: int | None = None  # the plan Caesar agreed to in its turn (legio.sessions.planning)
 
     def stop(self) -> None:
         self.stopped = True

@@ -19,7 +19,8 @@ shutdown) cancels the wait and the request is recorded as cancelled. The CLI's
 So does ``ExitPlanMode`` of a ``/plan`` turn (PROTOCOLS.md, "Plan mode"): the plan is
 asked as a question with ✅ Go (allow: the CLI leaves plan mode and carries it out),
 ✏️ Change (his own words instead deny with them as the changes) and ✖ Drop (deny and
-stop the turn; no answer in time counts as Drop).
+stop the turn; no answer in time counts as Drop); each plan is stored first as the agent's
+nuntius (``legio.sessions.planning``), and the one he agreed to is its turn's plan.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from claude_agent_sdk import (
 from legio.config import Config
 from legio.fence.guard import PathGuard
 from legio.request import ApprovalRequest, Asker, Decision, QuestionRequest, Status, Watch
+from legio.sessions.planning import Planning
 from legio.shell.rules import (
     Rule,
     exact_grant,
@@ -57,8 +59,8 @@ logger = logging.getLogger(__name__)
 QUESTION_TOOL = "AskUserQuestion"
 PLAN_TOOL = "ExitPlanMode"
 GO, CHANGE, DROP = "✅ Go", "✏️ Change", "✖ Drop"
-# On a project copy the plan file would be in the CLI's config dir, which Legio's own
-# permissions.deny of castra/state/ refuses: ExitPlanMode may come without the plan's text.
+# The plan file is written in .plans/ of the agent's working directory (or copy); when
+# that write failed (a path guard refusal), ExitPlanMode comes without the plan's text.
 NO_PLAN = "(no plan text reached Legio: see {agent}'s message above)"
 HookCallback = Callable[[Any, str | None, Any], Awaitable[dict[str, Any]]]
 PermissionResult = PermissionResultAllow | PermissionResultDeny
@@ -114,6 +116,7 @@ class Gatekeeper:
         self.store = store
         self.standing: Callable[[], Asker | None] = lambda: None  # the front-ends' asker
         self.watch_of: Callable[[str], Watch | None] = lambda name: None  # its running turn's
+        self.planning: Planning | None = None  # where plans are stored (SessionManager's)
         self._session_grants: dict[tuple[str, str], set[str]] = {}
         self._always: dict[str, set[str]] = {}
         self._asked: dict[str, tuple[str, tuple[str, ...]]] = {}  # tool_use_id → session, rules
@@ -394,15 +397,19 @@ class Gatekeeper:
             {"label": CHANGE, "description": "write your changes instead of tapping"},
             {"label": DROP, "description": "stop here, change nothing"},
         ]
-        question = {"question": f"📋 {agent}'s plan:\n\n{plan}", "header": "Plan"}
+        text = f"📋 {agent}'s plan:\n\n{plan}"
+        seq = await self.planning.record(agent, text) if self.planning is not None else None
+        question = {"question": text, "header": "Plan", "options": options}
         request = QuestionRequest(
-            self._new_id(), agent, [{**question, "options": options}], self.timeout_s
+            self._new_id(), agent, [question], self.timeout_s, plan=True, seq=seq
         )
         await notify(self.watch_of(agent), Status(agent, "question", note="plan"))
         answers = await self._wait(request, asker.answer(request))
         answer = next(iter(answers.values()), "").strip() if answers else ""
         logger.info("%s: its plan: %s", agent, answer[:80] or "no answer")
         if answer == GO:
+            if self.planning is not None and seq is not None:
+                self.planning.agree(agent, seq)  # its turn's card links to it
             return PermissionResultAllow()
         if answer in ("", DROP):
             return PermissionResultDeny(message="Caesar dropped this plan.", interrupt=True)

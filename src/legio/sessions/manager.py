@@ -49,6 +49,7 @@ from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.opening import open_session
 from legio.sessions.outbox import Outbox, send_file_for
 from legio.sessions.pipeline import Assignment, Deliver, Prefix, TurnPipeline
+from legio.sessions.planning import Planning
 from legio.sessions.reaper import Reaper
 from legio.sessions.slot import AgentSlot, AgentStatus, ensure, warm
 from legio.sessions.spec import AgentSpec, ProjectTools, SpecFactory, centurio_spec
@@ -103,6 +104,9 @@ class SessionManager:
         self.cards = WorkCards(praetorium, self.projects, self.castra.root)  # after each turn
         self.choices = Choices(config, praetorium)  # /model, /effort, @name:model
         self.asides = Asides()  # Caesar's reactions to answers, read with the next request
+        self.planning = Planning(praetorium)  # /plan <agent> on, and the plans proposed
+        if approvals is not None:
+            approvals.planning = self.planning
         self.steerer = Steerer(praetorium, self.errands, self._slot)  # messages joining a turn
         self.pipeline = TurnPipeline(  # what happens inside an agent's turn
             praetorium,
@@ -118,6 +122,7 @@ class SessionManager:
             self.cards,
             self.choices,
             self.asides,
+            self.planning,
         )
 
     def _slot(self, name: str) -> AgentSlot:

@@ -31,6 +31,7 @@ from legio.sessions.client import AgentSession, ask, stale_result, store_turns
 from legio.sessions.compaction import compact_or_fall_back
 from legio.sessions.delivery import Pictures
 from legio.sessions.errands import AgentErrands, Errand
+from legio.sessions.planning import Planning
 from legio.sessions.query import prepare_query
 from legio.sessions.slot import AgentSlot
 from legio.sessions.spec import AgentSpec, placed, tagged
@@ -92,6 +93,7 @@ class TurnPipeline:
     cards: WorkCards | None = None  # a work card after each turn that changed a project
     choices: Choices | None = None  # /model, /effort, @name:model (legio.sessions.choices)
     asides: Asides | None = None  # Caesar's reactions, read with the next request
+    planning: Planning | None = None  # /plan <agent> on; the plans agreed (their cards link)
 
     async def run(self, job: Assignment) -> Outcome:
         """``answer`` inside the agent's turn: the outcome, delivered."""
@@ -141,17 +143,19 @@ class TurnPipeline:
         if work.place is not None:  # in the project for Caesar to see; the answer never waits
             await self.projects.publish_quietly(work.place)
             if work.before is not None and outcome.kind != "held":
-                await self._card(work, job.watch, answer_seq)
+                await self._card(work, job.watch, answer_seq, errand.plan)
         return outcome
 
-    async def _card(self, work: _Work, watch: Watch, answer_seq: int | None) -> None:
+    async def _card(
+        self, work: _Work, watch: Watch, answer_seq: int | None, plan: int | None
+    ) -> None:
         """The work card of a turn that changed the agent's work (stored with the answer
-        ``answer_seq`` the turn gave: what Publish says the work is, and the model it ran
-        on), after its answer."""
+        ``answer_seq`` the turn gave: what Publish says the work is, the model it ran on
+        and the ``plan`` Caesar agreed to in it), after its answer."""
         assert self.cards is not None and work.place is not None and work.before is not None
         place = work.place
         try:
-            card = await self.cards.after(place, work.before, answer_seq, work.model)
+            card = await self.cards.after(place, work.before, answer_seq, work.model, plan)
             if card is not None:
                 await watch.card(card)
         except Exception:
@@ -246,8 +250,14 @@ class TurnPipeline:
             )
             return text
 
-        if job.nuntius.plan:  # /plan: proposes first; ExitPlanMode asks Caesar (gatekeeper)
+        # /plan, or an agent that plans first: it proposes; ExitPlanMode asks Caesar
+        planned = job.nuntius.plan
+        if self.planning is not None:
+            planned = self.planning.plans(slot.name, job.nuntius)
+        if planned:
             await session.client.set_permission_mode("plan")
+            if self.planning is not None:
+                self.planning.begin(slot.name, job.nuntius)
         try:
             return await send()
         except AgentError:
@@ -256,7 +266,9 @@ class TurnPipeline:
             errand.check()
             return await send()  # after a plan limit's reset: the same message once more
         finally:
-            if job.nuntius.plan:  # back to the agent's normal mode for its next turn
+            if planned:  # back to the agent's normal mode for its next turn
+                if self.planning is not None:
+                    errand.plan = self.planning.end(slot.name)
                 await restore_mode(session)
 
 

@@ -32,7 +32,7 @@ from legio.fence.sandbox import agent_options, effective_tools
 from legio.memoria import MemoriaStore
 from legio.memoria.tools import build_memoria_centurio_server
 from legio.names import LEGATUS
-from legio.projects.copies import Place, Projects, checkout_fence
+from legio.projects.copies import PLANS, Place, Projects, checkout_fence
 from legio.request import Added, Asker, Reply, Status, Watch, WorkCard
 from legio.sessions.gatekeeper import PLAN_TOOL, QUESTION_TOOL, Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for
@@ -209,7 +209,7 @@ def build_options(
         hide=config.sandbox.hide,
     )
     confined = agent_options(castra, config, spec.name, spec.tools, spec.add_dirs, fence=spec.fence)
-    if spec.place is None and approvals is not None:  # /plan: its plan file in its workspace
+    if approvals is not None:  # /plan: its plan file in its working directory (or copy)
         confined["settings"] = with_plans(confined["settings"], spec.cwd)
     hooks: dict[Any, list[HookMatcher]] = {
         "PreToolUse": [HookMatcher(matcher=None, hooks=[path_guard_hook(guard)])]  # type: ignore[list-item]
@@ -241,11 +241,13 @@ def build_options(
     )
 
 
-PLANS = ".plans"  # plan mode's plan files, in the agent's own workspace (not a project copy)
-
-
 def with_plans(settings: str, cwd: Path) -> str:
     """The CLI's settings with ``plansDirectory`` in ``cwd`` (created): the CLI's default,
-    its config dir, is refused by Legio's own deny rules (PROTOCOLS.md, "Plan mode")."""
-    (cwd / PLANS).mkdir(exist_ok=True)
+    its config dir, is refused by Legio's own deny rules (PROTOCOLS.md, "Plan mode"). In a
+    project copy ``cwd`` is the copy, whose ``.git/info/exclude`` ignores it
+    (``legio.projects.copies.exclude_plans``). The path guard still judges each write there."""
+    try:
+        (cwd / PLANS).mkdir(exist_ok=True)
+    except OSError as e:  # e.g. a file of that name: the plan then comes without its text
+        logger.warning("%s: no %s folder for plans: %s", cwd, PLANS, e)
     return json.dumps({**json.loads(settings), "plansDirectory": PLANS})

@@ -17,9 +17,9 @@ from legio.timing import now
 
 COLUMNS = (
     "id, agent, project, branch, base, from_tip, to_tip, commits, files, added, removed, "
-    "uncommitted, answer_seq, created_at, check_id, model"
+    "uncommitted, answer_seq, created_at, check_id, model, plan_seq"
 )
-ADDED = COLUMNS.partition(", ")[2].replace(", check_id", "")  # what ``add`` writes
+ADDED = COLUMNS.partition(", ")[2].replace(", check_id", "").replace(", plan_seq", "")  # add
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class CardRow:
     created_at: str
     check_id: int | None = None  # the project check run for this turn, if any
     model: str | None = None  # the [models] name its turn ran on, when known
+    plan_seq: int | None = None  # the plan Caesar agreed to in this turn (its nuntius)
 
     @classmethod
     def from_row(cls, row: Any) -> CardRow:
@@ -137,6 +138,9 @@ class CardStore:
         ) as c:
             rows = await c.fetchall()
         return [CardRow.from_row(row) for row in rows]
+
+    async def set_plan(self, card_id: int, seq: int) -> None:
+        await self._db.execute("UPDATE cards SET plan_seq = ? WHERE id = ?", (seq, card_id))
 
     async def set_answer(self, card_id: int, seq: int) -> None:
         await self._db.execute("UPDATE cards SET answer_seq = ? WHERE id = ?", (seq, card_id))

@@ -537,6 +537,19 @@ async def m018_request_models(db: aiosqlite.Connection) -> None:
     )
 
 
+@migration
+async def m019_plan_first(db: aiosqlite.Connection) -> None:
+    """/plan <agent> on: every request it gets is planned first (legio.sessions.planning);
+    a work card's agreed plan (the nuntius it was stored as)."""
+    await _script(
+        db,
+        [
+            "ALTER TABLE agent_choices ADD COLUMN plan_first INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE cards ADD COLUMN plan_seq INTEGER",
+        ],
+    )
+
+
 async def migrate(db: aiosqlite.Connection) -> None:
     """Apply the migrations this database has not had yet, each in one transaction."""
     await db.execute(

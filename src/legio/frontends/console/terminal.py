@@ -153,6 +153,13 @@ async def run_console(
             first = text.split(maxsplit=1)[0]
             queue, plan = first == "/queue", first == "/plan"  # ⏭ after the turn; plan first
             text = text.split(maxsplit=1)[1] if (queue or plan) and " " in text.strip() else text
+            toggled = (
+                await admin.plan_first("" if text.strip() == first else text) if plan else None
+            )
+            if toggled is not None:  # /plan [<agent> [on|off]]: who plans first
+                for page in toggled:
+                    show(page)
+                return
             with begin("update received"):  # each agent leaves the status line with its reply
                 await app.handle_message(
                     Request(

@@ -27,5 +27,6 @@ Modules:
 - ``steermarks``: the ➕ mark of a message that joined a running turn, and its ⏭ button
 - ``stuckview``: a stuck turn said in its agent's lane, with Stop and Keep waiting
 - ``mergeview``: ✅ Merge on a ✅ CI line, after one confirmation
+- ``planview``: an agent's plan as its own message, with ✅ Go, ✏️ Change, ✖ Drop
 - ``undoview``: a card's ↩️ Undo and 🔀 Try again
 """

@@ -12,7 +12,11 @@ answers them "not yours").
 
 An agent's question (``AskUserQuestion``) becomes one message per question with its
 options as buttons (toggles and a Done button when several may be chosen); Caesar's
-next plain text message answers whatever is still open.
+next plain text message answers whatever is still open, and a *reply* to a question's
+message answers that question alone. An agent's plan (``ExitPlanMode``) comes as its own
+message (``planview``: the plan rendered, ✅ Go · ✏️ Change · ✖ Drop on its last part),
+recorded as carrying the plan's nuntius; a reply to it is the changes while it waits, and
+once it is decided goes to that agent as a new request (``conversation``).
 """
 
 from __future__ import annotations
@@ -35,8 +39,15 @@ from telegram import (
 from telegram.error import TelegramError
 
 from legio.app import LegioApp
+from legio.doors.talkdoor import ConversationDoor
 from legio.frontends.numbers import digits
 from legio.frontends.telegram.lanes import Lane, in_lane
+from legio.frontends.telegram.planview import (
+    UNDECIDED,
+    decided_plan,
+    decision_line,
+    plan_pages,
+)
 from legio.frontends.views import stop_text
 from legio.request import ApprovalRequest, Asker, Decision, QuestionRequest
 from legio.shell.rules import SHOWN_MAX, shorten_middle
@@ -71,6 +82,7 @@ class _Question:
     answers: dict[int, str] = field(default_factory=dict)
     picked: dict[int, list[str]] = field(default_factory=dict)
     messages: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    buttons: dict[tuple[int, int], Any] = field(default_factory=dict)  # a plan's last part
 
 
 def approval_text(request: ApprovalRequest) -> str:
@@ -123,13 +135,17 @@ class _InLane:
 class TelegramAsker:
     """Asks Caesar in Telegram; register with ``LegioApp.set_asker``."""
 
-    def __init__(self, bot: Bot, chat_ids: list[int], app: LegioApp) -> None:
+    def __init__(
+        self, bot: Bot, chat_ids: list[int], app: LegioApp, facts: ConversationDoor | None = None
+    ) -> None:
         self.bot = bot
         self.chat_ids = chat_ids
         self.app = app
+        self.facts = facts  # which messages carry a plan's nuntius
         self._approvals: dict[int, _Pending] = {}
         self._decided: dict[int, str] = {}
         self._questions: dict[int, _Question] = {}
+        self._closed: dict[tuple[int, int], int] = {}  # messages of questions no longer open
 
     # ---------------------------------------------------------- approvals
 
@@ -237,7 +253,9 @@ class TelegramAsker:
         question = _Question(request, secrets.token_hex(4), loop.create_future())
         self._questions[request.id] = question
         try:
-            for index in range(len(request.questions)):
+            if request.plan:
+                await self._send_plan(question, lane)
+            for index in range(len(request.questions) if not request.plan else 0):
                 text, keyboard = self._question_message(question, index)
                 for chat_id in self.chat_ids:
                     try:
@@ -248,6 +266,11 @@ class TelegramAsker:
                         logger.warning("could not ask chat %s a question: %s", chat_id, e)
             return await question.future
         except asyncio.CancelledError:
+            if request.plan:  # its last part says why it ended
+                line = UNDECIDED.get(request.outcome or "", UNDECIDED["cancelled"])
+                for (chat_id, message_id), shown in question.buttons.items():
+                    await decided_plan(self.bot, chat_id, message_id, shown, line)
+                raise
             for messages in question.messages.values():
                 for chat_id, message_id in messages:
                     with contextlib.suppress(TelegramError):
@@ -257,6 +280,35 @@ class TelegramAsker:
             raise
         finally:
             self._questions.pop(request.id, None)
+            for messages in question.messages.values():  # a reply to one is no answer now
+                self._closed.update(dict.fromkeys(messages, request.id))
+            while len(self._closed) > DECIDED_KEPT:
+                self._closed.pop(next(iter(self._closed)))
+
+    async def _send_plan(self, question: _Question, lane: Lane | None) -> None:
+        """An agent's plan: its message (in parts if long), the buttons on the last,
+        recorded as carrying the plan's nuntius (a reply to it points there)."""
+        request = question.request
+        base = f"q:{request.id}:{question.nonce}:0"
+        for chat_id in self.chat_ids:
+            sent: list[int] = []
+            try:
+                with in_lane(lane):
+                    for text, keyboard, page in plan_pages(request, base):
+                        message = await self.bot.send_message(
+                            chat_id, text, entities=page or None, reply_markup=keyboard
+                        )
+                        sent.append(message.message_id)
+                        question.messages.setdefault(0, []).append((chat_id, message.message_id))
+                        if keyboard is not None:
+                            question.buttons[chat_id, message.message_id] = (text, page)
+            except TelegramError as e:
+                logger.warning("could not show chat %s a plan: %s", chat_id, e)
+            if sent and request.seq is not None and self.facts is not None:
+                try:
+                    await self.facts.carried(request.seq, chat_id, sent)
+                except Exception:
+                    logger.exception("could not record the plan's messages")
 
     def _question_message(
         self, question: _Question, index: int
@@ -284,6 +336,11 @@ class TelegramAsker:
         return "\n".join(lines), InlineKeyboardMarkup(rows)
 
     async def _refresh(self, question: _Question, index: int) -> None:
+        if question.request.plan:  # its last part says what Caesar decided
+            line = decision_line(question.request, question.answers[index])
+            for (chat_id, message_id), shown in question.buttons.items():
+                await decided_plan(self.bot, chat_id, message_id, shown, line)
+            return
         text, keyboard = self._question_message(question, index)
         for chat_id, message_id in question.messages.get(index, []):
             with contextlib.suppress(TelegramError):
@@ -334,21 +391,33 @@ class TelegramAsker:
         text = message.text or ""
         reply_to = message.reply_to_message
         if reply_to is not None:
+            key = (message.chat_id, reply_to.message_id)
             for pending in self._approvals.values():
-                if (message.chat_id, reply_to.message_id) in pending.messages:
+                if key in pending.messages:
                     if not pending.future.done():
                         pending.future.set_result(Decision("deny", text))
                         await self._settle(pending, f"❌ Denied: {text[:500]}")
                     return True
+            for question in list(self._questions.values()):  # a reply to one: its answer
+                if any(key in shown for shown in question.messages.values()):
+                    await self._fill(question, text)
+                    return True
+            if key in self._closed:  # decided: a reply to it is a new request
+                return False
         for question in list(self._questions.values()):
-            open_ = [i for i in range(len(question.request.questions)) if i not in question.answers]
-            for index in open_:
-                question.answers[index] = text
-                await self._refresh(question, index)
-            if open_:
-                await self._settle_question(question)
+            if await self._fill(question, text):
                 return True
         return False
+
+    async def _fill(self, question: _Question, text: str) -> bool:
+        """``text`` answers each of ``question``'s items still open; False if none was."""
+        open_ = [i for i in range(len(question.request.questions)) if i not in question.answers]
+        for index in open_:
+            question.answers[index] = text
+            await self._refresh(question, index)
+        if open_:
+            await self._settle_question(question)
+        return bool(open_)
 
     # ---------------------------------------------------------- notices
 

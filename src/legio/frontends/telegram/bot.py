@@ -141,7 +141,8 @@ class LegioBot:
         self._admin = Admin(self._app)
         self._bot = application.bot
         chats, bot = sorted(self.caesar_ids), application.bot
-        self.asker = TelegramAsker(bot, chats, self._app)  # approvals, questions as buttons
+        # approvals, questions and plans as buttons
+        self.asker = TelegramAsker(bot, chats, self._app, self._app.conversation)
         self.talk.cards.bot = bot
         self.reactions = Reactions(
             self.config.telegram.reactions, self._app.conversation, self.talk.cards
@@ -291,9 +292,17 @@ class LegioBot:
                 self.app.settle(receipt)
 
     async def on_plan(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-        """/plan <message>: the agent plans first; its plan comes with Go/Change/Drop."""
+        """/plan <message>: the agent plans first; its plan comes with Go/Change/Drop.
+        ``/plan``, ``/plan <agent>``, ``/plan <agent> on|off``: who plans every request first."""
         receipt = self.arrival(update)
+        message = update.effective_message
         try:
+            words = (message.text or "").split(maxsplit=1) if message is not None else []
+            toggled = await self.admin.plan_first(words[1] if len(words) > 1 else "")
+            if message is not None and toggled is not None:
+                with in_lane(await self.talk.lane_of(message)):
+                    await send_pages(context.bot, message.chat_id, toggled)
+                return
             await self._on_text(update, context, receipt, plan=True)
         finally:
             if receipt is not None:

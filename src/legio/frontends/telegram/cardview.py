@@ -6,8 +6,9 @@ failed) and **🗑 Drop**; ``update`` edits a card already shown when its check 
 posts a card nobody asked for (the Legatus's dispatch) in the agent's lane. A tap names
 the card, never "the latest": an older card's buttons still show that card's own turn and
 say when the branch has moved on. **🚀 Publish** shows what would be posted and posts only
-on the confirming tap (``publishview``). Drop asks once more before it removes a copy. Strangers'
-taps never reach here (``bot.py``'s gate answers them "not yours").
+on the confirming tap (``publishview``). **📋 Plan** (a turn that carried out a plan Caesar
+agreed to) shows that plan again, as stored. Drop asks once more before it removes a copy.
+Strangers' taps never reach here (``bot.py``'s gate answers them "not yours").
 """
 
 from __future__ import annotations
@@ -36,7 +37,12 @@ from legio.frontends.numbers import digits
 from legio.frontends.telegram.diffs import send_card_diff
 from legio.frontends.telegram.lanes import Lane, in_lane
 from legio.frontends.telegram.publishview import PublishDesk
-from legio.frontends.telegram.sending import plain_pages, send_document, send_with_retries
+from legio.frontends.telegram.sending import (
+    plain_pages,
+    send_document,
+    send_markdown,
+    send_with_retries,
+)
 from legio.frontends.telegram.undoview import on_again, on_undo, undo_buttons
 from legio.frontends.views import card_text
 from legio.request import Reply, Request, Watch, WorkCard
@@ -77,6 +83,8 @@ def card_keyboard(
     row = [InlineKeyboardButton("🔍 Diff", callback_data=f"card:diff:{card.id}")]
     if card.check_id is not None:
         row.append(InlineKeyboardButton("🧪 Checks", callback_data=f"card:checks:{card.id}"))
+    if card.plan_seq is not None:
+        row.append(InlineKeyboardButton("📋 Plan", callback_data=f"card:plan:{card.id}"))
     if open_url:
         row.append(InlineKeyboardButton("↗ Open", web_app=WebAppInfo(open_url)))
     second = []
@@ -206,6 +214,16 @@ class CardDesk:
             await query.answer()
             with in_lane(lane):
                 await self._checks(message, card)
+        elif action == "plan":
+            await query.answer()
+            plan = await self.room.card_plan(card.id)
+            with in_lane(lane):
+                await send_markdown(
+                    message.get_bot(),
+                    message.chat_id,
+                    plan or "This card's plan is no longer recorded.",
+                    message.message_id,
+                )
         elif action == "fix":
             await self._fix(query, message, card, lane)
         elif action in ("pub", "force") and card.publishable:  # "force": a button of old
