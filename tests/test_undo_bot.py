@@ -7,12 +7,13 @@ same request again there."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from legio.projects import undoing
 from tests.botbench import Running, running_bot
@@ -20,6 +21,7 @@ from tests.conftest import FakeCli
 from tests.fakes.bot_api import Call
 from tests.gitrepo import IDENTITY, git, make_project
 from tests.legion import processes_of
+from tests.test_stop import hold_at
 
 BRANCH = "legio/vorenus/main"
 
@@ -217,22 +219,20 @@ async def test_undo_puts_back_the_uncommitted_work_the_turn_found(
 
 
 async def test_undo_waits_for_no_turn_it_is_refused_while_the_agent_works(
-    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     project = make_project(tmp_path / "app")
     extra = f'[projects.app]\npath = "{project}"\n'
+    hold = hold_at(monkeypatch, tmp_path, "pause")  # its second turn waits for the test
     async with running_bot(castra_dir, fake_cli, extra) as bot:
         card = await card_after(bot, f"@vorenus #app one\n{bash('echo 1 > one.py')}")
-        start = await bot.ask("@vorenus #app think a while\nSLEEP 3")
-        slot = bot.app.engine.sessions.slot("vorenus")
-        for _ in range(400):  # until its turn holds the lock (not a timing assertion)
-            if slot.lock.locked():
-                break
-            await asyncio.sleep(0.025)
+        start = await bot.ask("@vorenus #app think a while\nPAUSE")
+        await hold.reached("pause")  # working in its copy, however slow the machine
         said = await tap(bot, card, "↩️ Undo", "Not undone")
         assert "working" in str(said.params["text"]) and "/stop vorenus" in str(said.params["text"])
         assert (bot.app.engine.sessions.projects.copy_dir("vorenus", "app") / "one.py").exists()
         assert not git(project, "for-each-ref", "refs/legio/undo/")
+        hold.go("pause")
         await bot.answer(start, lambda t: t.startswith("⚔️ vorenus #app"))
         # once it answered: a turn that only left files uncommitted (its branch never
         # published) is undone too
