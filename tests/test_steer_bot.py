@@ -75,3 +75,38 @@ async def test_after_this_turn_and_queue_wait_behind_the_turn(
         assert not any(mark(t) for t in bot.answers()[-3:])  # /queue: no mark
         [process] = processes_of(fake_cli, "vorenus")
         assert process.folded == [] and len(process.prompts) == 3
+
+
+async def test_a_private_message_never_joins_a_turn_that_answers_in_a_group(
+    castra_dir: Path, fake_cli: FakeCli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """vorenus works on a request from an allowed group; Caesar's word to vorenus in his
+    private chat waits for its own turn and is answered there: a steer's answer is the
+    turn's, said where the turn was asked, so it would reach the group's members."""
+    group = -100500
+    hold = hold_at(monkeypatch, tmp_path, "pause")
+    async with running_bot(castra_dir, fake_cli, telegram=f"allowed_chats = [{group}]\n") as bot:
+        bot.app.engine.sessions.steerer.hold_s = 0
+        start = len(bot.api.calls)
+        bot.api.add_message(f"@vorenus PAUSE\n{TOOL}", chat_id=group, chat_type="supergroup")
+        await hold.reached("pause")
+        private = await bot.ask("@vorenus REPLY between us")
+        errands = bot.app.engine.sessions.errands
+        for _ in range(6000):  # a bound for a broken test, not a timing: 60 s
+            running = errands.running("vorenus")
+            if errands.waiting("vorenus") or (running is not None and running.joined):
+                break
+            await asyncio.sleep(0.01)
+        hold.go("pause")
+        answer = await bot.answer(private, lambda t: t.endswith("between us"))
+        assert int(answer.params["chat_id"]) == CAESAR
+        await bot.api.wait_for_call(
+            "sendMessage", lambda c: "TOOL_RESULT" in str(c.params.get("text", "")), start=start
+        )
+        said_in_group = [
+            str(c.params.get("text", ""))
+            for c in bot.api.calls_of("sendMessage")
+            if int(c.params["chat_id"]) == group
+        ]
+        assert said_in_group and not [t for t in said_in_group if "between us" in t]
+        assert "➕ added to vorenus's turn" not in bot.api.sent_texts(CAESAR)

@@ -78,6 +78,14 @@ class Receipts:
         return True
 
 
+def conversation_of(origin: str | None) -> str | None:
+    """The conversation a nuntius came from: its origin without the message
+    (``telegram:<chat>``; None: the console). A turn's answer goes back there, so a
+    message added to the turn (a steer) must come from there too: never a private word
+    into a group's turn."""
+    return ":".join(origin.split(":")[:2]) if origin else None
+
+
 @dataclass(eq=False)
 class Errand:
     """One request for one agent: its place in line, and whether a stop ended it."""
@@ -94,6 +102,7 @@ class Errand:
     ended: asyncio.Event = field(default_factory=asyncio.Event)
     kicks: set[asyncio.Task[None]] | None = None  # where its interrupt task is kept
     project: str | None = None  # the project its turn works on (a steer must match it)
+    where: str | None = None  # the conversation its request came from (``conversation_of``)
     joined: list[Any] = field(default_factory=list)  # messages added to its turn (steering.Joined)
     plan: int | None = None  # the plan Caesar agreed to in its turn (legio.sessions.planning)
 

@@ -30,7 +30,7 @@ from legio.sessions.choices import Choices
 from legio.sessions.client import AgentSession, ask, stale_result, store_turns
 from legio.sessions.compaction import compact_or_fall_back
 from legio.sessions.delivery import Pictures
-from legio.sessions.errands import AgentErrands, Errand
+from legio.sessions.errands import AgentErrands, Errand, conversation_of
 from legio.sessions.planning import Planning
 from legio.sessions.query import prepare_query
 from legio.sessions.slot import AgentSlot
@@ -108,6 +108,7 @@ class TurnPipeline:
         slot, errand, nuntius, name = job.slot, job.errand, job.nuntius, job.name
         queued_stop = errand.stopped  # a stop came while it waited in line: it never starts
         errand.project = nuntius.project  # a message added to its turn must be on it too
+        errand.where = conversation_of(nuntius.origin)  # …and come from where it came
         try:
             errand.check()
             await self.logins.refresh()  # `claude login` renewed it, or another CLI did

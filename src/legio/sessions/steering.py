@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from claude_agent_sdk import ClaudeSDKClient, ResultMessage
 
+from legio.sessions.errands import conversation_of
 from legio.sessions.history import current_message
 from legio.sessions.turn import INTERRUPTED_REPLY, Outcome
 from legio.store.praetorium import Nuntius, Praetorium
@@ -196,6 +197,8 @@ class Steerer:
         it (then the message takes its place in line as before)."""
         errand = self.errands.running(agent)
         if errand is None or errand.stopped or errand.project != nuntius.project:
+            return None
+        if errand.where != conversation_of(nuntius.origin):  # its answer goes elsewhere
             return None
         if self.errands.waiting(agent):  # earlier requests in line: it must not overtake them
             return None
