@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -192,6 +193,38 @@ def test_agent_sockets_never_reach_a_cli_and_their_folders_are_hidden(
     assert f"Read(/{agent})" in rules and f"Read(/{tmp_path}/S.gpg-agent)" in rules
     assert f"Read(/{temp.resolve() / 'ssh-XyZ123'}/**)" in rules
     assert hidden_now() != before  # sessions restart to hide the new one
+
+
+def test_a_new_ssh_agent_folder_is_seen_though_the_temp_folder_was_listed_before(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temp folder's listing is reused between turns while it is unchanged: an
+    ssh-agent started after it was listed is still hidden before the next turn."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    (temp / "unrelated").mkdir()
+    settled = time.time_ns() - 10_000_000_000  # unchanged for 10 s
+    os.utime(temp, ns=(settled, settled))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    before = hidden_now()
+    assert hidden_now() == before
+    (temp / "ssh-Later1").mkdir()
+    assert str(temp / "ssh-Later1") in hidden_now()
+
+
+def test_a_folder_made_in_the_same_clock_tick_as_the_listing_is_seen(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change that does not move the folder's mtime (the same clock tick as the last
+    listing) is still seen: a listing taken within a second of a change is not reused."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    listed = os.stat(temp)
+    hidden_now()
+    (temp / "ssh-SameTick").mkdir()
+    os.utime(temp, ns=(listed.st_atime_ns, listed.st_mtime_ns))  # as if in the same tick
+    assert str(temp / "ssh-SameTick") in hidden_now()
 
 
 def test_sandbox_hide_adds_paths_resolved_from_the_config_folder(

@@ -4,7 +4,8 @@ at the top, front-ends that talk to the door (``legio.app``) only — never SQLi
 the engine's rooms, neither by import nor by an ``app.<part>.`` chain — and a module map
 (``docs/architecture.md``, each package's docstring) that names every module; and a
 daemon that starts without what only some requests need (pictures, diffs, voice, the
-shell grammar): those are imported when first needed.
+shell grammar) nor the Claude Agent SDK and its ``mcp`` (until the first CLI starts):
+those are imported when first needed.
 
 Every import counts, including those inside functions and under ``TYPE_CHECKING``.
 """
@@ -222,8 +223,11 @@ def test_front_ends_talk_to_the_app_only() -> None:
 
 
 # What only some requests need: drawn diffs (Pillow, Pygments' lexers), voice notes (PyAV,
-# faster-whisper and its runtimes), the shell grammar (tree-sitter, for Bash approvals).
+# faster-whisper and its runtimes), the shell grammar (tree-sitter, for Bash approvals);
+# and the Claude Agent SDK with the mcp package it loads (~33 MiB), until a CLI starts.
 HEAVY = (
+    "claude_agent_sdk",
+    "mcp",
     "PIL",
     "pygments.style",
     "pygments.formatters.html",

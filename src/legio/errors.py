@@ -3,13 +3,11 @@
 Every error a user can cause (a bad config, a bad name, a bad search query) is a
 ``LegioError`` subclass with a message that names the problem and the fix, so the
 front-ends can show ``str(error)`` as it is and never a traceback. Every exception
-Legio defines lives here; so does the one import of the SDK's private parse error.
+Legio defines lives here. (The SDK's private parse error is imported where a turn is
+read, ``legio.sessions.turn``: the daemon starts without the SDK.)
 """
 
 from __future__ import annotations
-
-# The SDK raises MessageParseError but does not export it from its package root.
-from claude_agent_sdk._errors import MessageParseError
 
 __all__ = [
     "AgentError",
@@ -22,7 +20,6 @@ __all__ = [
     "ForgeError",
     "LegioError",
     "MemoriaError",
-    "MessageParseError",
     "NothingToCompact",
     "PraetoriumError",
     "ProjectError",

@@ -11,6 +11,9 @@ back, how its arguments are declared.
   (all required unless named), each made by ``said`` (a description alone: the handler
   checks the type and names the field, where a declared type would be refused without
   naming it), ``string``, ``integer`` or ``strings`` (a list of strings).
+- ``tool`` and ``mcp_server`` are the SDK's ``@tool`` and ``create_sdk_mcp_server``, the
+  SDK imported when they are first called: tools are made with a session's options, when
+  its CLI starts (``legio.sessions.opening.load_sdk``), so the daemon starts without it.
 """
 
 from __future__ import annotations
@@ -18,7 +21,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool
 
 Result = dict[str, Any]
 Handler = Callable[[dict[str, Any]], Awaitable[Result]]
@@ -85,3 +91,17 @@ def schema(fields: Mapping[str, Field], required: Sequence[str] | None = None) -
         "required": list(fields) if required is None else list(required),
         "additionalProperties": False,
     }
+
+
+def tool(name: str, description: str, input_schema: Schema) -> Callable[[Handler], SdkMcpTool[Any]]:
+    """The SDK's ``@tool`` decorator (the SDK imported now, if no CLI started yet)."""
+    from claude_agent_sdk import tool as sdk_tool
+
+    return sdk_tool(name, description, input_schema)
+
+
+def mcp_server(name: str, tools: Sequence[SdkMcpTool[Any]]) -> McpSdkServerConfig:
+    """An in-process MCP server of ``tools`` (``create_sdk_mcp_server``)."""
+    from claude_agent_sdk import create_sdk_mcp_server
+
+    return create_sdk_mcp_server(name, tools=list(tools))

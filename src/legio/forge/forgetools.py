@@ -16,15 +16,16 @@ opens a pull request: Publish is Caesar's tap.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
-
-from claude_agent_sdk import SdkMcpTool, tool
+from typing import TYPE_CHECKING, Any, Protocol
 
 from legio.errors import LegioError
 from legio.forge.base import Forge, Issue
 from legio.forge.transport import caesar_waits
 from legio.forge.untrusted import NOTICE, one_line, wrap
-from legio.toolkit import Result, guarded, result, said, schema
+from legio.toolkit import Result, guarded, result, said, schema, tool
+
+if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
+    from claude_agent_sdk import SdkMcpTool
 
 RepoOf = Callable[[str], Awaitable[str]]
 # (agent, tool, exactly what it would write, rule) -> Caesar allowed it now

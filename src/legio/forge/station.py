@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-from claude_agent_sdk import SdkMcpTool
+from typing import TYPE_CHECKING, Any
 
 from legio.config import Config
 from legio.errors import ForgeError
@@ -31,6 +29,9 @@ from legio.projects.copies import Projects
 from legio.request import ForgeCallback
 from legio.store.praetorium import Praetorium
 from legio.store.pullstore import PullStore
+
+if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
+    from claude_agent_sdk import SdkMcpTool
 
 logger = logging.getLogger(__name__)
 

@@ -22,9 +22,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any
-
-from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_server
+from typing import TYPE_CHECKING, Any
 
 from legio.castra import Castra, Roster
 from legio.config import Config
@@ -56,6 +54,10 @@ from legio.sessions.steering import Joined
 from legio.sessions.turn import Outcome
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.timing import mark
+from legio.toolkit import mcp_server
+
+if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
+    from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +118,7 @@ class Legatus:
             tools = own + memoria_full_tools(self.memoria)
             tools += [t for make in self.extra_tools for t in make()]
             tools.append(self.sessions.send_file_tool(prompt))
-            server = create_sdk_mcp_server(TOOLS_KEY, tools=tools)
+            server = mcp_server(TOOLS_KEY, tools)
             return {TOOLS_KEY: (server, [t.name for t in tools])}
 
         rebuild_key = hashlib.sha256(key.encode()).hexdigest()

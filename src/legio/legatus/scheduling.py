@@ -16,9 +16,7 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime, tzinfo
-from typing import Any
-
-from claude_agent_sdk import SdkMcpTool, tool
+from typing import TYPE_CHECKING, Any
 
 from legio.jobs.schedule import (
     ScheduleError,
@@ -37,7 +35,10 @@ from legio.names import CAESAR, LEGATUS
 from legio.request import UNWATCHED, Callbacks, Reply, Watch
 from legio.store.jobstore import Job, JobStore, NewJob
 from legio.store.praetorium import Nuntius, Praetorium
-from legio.toolkit import Result, integer, result, schema, string, tool_error
+from legio.toolkit import Result, integer, result, schema, string, tool, tool_error
+
+if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
+    from claude_agent_sdk import SdkMcpTool
 
 NAME_MAX = 40
 REQUEST_MAX = 4000

@@ -16,9 +16,7 @@ reach back into the Legatus.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-from claude_agent_sdk import SdkMcpTool, tool
+from typing import TYPE_CHECKING, Any
 
 from legio.castra import Castra
 from legio.errors import PraetoriumError
@@ -27,7 +25,20 @@ from legio.sessions.history import format_line
 from legio.sessions.manager import SessionManager
 from legio.sessions.turn import Outcome
 from legio.store.praetorium import Praetorium
-from legio.toolkit import Result, guarded, integer, result, schema, string, strings, tool_error
+from legio.toolkit import (
+    Result,
+    guarded,
+    integer,
+    result,
+    schema,
+    string,
+    strings,
+    tool,
+    tool_error,
+)
+
+if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
+    from claude_agent_sdk import SdkMcpTool
 
 HISTORY_MAX = 200
 

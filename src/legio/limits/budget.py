@@ -28,8 +28,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from claude_agent_sdk import ResultMessage
-
 from legio.config import Config
 from legio.errors import AgentError, TurnHeld
 from legio.limits.prices import model_price
@@ -176,7 +174,9 @@ class Budget:
         return {"max_budget_usd": self.per_turn_usd} if self.per_turn_usd else {}
 
     def observer(self, agent: str) -> Callable[[object], None]:
-        """Notes a turn the CLI's backstop ended (``error_max_budget_usd``)."""
+        """Notes a turn the CLI's backstop ended (``error_max_budget_usd``); made when the
+        agent's CLI starts."""
+        from claude_agent_sdk import ResultMessage
 
         def observe(message: object) -> None:
             if isinstance(message, ResultMessage) and message.subtype == "error_max_budget_usd":

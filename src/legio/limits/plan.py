@@ -27,8 +27,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from claude_agent_sdk import AssistantMessage, RateLimitEvent, ResultMessage
-
 from legio.errors import TurnHeld
 from legio.request import Status, Watch
 
@@ -80,7 +78,8 @@ class PlanHealth:
     # ---------------------------------------------------------- observing turns
 
     def observer(self, agent: str) -> Callable[[object], None]:
-        """A callback for each message of agent ``agent``'s turns."""
+        """A callback for each message of agent ``agent``'s turns (made when its CLI starts)."""
+        from claude_agent_sdk import AssistantMessage, RateLimitEvent, ResultMessage
 
         def observe(message: object) -> None:
             if isinstance(message, RateLimitEvent):

@@ -19,14 +19,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_server, tool
+from typing import TYPE_CHECKING, Any
 
 from legio.errors import MemoriaError
 from legio.memoria.store import Document, Listing, MemoriaStore, check_text, slugify
 from legio.names import LEGATUS
-from legio.toolkit import Result, guarded, result, said, schema
+from legio.toolkit import Result, guarded, mcp_server, result, said, schema, tool
+
+if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
+    from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool
 
 
 @dataclass(frozen=True)
@@ -288,7 +289,7 @@ def memoria_centurio_tools(store: MemoriaStore, centurio: str) -> list[SdkMcpToo
 
 def build_memoria_full_server(store: MemoriaStore, name: str = "memoria") -> MemoriaServer:
     tools = memoria_full_tools(store)
-    return MemoriaServer(name, tools, create_sdk_mcp_server(name, tools=tools))
+    return MemoriaServer(name, tools, mcp_server(name, tools))
 
 
 def build_memoria_centurio_server(
@@ -297,4 +298,4 @@ def build_memoria_centurio_server(
     """One centurio's server: its memoria tools, plus ``extra`` (e.g. ``send_file``)."""
     name = f"memoria_{centurio}"
     tools = [*memoria_centurio_tools(store, centurio), *extra]
-    return MemoriaServer(name, tools, create_sdk_mcp_server(name, tools=tools))
+    return MemoriaServer(name, tools, mcp_server(name, tools))

@@ -20,15 +20,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from claude_agent_sdk import (
-    ClaudeSDKClient,
-    CLIConnectionError,
-    CLIJSONDecodeError,
-    ProcessError,
-    ResultMessage,
-)
+from typing import TYPE_CHECKING, Any
 
 from legio.errors import AgentError, AgentInterrupted
 from legio.request import Watch
@@ -42,12 +34,15 @@ from legio.store.praetorium import Praetorium
 from legio.store.records import QueryUsage
 from legio.timing import mark
 
+if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
+    from claude_agent_sdk import ClaudeSDKClient, ResultMessage
+
 logger = logging.getLogger(__name__)
 
 STDERR_LINES = 20
 CONTEXT_USAGE_TIMEOUT = 5.0
 
-MakeClient = Callable[[deque[str], dict[str, Any]], ClaudeSDKClient]  # (stderr, extra options)
+MakeClient = Callable[[deque[str], dict[str, Any]], "ClaudeSDKClient"]  # (stderr, extra options)
 Record = Callable[[QueryUsage], None]  # a turn's usage, to be stored
 
 
@@ -156,6 +151,8 @@ async def close(session: AgentSession, why: str) -> None:
 
 def cli_failure(error: Exception, stderr: deque[str]) -> str:
     """A readable reason for a CLI that crashed or spoke garbage (its stderr, if any)."""
+    from claude_agent_sdk import CLIJSONDecodeError, ProcessError
+
     if stderr:
         return "the Claude CLI failed: " + " / ".join(list(stderr)[-3:])
     if isinstance(error, CLIJSONDecodeError):
@@ -196,6 +193,8 @@ async def ask(
     stop may interrupt it from then on). The turn's usage (for nuntius ``seq``) goes to
     ``record``, failed or not.
     """
+    from claude_agent_sdk import CLIConnectionError, CLIJSONDecodeError, ProcessError, ResultMessage
+
     name = session.name
     session.last_active = time.monotonic()
     started = time.monotonic()

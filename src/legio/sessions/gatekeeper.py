@@ -30,14 +30,7 @@ import json
 import logging
 import warnings
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-from claude_agent_sdk import (
-    CanUseToolShadowedWarning,
-    PermissionResultAllow,
-    PermissionResultDeny,
-    ToolPermissionContext,
-)
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from legio.config import Config
 from legio.fence.guard import PathGuard
@@ -54,6 +47,9 @@ from legio.shell.rules import (
 )
 from legio.store.grants import ApprovalStore, Grant
 
+if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
+    from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny, ToolPermissionContext
+
 logger = logging.getLogger(__name__)
 
 QUESTION_TOOL = "AskUserQuestion"
@@ -63,8 +59,8 @@ GO, CHANGE, DROP = "✅ Go", "✏️ Change", "✖ Drop"
 # that write failed (a path guard refusal), ExitPlanMode comes without the plan's text.
 NO_PLAN = "(no plan text reached Legio: see {agent}'s message above)"
 HookCallback = Callable[[Any, str | None, Any], Awaitable[dict[str, Any]]]
-PermissionResult = PermissionResultAllow | PermissionResultDeny
-CanUseTool = Callable[[str, dict[str, Any], ToolPermissionContext], Awaitable[PermissionResult]]
+PermissionResult: TypeAlias = "PermissionResultAllow | PermissionResultDeny"
+CanUseTool = Callable[[str, dict[str, Any], "ToolPermissionContext"], Awaitable[PermissionResult]]
 
 
 def deny(reason: str) -> dict[str, Any]:
@@ -108,9 +104,6 @@ class Gatekeeper:
     """Every agent's approval rules, grants and waiting requests; see the module docstring."""
 
     def __init__(self, config: Config, store: ApprovalStore | None = None) -> None:
-        # The SDK warns that bypassPermissions shadows can_use_tool; with a hook that
-        # answers "ask" it does not (PROTOCOLS.md): the warning would only mislead.
-        warnings.filterwarnings("ignore", category=CanUseToolShadowedWarning)
         self.rules = parse_rules(config.approvals.ask)
         self.timeout_s = config.approvals.timeout * 60
         self.store = store
@@ -224,7 +217,13 @@ class Gatekeeper:
         return pre_tool_use
 
     def can_use_tool(self, agent: str, rules: list[Rule] | None = None) -> CanUseTool:
-        """The ``can_use_tool`` callback of agent ``agent``'s sessions."""
+        """The ``can_use_tool`` callback of agent ``agent``'s sessions (built with its
+        options, once the SDK is loaded: ``legio.sessions.opening.load_sdk``)."""
+        from claude_agent_sdk import CanUseToolShadowedWarning, PermissionResultAllow
+
+        # The SDK warns that bypassPermissions shadows can_use_tool; with a hook that
+        # answers "ask" it does not (PROTOCOLS.md): the warning would only mislead.
+        warnings.filterwarnings("ignore", category=CanUseToolShadowedWarning)
 
         async def decide(
             tool: str, tool_input: dict[str, Any], context: ToolPermissionContext
@@ -257,6 +256,8 @@ class Gatekeeper:
         tool_input: dict[str, Any],
         context: ToolPermissionContext,
     ) -> PermissionResult:
+        from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
+
         # What runs, never the agent's own words about it: a description ("print the date,
         # read-only") is shown beside the command, marked as the agent's.
         target = call_target(tool, tool_input)
@@ -371,6 +372,8 @@ class Gatekeeper:
                 logger.exception("could not record approval request %s", request.id)
 
     async def _question(self, agent: str, tool_input: dict[str, Any]) -> PermissionResult:
+        from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
+
         questions = [q for q in tool_input.get("questions") or [] if isinstance(q, dict)]
         asker = self.asker_for(agent)
         if asker is None or not questions:
@@ -384,6 +387,8 @@ class Gatekeeper:
 
     async def _plan(self, agent: str, tool_input: dict[str, Any]) -> PermissionResult:
         """A /plan turn's plan, for Caesar to approve (see the module docstring)."""
+        from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
+
         plan = str(tool_input.get("plan") or "").strip() or NO_PLAN.format(agent=agent)
         asker = self.asker_for(agent)
         if asker is None:

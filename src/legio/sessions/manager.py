@@ -25,9 +25,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
-
-from claude_agent_sdk import SdkMcpTool
+from typing import TYPE_CHECKING, Any
 
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
@@ -59,6 +57,9 @@ from legio.store.attachments import AttachmentStore
 from legio.store.files import FileStore
 from legio.store.praetorium import Nuntius, Praetorium
 from legio.store.records import Compaction
+
+if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
+    from claude_agent_sdk import SdkMcpTool
 
 logger = logging.getLogger(__name__)
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import stat
 from collections import deque
 from pathlib import Path
-from typing import Any
-
-from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError
+from typing import TYPE_CHECKING, Any
 
 from legio.castra import Castra
 from legio.config import Config
@@ -31,6 +30,25 @@ from legio.sessions.client import AgentSession, connect
 from legio.sessions.gatekeeper import Gatekeeper
 from legio.sessions.spec import AgentSpec, build_options
 from legio.store.praetorium import Praetorium
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import ClaudeSDKClient
+
+SDK = "claude_agent_sdk"
+_sdk_loaded = False
+
+
+async def load_sdk() -> None:
+    """Import the Claude Agent SDK (and the ``mcp`` package it loads: ~33 MiB, the
+    slowest import Legio has) if no CLI has started yet, in a worker thread so that the
+    loop goes on meanwhile. The daemon starts without it: an idle Legio that never
+    opened a session does not hold it; the first session opened pays it, once. Agents
+    started together each wait in a thread of their own (on the import's lock: a
+    half-imported module is already in ``sys.modules``), never on the loop."""
+    global _sdk_loaded
+    if not _sdk_loaded:
+        await asyncio.to_thread(importlib.import_module, SDK)
+        _sdk_loaded = True
 
 
 def prepare_tmp_dir(castra_root: Path, agent: str) -> Path:
@@ -60,11 +78,13 @@ async def open_session(
     health: PlanHealth | None,
 ) -> AgentSession:
     """Start the agent's CLI (in its own config dir): resume ``resume``, or a new session."""
+    await load_sdk()
     shared = daemon_config_dir({**os.environ, **env})
     config_dir = await asyncio.to_thread(prepare_config_dir, castra.root, spec.name, shared, resume)
     scratch = await asyncio.to_thread(prepare_tmp_dir, castra.root.resolve(), spec.name)
     agent_env = {**env, "CLAUDE_CONFIG_DIR": str(config_dir), "TMPDIR": str(scratch)}
     hidden = await asyncio.to_thread(hidden_now)  # what its sandbox's deny rules will name
+    from claude_agent_sdk import ClaudeSDKClient, CLIConnectionError
 
     def make_client(stderr: deque[str], extra: dict[str, Any]) -> ClaudeSDKClient:
         options = build_options(

@@ -19,9 +19,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from claude_agent_sdk import SdkMcpTool, tool
+from typing import TYPE_CHECKING, Any
 
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
@@ -41,7 +39,10 @@ from legio.store.files import (
     megabytes,
     safe_name,
 )
-from legio.toolkit import Result, guarded, result, schema, string, tool_error
+from legio.toolkit import Result, guarded, result, schema, string, tool, tool_error
+
+if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
+    from claude_agent_sdk import SdkMcpTool
 
 logger = logging.getLogger(__name__)
 

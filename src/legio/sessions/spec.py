@@ -19,9 +19,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, McpSdkServerConfig, SdkMcpTool
+from typing import TYPE_CHECKING, Any
 
 from legio.castra import AgentPrompt, Castra
 from legio.config import Config
@@ -37,11 +35,14 @@ from legio.request import Added, Asker, Reply, Status, Watch, WorkCard
 from legio.sessions.gatekeeper import PLAN_TOOL, QUESTION_TOOL, Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for
 
+if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
+    from claude_agent_sdk import ClaudeAgentOptions, McpSdkServerConfig, SdkMcpTool
+
 logger = logging.getLogger(__name__)
 
-Servers = Callable[..., dict[str, tuple[McpSdkServerConfig, list[str]]]]  # (copy=None)
+Servers = Callable[..., dict[str, tuple["McpSdkServerConfig", list[str]]]]  # (copy=None)
 # more tools for an agent working on a project: (agent, project) -> tools (the forge's)
-ProjectTools = Callable[[str, str], list[SdkMcpTool[Any]]]
+ProjectTools = Callable[[str, str], list["SdkMcpTool[Any]"]]
 
 
 @dataclass(frozen=True)
@@ -192,6 +193,8 @@ def build_options(
     **extra: Any,
 ) -> ClaudeAgentOptions:
     """The SDK options of one agent's session; ``extra`` adds ``resume``/``session_id``."""
+    from claude_agent_sdk import ClaudeAgentOptions, HookMatcher  # loaded by opening.load_sdk
+
     servers = spec.servers(spec.place.copy) if spec.place else spec.servers()
     allowed = [f"mcp__{key}__{tool}" for key, (_, tools) in servers.items() for tool in tools]
 

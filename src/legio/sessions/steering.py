@@ -24,14 +24,15 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from claude_agent_sdk import ClaudeSDKClient, ResultMessage
+from typing import TYPE_CHECKING, Any, Literal
 
 from legio.sessions.errands import conversation_of
 from legio.sessions.history import current_message
 from legio.sessions.turn import INTERRUPTED_REPLY, Outcome
 from legio.store.praetorium import Nuntius, Praetorium
+
+if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
+    from claude_agent_sdk import ClaudeSDKClient, ResultMessage
 
 # errands.Errand, errands.AgentErrands, slot.AgentSlot (named here, not imported: they
 # import this module's users)

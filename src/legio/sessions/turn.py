@@ -15,29 +15,20 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
-
-from claude_agent_sdk import (
-    AssistantMessage,
-    ClaudeSDKClient,
-    ResultMessage,
-    StreamEvent,
-    SystemMessage,
-    TextBlock,
-    ThinkingBlock,
-    ToolUseBlock,
-)
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from legio.errors import (
     AgentError,
     AgentInterrupted,
     CastraError,
     ContextOverflow,
-    MessageParseError,
     ProjectError,
 )
 from legio.request import Status, Watch
 from legio.timing import mark
+
+if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
+    from claude_agent_sdk import ClaudeSDKClient, ResultMessage
 
 
 class Settles(Protocol):
@@ -104,6 +95,8 @@ _TARGET_KEYS = ("command", "file_path", "path", "notebook_path", "pattern", "url
 
 def status_of(agent: str, block: object) -> Status | None:
     """What a content block says ``agent`` is doing, as a ``Status`` (None: nothing)."""
+    from claude_agent_sdk import TextBlock, ThinkingBlock, ToolUseBlock
+
     if isinstance(block, ThinkingBlock):
         return Status(agent, "thinking")
     if isinstance(block, ToolUseBlock):
@@ -243,6 +236,15 @@ async def _one_result(
 ) -> tuple[str, ResultMessage, bool]:
     """``collect_response`` up to one ``ResultMessage`` (settled with ``steering`` before
     it is judged); whether it was the turn's last."""
+    from claude_agent_sdk import (
+        AssistantMessage,
+        ResultMessage,
+        StreamEvent,
+        SystemMessage,
+        TextBlock,
+    )
+    from claude_agent_sdk._errors import MessageParseError  # not exported from its root
+
     texts: list[str] = []
     result: ResultMessage | None = None
     last_status: Status | None = None
