@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from legio.app import LegioApp
 from legio.cli import default_castra_source
+from legio.fence.policy import _TMP_BASES, tmp_dir
 from tests.fakes.cli_log import FAKE_CLI, CliProcess, read_cli_logs
 
 CASTRA_TEMPLATE = default_castra_source()
@@ -23,14 +24,19 @@ os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 
 
 @pytest.fixture
-def castra_dir(tmp_path: Path) -> Path:
-    """A copy of the default castra's prompt files."""
+def castra_dir(tmp_path: Path) -> Iterator[Path]:
+    """A copy of the default castra's prompt files; its agents' temporary folder
+    (``fence.policy.tmp_dir``: one per castra, kept across a daemon's restarts) removed
+    after the test, so the suite leaves no folder per test in the machine's ``/tmp``."""
     target = tmp_path / "castra"
     for prompt in CASTRA_TEMPLATE.rglob("prompt.md"):
         dest = target / prompt.relative_to(CASTRA_TEMPLATE)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(prompt, dest)
-    return target
+    yield target
+    agents_tmp = tmp_dir(target, "x").parent
+    _TMP_BASES.pop(target.resolve(), None)
+    shutil.rmtree(agents_tmp, ignore_errors=True)
 
 
 @pytest.fixture
