@@ -191,7 +191,7 @@ class WorkDoor:
         return await self.engine.forge.merge_plan(project, number)
 
     async def merge(self, project: str, number: int, sha: str) -> Merged:
-        """✅ Merge after Caesar's confirming tap, for head ``sha`` (a prefix) only:
+        """✅ Merge after Caesar's confirming tap, for head ``sha`` (its full id) only:
         ``ForgeError`` with the reason when it moved, or CI is not green."""
         merged = await self.engine.forge.merge(project, number, sha)
         plan = merged.plan
