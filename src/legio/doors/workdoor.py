@@ -170,9 +170,10 @@ class WorkDoor:
         """``/undo``: what undo and Try again kept (14 days), newest first."""
         return await self.turnback.kept()
 
-    async def restore(self, card_id: int) -> str:
-        """``/undo <n>``: card ``n``'s kept work back (``ProjectError`` with the reason)."""
-        return await self.turnback.restore(card_id)
+    async def restore(self, card_id: int, nth: int = 1) -> str:
+        """``/undo <n>``: card ``n``'s kept work back (``/undo <n>-<nth>``: its ``nth``
+        keep, when a Try again kept more of it); ``ProjectError`` with the reason."""
+        return await self.turnback.restore(card_id, nth)
 
     async def try_again(self, card_id: int, model: str | None = None) -> tuple[str, Request]:
         """🔀 Try again: a new branch from card ``card_id``'s start, and its request to
