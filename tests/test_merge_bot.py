@@ -7,6 +7,7 @@ asks a second time, naming the pull request."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -210,3 +211,94 @@ async def test_undo_of_a_published_branch_asks_again_naming_the_pull_request(
     assert "still shows them until the next 🚀 Publish" in str(done.params["text"])
     assert git(project, "rev-parse", BRANCH).strip() == git(project, "rev-parse", "main").strip()
     assert git(remote, "rev-parse", BRANCH).strip() == turn_end  # nothing pushed
+
+
+async def test_a_forge_naming_another_head_or_base_is_refused_and_caesars_main_kept(
+    bot: Running, forge: FakeForge, remote: Path
+) -> None:
+    """The forge says the pull request's head is ``main`` (the agent's copy is on a branch
+    of that name too): Legio refuses, and Caesar's unpushed commit on his main stays."""
+    _, pull = await published(bot, forge)
+    head = pull["head"]["sha"]
+    project = bot.config.projects["app"].path
+    (project / "mine.txt").write_text("caesar's\n")
+    git(project, "add", "mine.txt")
+    git(project, "commit", "-qm", "caesar's own, not pushed")
+    caesar_main = git(project, "rev-parse", "main").strip()
+    start = await bot.ask("@vorenus #app hm\n" + bash("git checkout -q -B main"))
+    await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    forge.repos[REPO].reported[1] = {"head": {"ref": "main"}}
+    forge.add_check_run(REPO, head, "tests", conclusion="success")
+    line = await bot.answer(0, lambda t: t.startswith("✅ CI passed"))
+    said = await tap(bot, line, "✅ Merge", lambda t: t.startswith("Not merged"))
+    assert "the forge says its head is “caesar/app:main”, not caesar/app:legio/vorenus/main" in (
+        str(said.params["text"])
+    )
+    work = bot.app.work
+    with pytest.raises(ForgeError, match="its head is"):
+        await work.merge("app", 1, head)
+    # another repository's branch of the same name, or another base: refused too
+    forge.repos[REPO].reported[1] = {"head": {"repo": {"full_name": "mallory/app"}}}
+    assert "“mallory/app:legio/vorenus/main”" in (await work.merge_plan("app", 1)).refusal
+    forge.repos[REPO].reported[1] = {"head": {"repo": None}}  # the head repository deleted
+    assert "a deleted repository" in (await work.merge_plan("app", 1)).refusal
+    forge.repos[REPO].reported[1] = {"base": {"ref": "release"}}
+    assert "its base is “release”, not main" in (await work.merge_plan("app", 1)).refusal
+    assert not forge.calls_to("PUT", "/merge")
+    assert git(project, "rev-parse", "main").strip() == caesar_main
+    # and the copy's mover never writes a branch that is not the agent's, whatever it is given
+    forge.repos[REPO].reported.clear()
+    plan = await work.merge_plan("app", 1)
+    assert plan.refusal == "" and plan.branch == BRANCH
+    copy_head = git(copy_of(bot), "rev-parse", "HEAD").strip()
+    bad = dataclasses.replace(plan, branch="main", sha=copy_head)
+    await bot.app.engine.forge.merger.move_copy(bad)
+    assert git(project, "rev-parse", "main").strip() == caesar_main
+
+
+async def test_the_confirmation_pins_the_full_head_and_flags_a_changed_ci(
+    bot: Running, forge: FakeForge, remote: Path
+) -> None:
+    """The confirming button carries a key, not the commit: the full head shown is the one
+    merged; a branch that edits its own workflow says so; the forge's words are visible."""
+    start = await bot.ask(
+        "@vorenus #app green it\n"
+        + bash(
+            "mkdir -p .github/workflows && echo 'run: true' > .github/workflows/ci.yml "
+            "&& echo x >> app.py && git add -A && git commit -qm 'green it'"
+        )
+    )
+    await bot.answer(start, lambda t: t.startswith("⚔️ vorenus"))
+    start = await bot.ask("/publish vorenus #app")
+    preview = await bot.answer(start, lambda t: t.startswith("🚀 The pull request of vorenus"))
+    await tap(bot, preview, "🚀 Post this pull request", lambda t: "pull request #1" in t)
+    [pull] = forge.pulls(REPO)
+    head = pull["head"]["sha"]
+    forge.add_check_run(REPO, head, "tests", conclusion="success")
+    line = await bot.answer(0, lambda t: t.startswith("✅ CI passed"))
+    asked = await tap(bot, line, "✅ Merge", lambda t: t.startswith("✅ Merge pull request #1"))
+    text = str(asked.params["text"])
+    assert f"{BRANCH} into main by merge?" in text and f"head {head}:" in text
+    assert "⚠️ this branch changes the CI that judged it: .github/workflows/ci.yml" in text
+    data = keys(asked)["✅ Merge"]
+    assert head[:7] not in data and len(data) < 20
+    red = forge.add_check_run(REPO, head, "lint\u202e", conclusion="failure")
+    assert (await bot.app.work.merge_plan("app", 1)).refusal == (
+        f"CI failed on {head[:7]} (lint⟨U+202E⟩)."
+    )
+    red.update(conclusion="success")
+    # a question Legio no longer holds merges nothing
+    start = len(bot.api.calls)
+    bot.api.add_callback("mg:yes:forgotten", int(asked.result["message_id"]))
+    told = await bot.api.wait_for_call("answerCallbackQuery", start=start)
+    assert "too old" in str(told.params["text"])
+    # the door merges the full commit only: a prefix of it is refused
+    with pytest.raises(ForgeError, match="moved since you were asked"):
+        await bot.app.work.merge("app", 1, head[:12])
+    start = len(bot.api.calls)
+    bot.api.add_callback(data, int(asked.result["message_id"]))
+    await bot.api.wait_for_call(
+        "editMessageText", lambda c: "✅ Merged" in str(c.params["text"]), start=start
+    )
+    [call] = forge.calls_to("PUT", "/pulls/1/merge")
+    assert call.body == {"sha": head, "merge_method": "merge"}

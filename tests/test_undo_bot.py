@@ -60,11 +60,11 @@ def tip(project: Path, ref: str) -> str:
     return git(project, "rev-parse", "--verify", "--quiet", ref).strip()
 
 
-def old_kept_ref(project: Path, days: float) -> None:
-    """A kept turn of ``days`` ago, as undo writes it (card 99)."""
+def old_kept_ref(project: Path, days: float, card: int = 99) -> str:
+    """A kept turn of ``days`` ago, as undo writes it (card 99); its ref."""
     head = tip(project, "main")
     note = (
-        "Legio undo: card 99 of vorenus on #app\n\nlegio-card: 99\nlegio-agent: vorenus\n"
+        f"Legio undo: card {card} of vorenus on #app\n\nlegio-card: {card}\nlegio-agent: vorenus\n"
         f"legio-project: app\nlegio-branch: {BRANCH}\nlegio-from: {head}\nlegio-to: {head}\n"
         "legio-uncommitted: 0\n"
     )
@@ -79,7 +79,8 @@ def old_kept_ref(project: Path, days: float) -> None:
         check=True,
     )
     commit = made.stdout.strip()
-    git(project, "update-ref", "refs/legio/undo/vorenus/99", commit)
+    git(project, "update-ref", f"refs/legio/undo/vorenus/{card}", commit)
+    return f"refs/legio/undo/vorenus/{card}"
 
 
 async def test_undo_keeps_the_turn_and_restore_brings_it_back(
@@ -243,3 +244,33 @@ async def test_undo_waits_for_no_turn_it_is_refused_while_the_agent_works(
         assert not git(project, "for-each-ref", "refs/heads/legio/")  # still unpublished
         assert (await command(bot, "/undo 1")).startswith("Restored card 1")
         assert (copy / "one.py").read_text() == "1\n"
+
+
+async def test_try_again_after_undo_keeps_beside_what_undo_kept(
+    castra_dir: Path, fake_cli: FakeCli, tmp_path: Path
+) -> None:
+    """↩️ Undo of card 2, then 🔀 Try again of card 2: the undone commits stay under the
+    undo's ref; the Try again's keep goes beside it, and /undo names both."""
+    project = make_project(tmp_path / "app")
+    extra = f'[projects.app]\npath = "{project}"\n'
+    first = "echo wip > wip.txt && echo '# note' >> README.md"
+    second = "echo two > two.py && git add two.py && git commit -qm two && echo more >> wip.txt"
+    async with running_bot(castra_dir, fake_cli, extra) as bot:
+        await card_after(bot, f"@vorenus #app start\n{bash(first)}")
+        card = await card_after(bot, f"@vorenus #app go on\n{bash(second)}")
+        turn_end = tip(project, BRANCH)
+        await tap(bot, card, "↩️ Undo", "↩️ Undone")
+        undone = tip(project, "refs/legio/undo/vorenus/2")
+        assert git(project, "rev-parse", f"{undone}^").strip() == turn_end
+        question = await tap(bot, card, "🔀 Try again", "🔀 Try card 2's request again")
+        said = await tap(bot, question, "🔀 Same model", "🔀 vorenus tries card 2's request again")
+        assert "2 uncommitted change(s) kept" in str(said.params["text"])
+        assert tip(project, "refs/legio/undo/vorenus/2") == undone  # not overwritten
+        again = tip(project, "refs/legio/undo/vorenus/2-2")
+        assert again and again != undone
+        assert "two.py" not in git(project, "ls-tree", "--name-only", again)
+        listing = await command(bot, "/undo")
+        assert "card 2 (its keep 2: /undo 2-2) · vorenus #app" in listing
+        assert f"card 2 · vorenus #app · {BRANCH} " in listing
+        refused = await command(bot, "/undo 2-5")
+        assert "Nothing of card 2 is kept as 2-5: its kept work is /undo 2-2, /undo 2" in refused

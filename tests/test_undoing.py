@@ -15,6 +15,7 @@ from legio.projects.copies import Place
 from legio.projects.publishing import publish
 from legio.projects.undoing import Kept
 from tests.gitrepo import git, make_project
+from tests.test_undo_bot import old_kept_ref
 
 BRANCH = "legio/vorenus/main"
 
@@ -102,3 +103,37 @@ async def test_a_kept_turn_over_the_size_limit_is_not_undone(tmp_path: Path) -> 
         await undoing.keep(place, kept, 0.1)
     assert not git(project, "for-each-ref", "refs/legio/undo/")
     assert (place.copy / "big.bin").exists()
+
+
+async def test_a_second_keep_of_a_card_goes_beside_the_first_and_prune_goes_by_date(
+    tmp_path: Path,
+) -> None:
+    """Card 7 kept 15 days ago, then kept again now: the new keep is ``…/7-2`` (the old
+    one is not overwritten); prune removes the old one by its date, and the name it freed
+    is used again; restoring one keep leaves the other."""
+    project = make_project(tmp_path / "app")
+    place = copy_of(project, tmp_path)
+    start = git(project, "rev-parse", "main").strip()
+    old_ref = old_kept_ref(project, days=15, card=7)
+    old = git(project, "rev-parse", old_ref).strip()
+    (place.copy / "draft.txt").write_text("draft\n")
+    kept = Kept(7, "vorenus", "app", BRANCH, start, start, 1, "", 0.0)
+    second = await undoing.keep(place, kept, 100)
+    assert git(project, "rev-parse", old_ref).strip() == old
+    assert git(project, "rev-parse", f"{old_ref}-2").strip() == second
+    labels = {k.label: k.commit for k in await undoing.kept(project)}
+    assert labels == {"7": old, "7-2": second}
+
+    assert await undoing.prune(project) == 1  # by date: the 15-day-old one, whatever its name
+    [left] = await undoing.kept(project)
+    assert (left.label, left.nth, left.commit) == ("7-2", 2, second)
+    (place.copy / "draft.txt").write_text("draft two\n")
+    third = await undoing.keep(place, kept, 100)
+    assert git(project, "rev-parse", old_ref).strip() == third  # the freed name, new work
+
+    git(place.copy, "reset", "-q", "--hard", start, caesar=False)
+    git(place.copy, "clean", "-fdq", caesar=False)
+    [restored] = [k for k in await undoing.kept(project) if k.label == "7-2"]
+    await undoing.restore(place, restored)
+    assert (place.copy / "draft.txt").read_text() == "draft\n"
+    assert [k.label for k in await undoing.kept(project)] == ["7"]

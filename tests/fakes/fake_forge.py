@@ -66,6 +66,9 @@ class FakeRepo:
     bare: Path | None = None  # a bare repository standing for the forge's git side
     merge_methods: tuple[str, ...] = ("merge", "squash", "rebase")  # what the repo allows
     blocked: set[int] = field(default_factory=set)  # pulls missing a required review
+    # what a lying or misconfigured forge says of pull n over its own record, key by key
+    # ({"head": {"ref": "main"}}): shown by GET only, the merge still uses the record
+    reported: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def sha_of(self, branch: str) -> str:
         """The commit ``branch`` names: set by a test, else read in ``bare``; ""."""
@@ -513,7 +516,10 @@ class FakeForge:
             if item["state"] == "open" and repo.sha_of(branch):
                 item["head"]["sha"] = repo.sha_of(branch)  # a push moves an open PR's head
             item["mergeable_state"] = "blocked" if number in repo.blocked else "clean"
-            return self._json(call, item)
+            shown = dict(item)
+            for key, value in repo.reported.get(number, {}).items():
+                shown[key] = {**shown[key], **value} if isinstance(value, dict) else value
+            return self._json(call, shown)
         if rest[1] == "merge" and call.method == "PUT":
             return self._merge(call, repo, item)
         if rest[1] == "files":

@@ -170,9 +170,10 @@ class WorkDoor:
         """``/undo``: what undo and Try again kept (14 days), newest first."""
         return await self.turnback.kept()
 
-    async def restore(self, card_id: int) -> str:
-        """``/undo <n>``: card ``n``'s kept work back (``ProjectError`` with the reason)."""
-        return await self.turnback.restore(card_id)
+    async def restore(self, card_id: int, nth: int = 1) -> str:
+        """``/undo <n>``: card ``n``'s kept work back (``/undo <n>-<nth>``: its ``nth``
+        keep, when a Try again kept more of it); ``ProjectError`` with the reason."""
+        return await self.turnback.restore(card_id, nth)
 
     async def try_again(self, card_id: int, model: str | None = None) -> tuple[str, Request]:
         """🔀 Try again: a new branch from card ``card_id``'s start, and its request to
@@ -191,7 +192,7 @@ class WorkDoor:
         return await self.engine.forge.merge_plan(project, number)
 
     async def merge(self, project: str, number: int, sha: str) -> Merged:
-        """✅ Merge after Caesar's confirming tap, for head ``sha`` (a prefix) only:
+        """✅ Merge after Caesar's confirming tap, for head ``sha`` (its full id) only:
         ``ForgeError`` with the reason when it moved, or CI is not green."""
         merged = await self.engine.forge.merge(project, number, sha)
         plan = merged.plan

@@ -1,17 +1,25 @@
 """✅ Merge: a pull request Legio opened, merged on the forge after Caesar's confirming tap.
 
 ``plan`` reads the pull request and the CI of its head *now*: it refuses (``refusal``, a
-sentence) a pull request Legio did not open or that is closed, a CI that is red, still
-running or absent, a forge that says the merge is blocked (a required review or check
+sentence) a pull request Legio did not open or that is closed, one whose head or base the
+forge names otherwise than Legio recorded when it opened it (``pulls``: the agent's own
+``legio/<agent>/…`` branch of the recorded repository, into the recorded base), a CI that
+is red, still running or absent, a forge that says the merge is blocked (a required review or check
 missing: ``mergeable_state`` "blocked") or conflicts ("dirty"), and a method the
 repository does not allow. The method is the project's ``merge`` (legio.toml), else the
 forge's: the first the repository allows of merge, squash, rebase (GitHub's own order).
-``merge`` plans again, refuses a head that is not the one Caesar was shown (``sha``, a
-prefix of the commit CI passed on), and asks the forge to merge *that* commit (``sha``
+``merge`` plans again, refuses a head that is not the one Caesar was shown (``sha``, the
+full id of the commit CI passed on), and asks the forge to merge *that* commit (``sha``
 in the request: GitHub answers 409 when the head moved meanwhile). After the merge, the
 forge's base is fetched into the project as ``refs/legio/base/<base>`` and the agent's
 copy moves onto it — only when the copy is clean, on the merged branch, with nothing
-after the merged commit; else it is left as it is, and said why.
+after the merged commit; else it is left as it is, and said why. Every ref written after a
+merge is named from the record, never from the forge's answer, and only Legio's: the
+agent's branch and ``refs/legio/base/…`` (Caesar's own branches are never written).
+
+``ci_files``: the files of the CI's own configuration (``CI_PATHS``) the head changes since
+it left Caesar's base, read with Legio's own git in the project, so a green made by the
+agent's edit of the workflow that judged it is said in the confirmation.
 """
 
 from __future__ import annotations
@@ -19,19 +27,37 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from legio.errors import ForgeError, ProjectError
-from legio.forge.base import Forge
+from legio.forge.base import Forge, PullRequest
 from legio.forge.push import fetch_base, push_target, remote_url
 from legio.forge.transport import caesar_waits
 from legio.projects import gitsafe
-from legio.projects.branchwork import tip_of
+from legio.projects.branchwork import DIFF_FLAGS, tip_of
 from legio.projects.copies import Projects
+from legio.projects.publishing import agents_branch
 from legio.projects.turnwork import uncommitted
-from legio.store.pullstore import PullStore
+from legio.store.pullstore import PullRecord, PullStore
+from legio.visible import visible
 
 logger = logging.getLogger(__name__)
 ORDER = ("merge", "squash", "rebase")  # the forge's default: its first allowed
+CI_PATHS = (  # what configures a forge's or a CI service's runs (a folder: all under it)
+    ".github/workflows",
+    ".github/actions",
+    ".gitlab-ci.yml",
+    ".gitlab/ci",
+    ".circleci",
+    ".travis.yml",
+    ".drone.yml",
+    ".woodpecker.yml",
+    ".woodpecker",
+    ".buildkite",
+    "azure-pipelines.yml",
+    "bitbucket-pipelines.yml",
+    "Jenkinsfile",
+)
 
 
 @dataclass(frozen=True)
@@ -48,6 +74,8 @@ class MergePlan:
     sha: str = ""  # the head CI passed on: the one merged
     method: str = ""
     refusal: str = ""
+    ci_files: tuple[str, ...] = ()  # CI configuration the branch changes (``CI_PATHS``)
+    ci_unread: bool = False  # the head is not in the project: ``ci_files`` could not be read
 
 
 @dataclass(frozen=True)
@@ -89,16 +117,20 @@ class Merger:
                 record.agent,
                 pull.title,
                 pull.url,
-                pull.head,
-                pull.base,
+                record.branch,
+                record.base,
                 pull.head_sha,
             )
             if pull.state != "open":
                 return _refused(plan, f"#{number} is {'merged' if pull.merged else 'closed'}.")
+            mismatch = _mismatch(record, pull)
+            if mismatch:
+                return _refused(plan, mismatch)
             ci = await self.forge.ci(record.repo, pull.head_sha)
             short = pull.head_sha[:7]
             if ci.failed:
-                return _refused(plan, f"CI failed on {short} ({', '.join(ci.failed[:5])}).")
+                names = ", ".join(visible(name, keep="") for name in ci.failed[:5])
+                return _refused(plan, f"CI failed on {short} ({names}).")
             if not ci.settled:
                 return _refused(
                     plan,
@@ -122,7 +154,18 @@ class Merger:
                 f"{', '.join(allowed)} only: change it in legio.toml.",
             )
         method: str = wanted or next(m for m in ORDER if m in allowed)
-        return replace(plan, method=method)
+        files, unread = await self._ci_files(project, record.base, pull.head_sha)
+        return replace(plan, method=method, ci_files=files, ci_unread=unread)
+
+    async def _ci_files(self, project: str, base: str, head: str) -> tuple[tuple[str, ...], bool]:
+        """The CI configuration files ``head`` changes since it left ``base`` (Caesar's
+        branch in the project), and whether they could not be read (no such commit)."""
+        repo = self.projects.settings(project).path
+        try:
+            return await ci_changes(repo, base, head), False
+        except ProjectError as e:
+            logger.warning("#%s: the CI files of %s not read: %s", project, head[:7], e)
+            return (), True
 
     async def merge(self, project: str, number: int, sha: str) -> Merged:
         """Merge it if it is still what Caesar was shown (head ``sha``…, CI green);
@@ -130,7 +173,7 @@ class Merger:
         plan = await self.plan(project, number)
         if plan.refusal:
             raise ForgeError(f"Not merged: #{number}", plan.refusal)
-        if not sha or not plan.sha.startswith(sha):
+        if not sha or plan.sha != sha:
             raise ForgeError(
                 f"Not merged: #{number}",
                 f"its branch moved since you were asked (it is at {plan.sha[:7]} now, you "
@@ -191,7 +234,7 @@ class Merger:
                 )
             await gitsafe.run(place.copy, "reset", "--hard", "--quiet", base_tip)
             tip = await tip_of(repo, plan.branch)
-            if tip:
+            if tip and agents_branch(plan.branch, plan.agent) and plan.branch != plan.base:
                 await gitsafe.run(
                     repo,
                     "update-ref",
@@ -209,3 +252,61 @@ class Merger:
 
 def _refused(plan: MergePlan, why: str) -> MergePlan:
     return replace(plan, refusal=why)
+
+
+def _mismatch(record: PullRecord, pull: PullRequest) -> str:
+    """Why the forge's pull request is not the one Legio opened ("" when it is): its head
+    must be the agent's own branch of the recorded repository, into the recorded base."""
+    if not agents_branch(record.branch, record.agent) or record.branch == record.base:
+        return (
+            f"Legio recorded “{visible(record.branch, keep='')}” as its branch, which is not "
+            f"{record.agent}'s own (legio/{record.agent}/…): it is not merged from the chat."
+        )
+    if pull.head != record.branch or pull.head_repo.lower() != record.repo.lower():
+        said = f"{pull.head_repo or 'a deleted repository'}:{pull.head}"
+        return (
+            f"the forge says its head is “{visible(said, keep='')}”, not "
+            f"{record.repo}:{record.branch}, the branch Legio published: merge it on the forge "
+            "yourself if it is right."
+        )
+    if pull.base != record.base:
+        return (
+            f"the forge says its base is “{visible(pull.base, keep='')}”, not {record.base}, "
+            "the base Legio opened it against: merge it on the forge yourself if it is right."
+        )
+    return ""
+
+
+async def ci_changes(repo: Path, base: str, head: str) -> tuple[str, ...]:
+    """The files of ``CI_PATHS`` that ``head`` changes since its merge base with
+    ``refs/heads/<base>`` in ``repo`` (renames as the old and the new name).
+    ``ProjectError`` when ``repo`` lacks either."""
+    start = (
+        await gitsafe.run(
+            repo,
+            "merge-base",
+            "--end-of-options",
+            f"refs/heads/{base}",
+            head,
+            hostile=False,
+            work_tree=False,
+            check=False,
+        )
+    ).strip()
+    if not start:
+        raise ProjectError(f"{repo} has no merge base of {base} and {head[:12]}")
+    out = await gitsafe.run(
+        repo,
+        "diff",
+        *DIFF_FLAGS,
+        "--no-renames",
+        "--name-only",
+        "-z",
+        start,
+        head,
+        "--",
+        *CI_PATHS,
+        hostile=False,
+        work_tree=False,
+    )
+    return tuple(name for name in out.split("\0") if name)

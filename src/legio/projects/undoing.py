@@ -3,10 +3,15 @@
 ``keep`` makes one commit of the copy's work as it is (its HEAD's tree with every
 uncommitted change and new file, not the ignored ones), through an index file of Legio's
 own (the copy's index untouched), with the turn's tip as its parent, and fetches it into
-the project under ``refs/legio/undo/<agent>/<card id>``: a ref of Legio's, in Caesar's
-repository, which no agent writes. The commit's message names the card, the branch and
-the two commits of the turn, so ``kept`` lists them and ``restore`` brings one back
-without any other record. ``rewind`` moves the copy (``reset --hard`` then ``clean -fd``:
+the project under ``refs/legio/undo/<agent>/<card id>`` — or, when that card's work is
+kept there already (an undo, then a 🔀 Try again of the same card), the first free
+``…/<card id>-<n>`` (n ≥ 2): a keep never overwrites another, the ref is created only
+if it does not exist (``update-ref <ref> <new> ""``). These are refs of Legio's, in
+Caesar's repository, which no agent writes. The commit's message names the card, the
+branch and the two commits of the turn, so ``kept`` lists them (each with its ref:
+``label`` is what ``/undo <label>`` takes) and ``restore`` brings one back without any
+other record; ``prune`` goes by each kept commit's own date, never by its name.
+``rewind`` moves the copy (``reset --hard`` then ``clean -fd``:
 ignored files stay) and the project's branch back to the turn's start; ``fork`` starts a
 new branch there instead. ``prune`` removes what was kept longer than ``KEEP_DAYS``.
 Every git goes through ``legio.projects.gitsafe`` (no hooks, no filters, no global
@@ -46,14 +51,33 @@ class Kept:
     uncommitted: int  # changes that were not committed (in ``commit`` over ``to_tip``)
     commit: str
     kept_at: float  # seconds since the epoch
+    ref: str = ""  # where it is kept (``kept`` reads it; ``keep`` chooses a free one)
 
     @property
-    def ref(self) -> str:
-        return ref_of(self.agent, self.card)
+    def nth(self) -> int:
+        """Which keep of its card this is: 1 for ``…/<card>``, n for ``…/<card>-<n>``."""
+        _, _, n = self.ref.rpartition("/")[2].partition("-")
+        return int(n) if n.isdigit() else 1
+
+    @property
+    def label(self) -> str:
+        """What ``/undo`` takes to bring this one back: ``7``, or ``7-2`` for a second."""
+        return str(self.card) if self.nth == 1 else f"{self.card}-{self.nth}"
 
 
-def ref_of(agent: str, card: int) -> str:
-    return f"{ROOT}/{agent}/{card}"
+def ref_of(agent: str, card: int, nth: int = 1) -> str:
+    return f"{ROOT}/{agent}/{card}" + (f"-{nth}" if nth > 1 else "")
+
+
+async def free_ref(repo: Path, agent: str, card: int) -> str:
+    """The first ref of card ``card`` nothing is kept under yet in ``repo``."""
+    taken = set(
+        (await _project(repo, "for-each-ref", "--format=%(refname)", f"{ROOT}/{agent}/")).split()
+    )
+    nth = 1
+    while ref_of(agent, card, nth) in taken:
+        nth += 1
+    return ref_of(agent, card, nth)
 
 
 async def _project(repo: Path, *args: str, check: bool = True) -> str:
@@ -137,8 +161,9 @@ async def unpack(place: Place, commit: str, base: str) -> None:
 
 
 async def keep(place: Place, kept: Kept, max_mb: float) -> str:
-    """The copy's work (committed and not) as one commit, fetched into the project under
-    ``kept.ref``; its id. ``ProjectError`` when it cannot be (then nothing moved)."""
+    """The copy's work (committed and not) as one commit, fetched into the project under a
+    ref of its own (``free_ref``: never one that keeps something already); its id.
+    ``ProjectError`` when it cannot be (then nothing moved)."""
     commit = await snapshot(place, note_of(kept))
     size = await incoming_bytes(place.repo, place.copy, commit)
     if size > max_mb * MB:
@@ -157,17 +182,27 @@ async def keep(place: Place, kept: Kept, max_mb: float) -> str:
         "--upload-pack",
         UPLOAD_PACK,
         str(place.copy),
-        f"+{commit}:{kept.ref}",
+        commit,  # its objects only: the ref is created below, never overwritten
         hostile=False,
         work_tree=False,
         local_transport=True,
         limit_s=gitsafe.COPY_TIMEOUT_S,
         settings=KEEP_PACK,
     )
-    if (
-        await _project(place.repo, "rev-parse", "--verify", "--quiet", kept.ref, check=False)
-    ).strip() != commit:
-        raise ProjectError(f"the work of card {kept.card} could not be kept in {place.repo}")
+    ref = await free_ref(place.repo, kept.agent, kept.card)
+    code, _, err = await gitsafe.run_raw(
+        place.repo,
+        "update-ref",
+        "-m",
+        "legio: undo keeps",
+        ref,
+        commit,
+        "",  # only if it does not exist
+        hostile=False,
+        work_tree=False,
+    )
+    if code != 0:
+        raise ProjectError(f"the work of card {kept.card} could not be kept in {place.repo}: {err}")
     return commit
 
 
@@ -258,13 +293,13 @@ async def kept(repo: Path) -> list[Kept]:
         repo,
         "for-each-ref",
         "--sort=-committerdate",
-        "--format=%(objectname) %(committerdate:unix)%00%(contents)%00",
+        "--format=%(refname) %(objectname) %(committerdate:unix)%00%(contents)%00",
         ROOT,
     )
     found = []
     parts = out.split("\0")
     for i in range(0, len(parts) - 1, 2):
-        commit, _, when = parts[i].strip().partition(" ")
+        ref, commit, when = [*parts[i].strip().split(" "), "", ""][:3]
         values = dict(
             line.removeprefix("legio-").split(": ", 1)
             for line in parts[i + 1].splitlines()
@@ -284,6 +319,7 @@ async def kept(repo: Path) -> list[Kept]:
                     int(values["uncommitted"]),
                     commit,
                     float(when or 0),
+                    ref,
                 )
             )
         except ValueError:

@@ -6,8 +6,10 @@ since the card (a newer turn that was not undone: undo that first). When the bra
 the forge (a pull request Legio opened for it), the front-end asks a second time, naming
 the pull request; ``undo`` refuses without that confirmation. Undo keeps the turn's
 commits and the copy's uncommitted work under ``refs/legio/undo/<agent>/<card>`` in the
-project for ``KEEP_DAYS`` (``legio.projects.undoing``), then puts the copy and the branch
-back at the turn's start; nothing is pushed (the pull request shows the old commits until
+project for ``KEEP_DAYS`` (a second keep of the same card, a Try again after its undo,
+under ``…/<card>-2``: one never overwrites another; ``/undo 7-2`` brings that one back;
+``legio.projects.undoing``), then puts the copy and the branch back at the turn's start;
+nothing is pushed (the pull request shows the old commits until
 the next Publish, which asks before it force-pushes). ``kept`` lists what is kept (pruned
 first), ``restore`` brings one back when the branch is still where the undo left it and
 the copy holds no new uncommitted work. ``again`` keeps the copy's uncommitted work the
@@ -228,12 +230,19 @@ class TurnBack:
             found += [k for k in await undoing.kept(repo) if k.project == name]
         return sorted(found, key=lambda k: -k.kept_at)
 
-    async def restore(self, card_id: int) -> str:
-        """``/undo <n>``: card ``n``'s kept work back; what was done. ``ProjectError``
+    async def restore(self, card_id: int, nth: int = 1) -> str:
+        """``/undo <n>``: card ``n``'s kept work back (``nth``: which keep of it, ``/undo
+        <n>-<nth>``, when a Try again kept more of it); what was done. ``ProjectError``
         with the reason when it will not be."""
-        found = next((k for k in await self.kept() if k.card == card_id), None)
+        of_card = [k for k in await self.kept() if k.card == card_id]
+        found = next((k for k in of_card if k.nth == nth), None)
         if found is None:
-            raise ProjectError(f"Nothing of card {card_id} is kept (/undo lists what is).")
+            label = str(card_id) if nth == 1 else f"{card_id}-{nth}"
+            others = ", ".join(f"/undo {k.label}" for k in of_card)
+            raise ProjectError(
+                f"Nothing of card {card_id} is kept as {label}"
+                + (f": its kept work is {others}." if others else " (/undo lists what is).")
+            )
         async with self.idle(found.agent):
             return await self._restore(found)
 
