@@ -83,8 +83,8 @@ def _command(words: tuple[str | None, ...]) -> str:
     args = [w for w in words[1:] if w is not None]
     if program == "git":
         sub = args[0] if args else ""
-        if sub not in GIT_READERS:
-            return f"git {sub or '(no command)'} is not known to only read"
+        if sub and sub not in GIT_READERS:  # none: git --version, git --help
+            return f"git {sub} is not known to only read"
         bad = [a for a in args[1:] if a.startswith(GIT_WRITING)]
         return f"git {sub} {bad[0]} may write or run a program" if bad else ""
     if program not in READERS:
