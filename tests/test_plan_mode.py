@@ -147,3 +147,15 @@ def test_plan_vorenus_on_in_the_console_is_kept_and_plan_requests_still_run(
     assert "Planning first: vorenus." in result.stdout  # kept across the restart
     assert "pullo does not plan first." in result.stdout
     assert "vorenus no longer plans first" in result.stdout
+
+
+def test_the_console_shows_the_plan_with_its_hidden_characters_visible(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    plan = "1. Fix the typo\n<!-- hidden -->\nzero\u200bwidth \u202eevil\u202c"
+    exit_plan = f"/plan @vorenus TOOL ExitPlanMode {json.dumps({'plan': plan})}"
+    result = run_console(castra_dir, fake_cli, f"{exit_plan}\n3\n")
+    assert result.returncode == 0, result.stderr
+    shown = "📋 vorenus's plan:\n\n1. Fix the typo\n<!-- hidden -->\n"
+    assert shown + "zero⟨U+200B⟩width ⟨U+202E⟩evil⟨U+202C⟩" in result.stdout, result.stdout
+    assert "\u200b" not in result.stdout and "\u202e" not in result.stdout

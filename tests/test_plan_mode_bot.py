@@ -145,3 +145,33 @@ async def test_a_stop_while_the_plan_waits_says_so_on_the_plan(
         )
         assert bot.api.buttons(CAESAR, message_id) == []
         assert PLAN in bot.api.messages[(CAESAR, message_id)]["text"]
+
+
+HIDING = (
+    '1. Fix the typo\n\n<!-- hidden -->\n[r]: http://x "t"\n<div>x</div>\nstep 2\n'
+    "zero\u200bwidth \u202eevil\u202c ||spoiler|| [docs](https://evil.example/steal)"
+)
+
+
+async def test_every_character_of_the_plan_is_shown_as_written(
+    castra_dir: Path, fake_cli: FakeCli
+) -> None:
+    async with running_bot(castra_dir, fake_cli) as bot:
+        start = await bot.ask(f"/plan @vorenus TOOL ExitPlanMode {json.dumps({'plan': HIDING})}")
+        call = await bot.api.wait_for_call(
+            "sendMessage", lambda c: "Fix the typo" in str(c.params.get("text")), start=start
+        )
+        message_id = int(call.result["message_id"])
+        await tap(bot, bot.api.buttons(CAESAR, message_id)[2][1], message_id)  # ✖ Drop
+    text = str(call.params["text"])
+    for part in (
+        "<!-- hidden -->",
+        '[r]: http://x "t"',
+        "<div>x</div>\nstep 2",
+        "zero⟨U+200B⟩width",
+        "⟨U+202E⟩evil⟨U+202C⟩",
+        "||spoiler||",
+        "[docs](https://evil.example/steal)",
+    ):
+        assert part in text, (part, text)
+    assert not call.params.get("entities")  # no link, spoiler or hidden text: plain

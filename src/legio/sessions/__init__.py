@@ -23,6 +23,8 @@ Modules:
 - ``outbox``: `send_file` (workspace and granted folders, the path guard's checks, 50
   MB; opened once by a link-free…
 - ``pipeline``: `TurnPipeline`: what happens inside one agent's turn, step by step
+- ``planfence``: plan mode as a fence: what a plan turn may do before Go, its plan file read
+  by Legio itself, never through a link
 - ``planning``: `Planning`: who plans every request first (``/plan <agent> on``), plans stored
 - ``pointers``: what the current message points at, for the agent answering it
 - ``query``: one query's message

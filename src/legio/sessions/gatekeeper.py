@@ -21,6 +21,8 @@ asked as a question with ✅ Go (allow: the CLI leaves plan mode and carries it 
 ✏️ Change (his own words instead deny with them as the changes) and ✖ Drop (deny and
 stop the turn; no answer in time counts as Drop); each plan is stored first as the agent's
 nuntius (``legio.sessions.planning``), and the one he agreed to is its turn's plan.
+Until he taps Go, both callbacks refuse what a plan turn may not do, and the plan is read
+from its file by Legio itself, never through a link (``legio.sessions.planfence``).
 """
 
 from __future__ import annotations
@@ -30,11 +32,13 @@ import json
 import logging
 import warnings
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from legio.config import Config
 from legio.fence.guard import PathGuard
 from legio.request import ApprovalRequest, Asker, Decision, QuestionRequest, Status, Watch
+from legio.sessions.planfence import plan_text, refusal
 from legio.sessions.planning import Planning
 from legio.shell.rules import (
     Rule,
@@ -46,6 +50,7 @@ from legio.shell.rules import (
     unaskable,
 )
 from legio.store.grants import ApprovalStore, Grant
+from legio.visible import visible
 
 if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
     from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny, ToolPermissionContext
@@ -177,8 +182,20 @@ class Gatekeeper:
 
     # ---------------------------------------------------------- the SDK's callbacks
 
-    def hook(self, agent: str, rules: list[Rule], guard: PathGuard | None) -> HookCallback:
-        """A ``PreToolUse`` hook: ``ask`` for a matching call nobody granted."""
+    def planning_refusal(
+        self, agent: str, plans: Path | None, tool: str, tool_input: dict[str, Any]
+    ) -> str:
+        """Why ``agent``'s running plan turn may not make this call ("": it may, or no plan
+        turn runs or Caesar approved its plan); ``plans``: its ``.plans`` folder."""
+        if self.planning is None or not self.planning.planning(agent):
+            return ""
+        return refusal(plans, tool, tool_input)
+
+    def hook(
+        self, agent: str, rules: list[Rule], guard: PathGuard | None, plans: Path | None = None
+    ) -> HookCallback:
+        """A ``PreToolUse`` hook: ``ask`` for a matching call nobody granted; in a plan
+        turn, deny what may change something (``plans``: its ``.plans`` folder)."""
 
         async def pre_tool_use(
             hook_input: Any, tool_use_id: str | None, context: Any
@@ -188,6 +205,7 @@ class Gatekeeper:
             session = str(hook_input.get("session_id") or "")
             try:  # one verdict: what the path guard refuses, this hook denies too
                 refused = guard.check(tool, tool_input, hook_input.get("cwd")) if guard else None
+                planning = self.planning_refusal(agent, plans, tool, tool_input)
                 needed = [] if refused else self.pending(agent, session, rules, tool, tool_input)
                 unsafe = unaskable(tool, tool_input) if needed else ""
             except Exception:  # fail closed: a call the hook cannot check does not run
@@ -196,6 +214,9 @@ class Gatekeeper:
             if refused:
                 logger.debug("%s: ask hook: deny %s (the path guard: %s)", agent, tool, refused)
                 return deny(f"Legio's policy: {refused}.")
+            if planning:
+                logger.info("%s: ask hook: deny %s (a plan turn)", agent, tool)
+                return deny(planning)
             if not needed:
                 logger.debug("%s: ask hook: nothing to ask for %s", agent, tool)
                 return {}
@@ -216,10 +237,17 @@ class Gatekeeper:
 
         return pre_tool_use
 
-    def can_use_tool(self, agent: str, rules: list[Rule] | None = None) -> CanUseTool:
+    def can_use_tool(
+        self, agent: str, rules: list[Rule] | None = None, plans: Path | None = None
+    ) -> CanUseTool:
         """The ``can_use_tool`` callback of agent ``agent``'s sessions (built with its
-        options, once the SDK is loaded: ``legio.sessions.opening.load_sdk``)."""
-        from claude_agent_sdk import CanUseToolShadowedWarning, PermissionResultAllow
+        options, once the SDK is loaded: ``legio.sessions.opening.load_sdk``; ``plans``:
+        its working directory's ``.plans`` folder, where a plan turn writes its plan)."""
+        from claude_agent_sdk import (
+            CanUseToolShadowedWarning,
+            PermissionResultAllow,
+            PermissionResultDeny,
+        )
 
         # The SDK warns that bypassPermissions shadows can_use_tool; with a hook that
         # answers "ask" it does not (PROTOCOLS.md): the warning would only mislead.
@@ -231,7 +259,10 @@ class Gatekeeper:
             if tool == QUESTION_TOOL:
                 return await self._question(agent, tool_input)
             if tool == PLAN_TOOL:
-                return await self._plan(agent, tool_input)
+                return await self._plan(agent, tool_input, plans)
+            planning = self.planning_refusal(agent, plans, tool, tool_input)
+            if planning:
+                return PermissionResultDeny(message=planning)
             asked = self._asked.pop(context.tool_use_id or "", None)
             if asked is None:  # not our hook's ask (another permission mode): check anew
                 needed = self.pending(agent, "", rules or self.rules, tool, tool_input)
@@ -385,11 +416,16 @@ class Gatekeeper:
             return PermissionResultDeny(message="Caesar did not answer your question.")
         return PermissionResultAllow(updated_input={**tool_input, "answers": dict(answers)})
 
-    async def _plan(self, agent: str, tool_input: dict[str, Any]) -> PermissionResult:
+    async def _plan(
+        self, agent: str, tool_input: dict[str, Any], plans: Path | None = None
+    ) -> PermissionResult:
         """A /plan turn's plan, for Caesar to approve (see the module docstring)."""
         from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny
 
-        plan = str(tool_input.get("plan") or "").strip() or NO_PLAN.format(agent=agent)
+        plan, refused = plan_text(tool_input, plans)
+        if refused:
+            return PermissionResultDeny(message=refused)
+        shown = visible(plan.strip()) or NO_PLAN.format(agent=agent)
         asker = self.asker_for(agent)
         if asker is None:
             return PermissionResultDeny(
@@ -402,7 +438,7 @@ class Gatekeeper:
             {"label": CHANGE, "description": "write your changes instead of tapping"},
             {"label": DROP, "description": "stop here, change nothing"},
         ]
-        text = f"📋 {agent}'s plan:\n\n{plan}"
+        text = f"📋 {agent}'s plan:\n\n{shown}"
         seq = await self.planning.record(agent, text) if self.planning is not None else None
         question = {"question": text, "header": "Plan", "options": options}
         request = QuestionRequest(
@@ -413,9 +449,13 @@ class Gatekeeper:
         answer = next(iter(answers.values()), "").strip() if answers else ""
         logger.info("%s: its plan: %s", agent, answer[:80] or "no answer")
         if answer == GO:
-            if self.planning is not None and seq is not None:
-                self.planning.agree(agent, seq)  # its turn's card links to it
-            return PermissionResultAllow()
+            _, refused = plan_text({}, plans)  # no link left for the CLI to follow
+            if refused:
+                return PermissionResultDeny(message=refused)
+            if self.planning is not None:
+                self.planning.agree(agent, seq)  # it may act now; its turn's card links to it
+            # the CLI gives the model (and writes to the plan file) what Caesar approved
+            return PermissionResultAllow(updated_input={**tool_input, "plan": plan or shown})
         if answer in ("", DROP):
             return PermissionResultDeny(message="Caesar dropped this plan.", interrupt=True)
         if answer == CHANGE:

@@ -37,6 +37,7 @@ class Planning:
         self._first: set[str] = set()  # agents whose every request of Caesar's plans first
         self._turns: dict[str, Nuntius] = {}  # agent -> the request its running turn plans
         self._agreed: dict[str, int] = {}  # agent -> the plan Caesar agreed to in that turn
+        self._going: set[str] = set()  # agents whose running turn's plan Caesar approved
 
     async def load(self) -> None:
         """Read the toggles a restart kept."""
@@ -100,10 +101,17 @@ class Planning:
         """``agent``'s turn now plans ``request``."""
         self._turns[agent] = request
         self._agreed.pop(agent, None)
+        self._going.discard(agent)
+
+    def planning(self, agent: str) -> bool:
+        """Whether ``agent``'s running turn still plans: Caesar has not approved its plan
+        (until then it may change nothing, ``legio.sessions.planfence``)."""
+        return agent in self._turns and agent not in self._going
 
     def end(self, agent: str) -> int | None:
         """``agent``'s plan turn is over: the plan Caesar agreed to in it (its seq), if any."""
         self._turns.pop(agent, None)
+        self._going.discard(agent)
         return self._agreed.pop(agent, None)
 
     async def record(self, agent: str, plan: str) -> int | None:
@@ -120,7 +128,10 @@ class Planning:
             return None
         return stored.seq
 
-    def agree(self, agent: str, seq: int) -> None:
-        """Caesar agreed to plan ``seq`` of ``agent``'s running turn (✅ Go)."""
+    def agree(self, agent: str, seq: int | None) -> None:
+        """Caesar agreed to plan ``seq`` (None: it could not be stored) of ``agent``'s
+        running turn (✅ Go): the turn carries it out."""
         if agent in self._turns:
-            self._agreed[agent] = seq
+            self._going.add(agent)
+            if seq is not None:
+                self._agreed[agent] = seq

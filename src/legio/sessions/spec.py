@@ -34,6 +34,7 @@ from legio.projects.copies import PLANS, Place, Projects, checkout_fence
 from legio.request import Added, Asker, Reply, Status, Watch, WorkCard
 from legio.sessions.gatekeeper import PLAN_TOOL, QUESTION_TOOL, Gatekeeper
 from legio.sessions.outbox import Outbox, send_file_for
+from legio.sessions.planfence import scrub
 
 if TYPE_CHECKING:  # the SDK (and mcp) is imported when the first CLI starts
     from claude_agent_sdk import ClaudeAgentOptions, McpSdkServerConfig, SdkMcpTool
@@ -214,15 +215,20 @@ def build_options(
     confined = agent_options(castra, config, spec.name, spec.tools, spec.add_dirs, fence=spec.fence)
     if approvals is not None:  # /plan: its plan file in its working directory (or copy)
         confined["settings"] = with_plans(confined["settings"], spec.cwd)
+        if "sandbox" in confined:  # its shell never writes there (legio.sessions.planfence)
+            confined["sandbox"] = {
+                **confined["sandbox"],
+                "filesystem": {"denyWrite": [str(spec.cwd / PLANS)]},
+            }
     hooks: dict[Any, list[HookMatcher]] = {
         "PreToolUse": [HookMatcher(matcher=None, hooks=[path_guard_hook(guard)])]  # type: ignore[list-item]
     }
     tools = list(spec.tools)
     if approvals is not None:  # legio.sessions.gatekeeper: ask Caesar (after the path guard)
         rules = approvals.agent_rules(spec.ask)
-        ask_hook = approvals.hook(spec.name, rules, guard)
+        ask_hook = approvals.hook(spec.name, rules, guard, spec.cwd / PLANS)
         hooks["PreToolUse"].append(HookMatcher(matcher=None, hooks=[ask_hook]))  # type: ignore[list-item]
-        extra["can_use_tool"] = approvals.can_use_tool(spec.name, rules)
+        extra["can_use_tool"] = approvals.can_use_tool(spec.name, rules, spec.cwd / PLANS)
         tools += [t for t in (QUESTION_TOOL, PLAN_TOOL) if t not in tools]
     return ClaudeAgentOptions(
         hooks=hooks,
@@ -248,9 +254,10 @@ def with_plans(settings: str, cwd: Path) -> str:
     """The CLI's settings with ``plansDirectory`` in ``cwd`` (created): the CLI's default,
     its config dir, is refused by Legio's own deny rules (PROTOCOLS.md, "Plan mode"). In a
     project copy ``cwd`` is the copy, whose ``.git/info/exclude`` ignores it
-    (``legio.projects.copies.exclude_plans``). The path guard still judges each write there."""
+    (``legio.projects.copies.exclude_plans``). The path guard still judges each write there.
+    A link in its place, or in it, is removed, never followed (``legio.sessions.planfence``)."""
     try:
-        (cwd / PLANS).mkdir(exist_ok=True)
+        scrub(cwd)
     except OSError as e:  # e.g. a file of that name: the plan then comes without its text
         logger.warning("%s: no %s folder for plans: %s", cwd, PLANS, e)
     return json.dumps({**json.loads(settings), "plansDirectory": PLANS})

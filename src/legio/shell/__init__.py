@@ -7,6 +7,7 @@ Modules:
 
 - ``gitwords``: what the shell reader knows of git
 - ``reader``: what a Bash command line runs, read with tree-sitter-bash
+- ``readonly``: whether a Bash line only reads (what a plan turn's shell may run)
 - ``rules``: ask rules in the CLI's syntax, the matcher on `shell.read` (an opaque line
   matches every Bash rule
 - ``tree``: tree-sitter-bash nodes read as bash reads them

@@ -22,6 +22,7 @@ from legio.frontends.admin import is_command
 from legio.frontends.numbers import digits
 from legio.request import ApprovalRequest, Decision, QuestionRequest
 from legio.shell.rules import shorten_middle
+from legio.visible import visible
 
 KEYS = {"o": "once", "y": "once", "s": "session", "a": "always", "d": "deny", "n": "deny"}
 KEYS["x"] = "stop"
@@ -53,7 +54,7 @@ def question_lines(agent: str, item: dict[str, Any]) -> tuple[str, list[str]]:
     """A question with its numbered options (and their descriptions), and the labels."""
     options = [o for o in item.get("options") or [] if isinstance(o, dict)]
     labels = [str(o.get("label", "")) for o in options]
-    lines = [f"⚔️ {agent} asks: {item.get('question', '')}"]
+    lines = [f"⚔️ {agent} asks: {visible(str(item.get('question', '')))}"]
     for number, option in enumerate(options, start=1):
         about = str(option.get("description") or "").strip()
         lines.append(f"  {number}. {option.get('label', '')}" + (f" — {about}" if about else ""))

@@ -1,7 +1,13 @@
 """An agent's plan in Telegram: its own message, ``📋 vorenus's plan:`` and the plan
-rendered (in parts when long), with **✅ Go · ✏️ Change · ✖ Drop** on its last part; once
-decided, that part says what Caesar chose and its buttons go. ``asking`` sends it, waits
-for the tap or the reply (the changes), and records which messages carry the plan.
+as plain text (in parts when long), with **✅ Go · ✏️ Change · ✖ Drop** on its last part;
+once decided, that part says what Caesar chose and its buttons go. ``asking`` sends it,
+waits for the tap or the reply (the changes), and records which messages carry the plan.
+
+The plan is never rendered as Markdown: what Caesar approves is every character the agent
+wrote. Markdown would drop HTML comments, link reference definitions and HTML blocks (and
+the lines after one), hide link targets behind their words and text in spoilers; so the
+text is sent as it is, with no entities, through ``legio.visible.visible`` (zero-width
+and bidirectional characters shown as ``⟨U+XXXX⟩``), as the console shows it.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ from typing import Any
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, MessageEntity
 from telegram.error import TelegramError
 
-from legio.frontends.telegram.sending import render
+from legio.frontends.telegram.sending import plain_pages
 from legio.request import QuestionRequest
+from legio.visible import visible
 
 FOOTER = (
     "✅ Go: it carries the plan out · ✏️ Change: reply to this message with your changes · "
@@ -41,14 +48,14 @@ def plan_pages(request: QuestionRequest, base: str) -> list[Page]:
     """The plan's messages (text, buttons on the last, entities); ``base``: its buttons'
     callback data before the option's number (``asking``'s question format)."""
     item = request.questions[0] if request.questions else {}
-    chunks = render(f"{item.get('question', '')}\n\n{FOOTER}")
+    chunks = plain_pages(f"{visible(str(item.get('question', '')))}\n\n{FOOTER}")
     buttons = [
         InlineKeyboardButton(label, callback_data=f"{base}:{number}")
         for number, label in enumerate(_labels(request))
     ]
     keyboard = InlineKeyboardMarkup([buttons])
     last = len(chunks) - 1
-    return [(text, keyboard if i == last else None, e) for i, (text, e) in enumerate(chunks)]
+    return [(text, keyboard if i == last else None, []) for i, text in enumerate(chunks)]
 
 
 def decision_line(request: QuestionRequest, answer: str) -> str:
