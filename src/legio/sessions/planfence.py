@@ -31,7 +31,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from legio.fence.safefs import UnsafePath, open_dir
+from legio.fence.safefs import UnsafePath, open_dir, open_file
 from legio.projects.copies import PLANS
 from legio.shell.readonly import not_read_only
 from legio.visible import visible
@@ -150,20 +150,13 @@ def read_plan(plans: Path, raw: object) -> str:
     name = plan_target(plans, raw)
     if name is None:
         raise UnsafePath(errno.EINVAL, f"the plan file {raw!r} is not one .md file in {PLANS}/")
-    dir_fd = open_dir(plans.parent, [PLANS])
-    try:
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        try:
-            fd = os.open(name, flags, dir_fd=dir_fd)
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise UnsafePath(e.errno, f"{PLANS}/{name} is a link, not your plan") from e
-            raise
-    finally:
-        os.close(dir_fd)
+    try:  # no link followed at .plans or the file; a regular file only
+        fd = open_file(plans.parent, Path(PLANS) / name)
+    except UnsafePath as e:
+        raise UnsafePath(e.errno, f"{PLANS}/{name} is a link or not a plain file") from e
     with contextlib.closing(_Fd(fd)):
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        if st.st_nlink != 1:
             raise UnsafePath(errno.EINVAL, f"{PLANS}/{name} is not a plain file")
         if st.st_size > PLAN_MAX:
             raise UnsafePath(errno.EFBIG, f"{PLANS}/{name} is over {PLAN_MAX // 1024} KiB")
